@@ -1,0 +1,190 @@
+#pragma once
+// Every SQL statement the cache runs, one named constant per operation; store.cpp is the only user
+// and prepares each once per connection. Changing a table here means bumping
+// Store::kSchemaVersion, and kOldestCompatibleVersion too when older code can no longer use the
+// file.
+//
+// No foreign keys on purpose: winners are imported from JSON without their device or binary, and a
+// binary may be pruned while a winner that names it stays (the winner is then recompiled).
+
+namespace kvtune::cache::sql {
+
+/// The oldest schema version whose code can still read and write a file of our schema. Written
+/// into every new file; a file whose value is above the running Store::kSchemaVersion is newer
+/// than we can handle and is set aside.
+inline constexpr int kOldestCompatibleVersion = 1;
+
+/// PRAGMA application_id of a kvtune cache ("kvtn"), so that `file` and sqlite tools can tell.
+/// Informative only: a kvtune database is recognized by its meta table.
+inline constexpr char kSetApplicationId[] = "PRAGMA application_id = 1802925166";
+
+// --- Keys of the meta table -----------------------------------------------------------------
+inline constexpr char kMetaSchemaVersion[] = "schema_version";
+inline constexpr char kMetaOldestCompatibleVersion[] = "oldest_compatible_version";
+
+// --- Schema ---------------------------------------------------------------------------------
+inline constexpr char kCreateMeta[] = R"sql(
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY NOT NULL,
+  value NOT NULL
+))sql";
+
+inline constexpr char kCreateDevices[] = R"sql(
+CREATE TABLE IF NOT EXISTS devices (
+  id             TEXT PRIMARY KEY NOT NULL,
+  name           TEXT NOT NULL,
+  cc_major       INTEGER NOT NULL,
+  cc_minor       INTEGER NOT NULL,
+  sm_count       INTEGER NOT NULL,
+  l2_bytes       INTEGER NOT NULL,
+  memory_bytes   INTEGER NOT NULL,
+  driver_version INTEGER NOT NULL,
+  nvrtc_version  INTEGER NOT NULL,
+  kvtune_version TEXT NOT NULL,
+  json           TEXT NOT NULL,
+  updated_at     INTEGER NOT NULL
+))sql";
+
+inline constexpr char kCreateBinaries[] = R"sql(
+CREATE TABLE IF NOT EXISTS binaries (
+  hash         TEXT PRIMARY KEY NOT NULL,
+  arch         TEXT NOT NULL,
+  lowered_name TEXT NOT NULL,
+  image        BLOB NOT NULL,
+  image_hash   TEXT NOT NULL,
+  created_at   INTEGER NOT NULL
+))sql";
+
+inline constexpr char kCreateWinners[] = R"sql(
+CREATE TABLE IF NOT EXISTS winners (
+  problem_key   TEXT NOT NULL,
+  device_id     TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  op            TEXT NOT NULL,
+  label         TEXT NOT NULL,
+  config_json   TEXT NOT NULL,
+  binary_hash   TEXT NOT NULL,
+  origin        TEXT NOT NULL,
+  median_ms     REAL NOT NULL,
+  gbps          REAL NOT NULL,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (problem_key, device_id, template_hash)
+))sql";
+
+// winners() lists by operator, then problem.
+inline constexpr char kCreateWinnersByOp[] =
+    "CREATE INDEX IF NOT EXISTS winners_by_op ON winners(op, problem_key)";
+
+// `id` is the rowid, so ORDER BY id is insertion order.
+inline constexpr char kCreateTrials[] = R"sql(
+CREATE TABLE IF NOT EXISTS trials (
+  id            INTEGER PRIMARY KEY,
+  problem_key   TEXT NOT NULL,
+  device_id     TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  label         TEXT NOT NULL,
+  config_json   TEXT NOT NULL,
+  status        TEXT NOT NULL,
+  message       TEXT NOT NULL,
+  median_ms     REAL NOT NULL,
+  spread        REAL NOT NULL,
+  gbps          REAL NOT NULL,
+  created_at    INTEGER NOT NULL
+))sql";
+
+inline constexpr char kCreateTrialsByKey[] =
+    "CREATE INDEX IF NOT EXISTS trials_by_key ON trials(problem_key, device_id, template_hash, id)";
+
+/// Run in order, in one transaction, when a file has no tables yet.
+inline constexpr const char* kCreateSchema[] = {
+    kCreateMeta,        kCreateDevices, kCreateBinaries,    kCreateWinners,
+    kCreateWinnersByOp, kCreateTrials,  kCreateTrialsByKey,
+};
+
+// --- Connection set-up and inspection -------------------------------------------------------
+inline constexpr char kQuickCheck[] = "PRAGMA quick_check";
+inline constexpr char kSetJournalModeWal[] = "PRAGMA journal_mode = WAL";
+inline constexpr char kSetSynchronousNormal[] = "PRAGMA synchronous = NORMAL";
+inline constexpr char kListUserTables[] = R"sql(
+SELECT name FROM sqlite_master
+WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'
+ORDER BY name)sql";
+
+// --- Transactions ---------------------------------------------------------------------------
+// IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading a read lock.
+inline constexpr char kBeginImmediate[] = "BEGIN IMMEDIATE";
+inline constexpr char kCommit[] = "COMMIT";
+inline constexpr char kRollback[] = "ROLLBACK";
+
+// --- meta -----------------------------------------------------------------------------------
+inline constexpr char kSelectMetaValue[] = "SELECT value FROM meta WHERE key = ?1";
+// Another process may have created the schema between our inspection and our transaction.
+inline constexpr char kInsertMetaValueIfAbsent[] =
+    "INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)";
+
+// --- devices --------------------------------------------------------------------------------
+inline constexpr char kUpsertDevice[] = R"sql(
+INSERT INTO devices(id, name, cc_major, cc_minor, sm_count, l2_bytes, memory_bytes,
+                    driver_version, nvrtc_version, kvtune_version, json, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+ON CONFLICT(id) DO UPDATE SET
+  name = excluded.name, cc_major = excluded.cc_major, cc_minor = excluded.cc_minor,
+  sm_count = excluded.sm_count, l2_bytes = excluded.l2_bytes,
+  memory_bytes = excluded.memory_bytes, driver_version = excluded.driver_version,
+  nvrtc_version = excluded.nvrtc_version, kvtune_version = excluded.kvtune_version,
+  json = excluded.json, updated_at = excluded.updated_at)sql";
+
+inline constexpr char kSelectDevice[] = R"sql(
+SELECT id, name, cc_major, cc_minor, sm_count, l2_bytes, memory_bytes, driver_version,
+       nvrtc_version, kvtune_version, json
+FROM devices WHERE id = ?1)sql";
+
+// --- binaries -------------------------------------------------------------------------------
+// Insert if absent. A row that is present but differs (its image was damaged, so find_binary
+// refuses it and the caller recompiles) is overwritten; an identical row is left untouched, so
+// storing the same binary again costs no write.
+inline constexpr char kPutBinary[] = R"sql(
+INSERT INTO binaries(hash, arch, lowered_name, image, image_hash, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT(hash) DO UPDATE SET
+  arch = excluded.arch, lowered_name = excluded.lowered_name, image = excluded.image,
+  image_hash = excluded.image_hash, created_at = excluded.created_at
+WHERE binaries.image_hash IS NOT excluded.image_hash OR binaries.image IS NOT excluded.image
+   OR binaries.arch IS NOT excluded.arch OR binaries.lowered_name IS NOT excluded.lowered_name)sql";
+
+inline constexpr char kSelectBinary[] =
+    "SELECT hash, arch, lowered_name, image, image_hash FROM binaries WHERE hash = ?1";
+
+// --- winners --------------------------------------------------------------------------------
+inline constexpr char kUpsertWinner[] = R"sql(
+INSERT INTO winners(problem_key, device_id, template_hash, op, label, config_json, binary_hash,
+                    origin, median_ms, gbps, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+ON CONFLICT(problem_key, device_id, template_hash) DO UPDATE SET
+  op = excluded.op, label = excluded.label, config_json = excluded.config_json,
+  binary_hash = excluded.binary_hash, origin = excluded.origin, median_ms = excluded.median_ms,
+  gbps = excluded.gbps, created_at = excluded.created_at)sql";
+
+// The column order of kSelectWinner and kSelectAllWinners is the same (read_winner relies on it).
+inline constexpr char kSelectWinner[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, label, config_json, binary_hash, origin,
+       median_ms, gbps, created_at
+FROM winners WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3)sql";
+
+inline constexpr char kSelectAllWinners[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, label, config_json, binary_hash, origin,
+       median_ms, gbps, created_at
+FROM winners ORDER BY op, problem_key, device_id, template_hash)sql";
+
+// --- trials ---------------------------------------------------------------------------------
+inline constexpr char kInsertTrial[] = R"sql(
+INSERT INTO trials(problem_key, device_id, template_hash, label, config_json, status, message,
+                   median_ms, spread, gbps, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11))sql";
+
+inline constexpr char kSelectTrials[] = R"sql(
+SELECT label, config_json, status, message, median_ms, spread, gbps
+FROM trials WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3
+ORDER BY id)sql";
+
+}  // namespace kvtune::cache::sql

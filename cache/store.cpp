@@ -1,0 +1,745 @@
+// kvtune's persistent store (contract in store.h, SQL text in sql.h). The only file that includes
+// sqlite3.h.
+//
+// Opening a file, one attempt:
+//   1. create missing parent directories (0700) and the file (0600);
+//   2. refuse a file that group or others may write, or that is not a regular file;
+//   3. open it read-write (a file SQLite can only open read-only is refused);
+//   4. inspect it: PRAGMA quick_check, then no tables = new, a meta table with a schema version =
+//      ours (or newer), anything else = not ours;
+//   5. a file that is corrupt, not ours, or newer than we understand is renamed aside and the
+//      attempt starts over; a usable one is switched to WAL and given the schema when new.
+// What stops a file from being used without being the file's fault (permissions, I/O errors,
+// locks held past the busy timeout) leaves the file alone, and the store runs in memory. Each
+// such event goes to the LogFn; open() itself does not throw.
+
+#include "cache/store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "cache/sql.h"
+#include "kvtune/error.h"
+#include "lib/src/hash.h"
+
+namespace kvtune::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Several processes tuning at once each hold the write lock for one short transaction; 15 s is far
+// above any wait that is not a stuck process.
+constexpr int kBusyTimeoutMs = 15000;
+constexpr auto kBusyTimeout = std::chrono::milliseconds(kBusyTimeoutMs);
+
+std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+std::string errno_text(int error) { return std::generic_category().message(error); }
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+bool is_corruption(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
+}
+
+bool is_busy(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
+// A few milliseconds, growing, for retries that SQLite's own busy handler did not absorb.
+void back_off(int attempt) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(attempt, 6), 50)));
+}
+
+// Forwards to the user's LogFn; a callback that throws must not make open() throw.
+class Logger {
+ public:
+  explicit Logger(LogFn fn) : fn_(std::move(fn)) {}
+  void operator()(const char* level, const std::string& message) const noexcept {
+    if (!fn_) return;
+    try {
+      fn_(level, message);
+    } catch (...) {
+    }
+  }
+
+ private:
+  LogFn fn_;
+};
+
+// Names the public call in error messages.
+struct Call {
+  const char* operation;
+  std::string problem;  // problem key, when the call has one
+  std::string device;   // device id, when the call has one
+};
+
+struct ConnectionCloser {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+using Connection = std::unique_ptr<sqlite3, ConnectionCloser>;
+
+struct StatementFinalizer {
+  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+};
+using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementFinalizer>;
+
+// One connection and its prepared statements, each prepared on first use and kept.
+class Database {
+ public:
+  Database(Connection connection, std::string path)
+      : connection_(std::move(connection)), path_(std::move(path)) {
+    sqlite3_extended_result_codes(connection_.get(), 1);
+    sqlite3_busy_timeout(connection_.get(), kBusyTimeoutMs);
+  }
+
+  sqlite3* get() const { return connection_.get(); }
+  const std::string& path() const { return path_; }  // "" in memory
+  int last_error() const { return last_error_; }
+
+  // `sql` is one of sql.h's constants; its address is the key.
+  sqlite3_stmt* statement(const char* sql, const Call& call) {
+    auto found = statements_.find(sql);
+    if (found != statements_.end()) return found->second.get();
+    sqlite3_stmt* raw = nullptr;
+    const int rc = sqlite3_prepare_v3(get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    if (rc != SQLITE_OK) fail(call, rc);
+    return statements_.emplace(sql, StatementPtr(raw)).first->second.get();
+  }
+
+  // Throws kvtune::Error with SQLite's text for the connection's last failure.
+  [[noreturn]] void fail(const Call& call, int rc) {
+    last_error_ = rc;
+    const std::string where = path_.empty() ? "in-memory cache" : path_;
+    throw Error(Error::Context{"cache", call.problem, "", call.device, ""},
+                std::string(call.operation) + " (" + where + "): " + sqlite3_errmsg(get()) +
+                    " [sqlite code " + std::to_string(rc) + "]");
+  }
+
+ private:
+  Connection connection_;  // declared first, so destroyed after the statements that need it
+  std::string path_;
+  std::unordered_map<const char*, StatementPtr> statements_;
+  int last_error_ = SQLITE_OK;
+};
+
+// A cached statement in use: bound, stepped, then reset and unbound when it goes out of scope.
+class Statement {
+ public:
+  Statement(Database& db, const char* sql, const Call& call)
+      : db_(db), call_(call), statement_(db.statement(sql, call)) {}
+  ~Statement() {
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind_text(int index, const std::string& text) {
+    return check(sqlite3_bind_text64(statement_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                                     SQLITE_UTF8));
+  }
+  Statement& bind_blob(int index, const std::string& bytes) {
+    return check(
+        sqlite3_bind_blob64(statement_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  }
+  Statement& bind_int(int index, std::int64_t value) {
+    return check(sqlite3_bind_int64(statement_, index, value));
+  }
+  Statement& bind_real(int index, double value) {
+    return check(sqlite3_bind_double(statement_, index, value));
+  }
+
+  // True when a row is ready. A busy answer before the first row is retried up to the busy timeout.
+  bool step() {
+    const auto deadline = Clock::now() + kBusyTimeout;
+    for (int attempt = 0;; ++attempt) {
+      const int rc = sqlite3_step(statement_);
+      if (rc == SQLITE_ROW) {
+        ++rows_;
+        return true;
+      }
+      if (rc == SQLITE_DONE) return false;
+      if (!is_busy(rc) || rows_ > 0 || Clock::now() >= deadline) db_.fail(call_, rc);
+      sqlite3_reset(statement_);  // keeps the bindings
+      back_off(attempt);
+    }
+  }
+  // Steps to the end, ignoring any rows (writes, pragmas).
+  void run() {
+    while (step()) {
+    }
+  }
+
+  std::string text(int column) const {
+    const auto* bytes = sqlite3_column_text(statement_, column);
+    if (bytes == nullptr) return {};
+    return std::string(reinterpret_cast<const char*>(bytes),
+                       static_cast<std::size_t>(sqlite3_column_bytes(statement_, column)));
+  }
+  std::string blob(int column) const {
+    const void* bytes = sqlite3_column_blob(statement_, column);
+    if (bytes == nullptr) return {};
+    return std::string(static_cast<const char*>(bytes),
+                       static_cast<std::size_t>(sqlite3_column_bytes(statement_, column)));
+  }
+  std::int64_t integer(int column) const { return sqlite3_column_int64(statement_, column); }
+  double real(int column) const { return sqlite3_column_double(statement_, column); }
+
+ private:
+  Statement& check(int rc) {
+    if (rc != SQLITE_OK) db_.fail(call_, rc);
+    return *this;
+  }
+
+  Database& db_;
+  const Call& call_;
+  sqlite3_stmt* statement_;
+  int rows_ = 0;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back when destroyed uncommitted. BEGIN and COMMIT are retried
+// on SQLITE_BUSY until the busy timeout, so concurrent writers wait rather than fail.
+class Transaction {
+ public:
+  Transaction(Database& db, const Call& call) : db_(db), call_(call) { run(sql::kBeginImmediate); }
+  ~Transaction() {
+    if (committed_ || sqlite3_get_autocommit(db_.get())) return;
+    try {
+      Statement(db_, sql::kRollback, call_).run();
+    } catch (...) {
+      // The connection stays usable: SQLite rolls back on the next BEGIN failure at the latest.
+    }
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  void commit() {
+    run(sql::kCommit);
+    committed_ = true;
+  }
+
+ private:
+  void run(const char* sql) {
+    const auto deadline = Clock::now() + kBusyTimeout;
+    sqlite3_stmt* statement = db_.statement(sql, call_);
+    for (int attempt = 0;; ++attempt) {
+      const int rc = sqlite3_step(statement);
+      if (rc == SQLITE_DONE) {
+        sqlite3_reset(statement);
+        return;
+      }
+      if (!is_busy(rc) || Clock::now() >= deadline) {
+        try {
+          db_.fail(call_, rc);
+        } catch (...) {
+          sqlite3_reset(statement);
+          throw;
+        }
+      }
+      sqlite3_reset(statement);
+      back_off(attempt);
+    }
+  }
+
+  Database& db_;
+  const Call& call_;
+  bool committed_ = false;
+};
+
+void create_schema(Database& db) {
+  const Call call{"create schema", "", ""};
+  Transaction transaction(db, call);
+  for (const char* create : sql::kCreateSchema) Statement(db, create, call).run();
+  Statement(db, sql::kInsertMetaValueIfAbsent, call)
+      .bind_text(1, sql::kMetaSchemaVersion)
+      .bind_int(2, Store::kSchemaVersion)
+      .run();
+  Statement(db, sql::kInsertMetaValueIfAbsent, call)
+      .bind_text(1, sql::kMetaOldestCompatibleVersion)
+      .bind_int(2, sql::kOldestCompatibleVersion)
+      .run();
+  Statement(db, sql::kSetApplicationId, call).run();
+  transaction.commit();
+}
+
+std::optional<std::int64_t> read_meta(Database& db, const char* key, const Call& call) {
+  Statement select(db, sql::kSelectMetaValue, call);
+  select.bind_text(1, key);
+  if (!select.step()) return std::nullopt;
+  return select.integer(0);
+}
+
+// --- Opening a file ---------------------------------------------------------------------------
+
+// What inspecting an open file found.
+struct Inspection {
+  enum Verdict { kUsable, kCorrupt, kForeign, kNewer };
+  Verdict verdict = kUsable;
+  std::string reason;  // for the log, when not usable
+  bool empty = false;  // usable and without tables: needs the schema
+};
+
+Inspection inspect(Database& db) {
+  const Call call{"inspect", "", ""};
+  {
+    Statement check(db, sql::kQuickCheck, call);
+    const std::string first = check.step() ? check.text(0) : std::string("no result");
+    if (first != "ok") return {Inspection::kCorrupt, "quick_check: " + first, false};
+  }
+  std::vector<std::string> tables;
+  {
+    Statement list(db, sql::kListUserTables, call);
+    while (list.step()) tables.push_back(list.text(0));
+  }
+  if (tables.empty()) return {Inspection::kUsable, "", true};
+
+  std::string names;
+  for (const auto& table : tables) names += (names.empty() ? "" : ", ") + table;
+  const Inspection foreign{Inspection::kForeign,
+                           "it has tables " + names + " and no kvtune schema version", false};
+  if (std::find(tables.begin(), tables.end(), "meta") == tables.end()) return foreign;
+
+  std::optional<std::int64_t> version, oldest_compatible;
+  try {
+    version = read_meta(db, sql::kMetaSchemaVersion, call);
+    oldest_compatible = read_meta(db, sql::kMetaOldestCompatibleVersion, call);
+  } catch (const Error&) {
+    // A `meta` table of another shape is someone else's; corruption and I/O go to the caller.
+    if ((db.last_error() & 0xff) == SQLITE_ERROR) return foreign;
+    throw;
+  }
+  if (!version || *version < 1) return foreign;
+  if (*version > Store::kSchemaVersion &&
+      oldest_compatible.value_or(*version) > Store::kSchemaVersion) {
+    return {Inspection::kNewer,
+            "it was written by a newer kvtune: schema " + std::to_string(*version) +
+                ", usable from schema " + std::to_string(oldest_compatible.value_or(*version)) +
+                " on, and this kvtune has schema " + std::to_string(Store::kSchemaVersion),
+            false};
+  }
+  // Schema 1 is the first; migrations from older versions will go here.
+  return {Inspection::kUsable, "", false};
+}
+
+// The result of one attempt at opening a file.
+struct Attempt {
+  std::unique_ptr<Database> db;  // the file is in use
+  bool retry = false;            // the file was set aside (or replaced under us): start over
+  std::string problem;           // otherwise: why the file cannot be used
+};
+
+Attempt unusable(std::string problem) {
+  Attempt attempt;
+  attempt.problem = std::move(problem);
+  return attempt;
+}
+
+// mkdir -p, giving every directory it creates mode 0700; existing directories are left as they are.
+bool make_parent_directories(const std::string& path, std::string& problem) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::filesystem::path current;
+  for (const auto& part : parent) {
+    current /= part;
+    if (::mkdir(current.c_str(), 0700) == 0) {
+      ::chmod(current.c_str(), 0700);  // in case the umask took owner bits away
+      continue;
+    }
+    const int error = errno;
+    struct stat st {};
+    if (error == EEXIST && ::stat(current.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    problem = "cannot create directory " + current.string() + ": " +
+              (error == EEXIST ? std::string("a file of that name exists") : errno_text(error));
+    return false;
+  }
+  return true;
+}
+
+// Creates an empty file with mode 0600 (an empty file is an empty SQLite database; SQLite itself
+// would create it 0644). Another process creating it first is fine.
+bool create_private_file(const std::string& path, std::string& problem) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return true;
+    problem = "cannot create it: " + errno_text(errno);
+    return false;
+  }
+  ::fchmod(fd, 0600);
+  ::close(fd);
+  return true;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// Renames `path` and its -wal, -shm and -journal siblings to `<path>.<kind>-<unix seconds>` (plus
+// a counter should that name be taken). The siblings go first: a WAL left behind would be
+// replayed into the new database.
+Attempt set_aside(std::unique_ptr<Database> db, const std::string& path, const struct stat& opened,
+                  const Inspection& found, const Logger& log) {
+  // Leave the WAL exactly as found: it is part of what is set aside.
+  sqlite3_db_config(db->get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  db.reset();
+
+  Attempt attempt;
+  attempt.retry = true;
+  struct stat now {};
+  if (::stat(path.c_str(), &now) != 0 || now.st_dev != opened.st_dev ||
+      now.st_ino != opened.st_ino) {
+    return attempt;  // another process set it aside already
+  }
+
+  const char* kind = found.verdict == Inspection::kCorrupt   ? "corrupt"
+                     : found.verdict == Inspection::kForeign ? "foreign"
+                                                             : "newer";
+  const std::string base = path + "." + kind + "-" + std::to_string(unix_now());
+  std::string aside = base;
+  for (int n = 1; exists(aside) || exists(aside + "-wal") || exists(aside + "-shm"); ++n) {
+    aside = base + "-" + std::to_string(n);
+  }
+  for (const char* sibling : {"-wal", "-shm", "-journal"}) {
+    const std::string from = path + sibling;
+    if (exists(from) && std::rename(from.c_str(), (aside + sibling).c_str()) != 0) {
+      return unusable("it needs to be set aside (" + found.reason + ") but renaming " + from +
+                      " failed: " + errno_text(errno));
+    }
+  }
+  if (std::rename(path.c_str(), aside.c_str()) != 0) {
+    return unusable("it needs to be set aside (" + found.reason +
+                    ") but renaming it failed: " + errno_text(errno));
+  }
+  const char* what = found.verdict == Inspection::kCorrupt   ? "is corrupt"
+                     : found.verdict == Inspection::kForeign ? "is not a kvtune cache"
+                                                             : "has a newer schema";
+  log("warn", "cache: " + path + " " + what + " (" + found.reason + "); moved it to " + aside +
+                  " and started a new cache");
+  return attempt;
+}
+
+Attempt open_file(const std::string& path, const Logger& log) {
+  std::string problem;
+  if (!make_parent_directories(path, problem)) return unusable(problem);
+
+  struct stat st {};
+  bool created = false;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return unusable("cannot stat it: " + errno_text(errno));
+    if (!create_private_file(path, problem)) return unusable(problem);
+    if (::stat(path.c_str(), &st) != 0) return unusable("cannot stat it: " + errno_text(errno));
+    created = true;
+  }
+  if (!S_ISREG(st.st_mode)) return unusable("it is not a regular file");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return unusable("it is writable by group or others (mode " + octal_mode(st.st_mode) +
+                    "), so it is not trusted; chmod 600 it to use it");
+  }
+
+  sqlite3* raw = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  Connection connection(raw);
+  if (rc != SQLITE_OK) {
+    return unusable(std::string("cannot open it: ") +
+                    (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+  }
+  if (sqlite3_db_readonly(raw, "main") == 1) return unusable("it can be opened read-only only");
+
+  auto db = std::make_unique<Database>(std::move(connection), path);
+  Inspection found;
+  try {
+    found = inspect(*db);
+    if (found.verdict == Inspection::kUsable) {
+      const Call call{"open", "", ""};
+      Statement(*db, sql::kSetJournalModeWal, call).run();
+      Statement(*db, sql::kSetSynchronousNormal, call).run();
+      if (found.empty) create_schema(*db);
+      if (created) log("info", "cache: created " + path);
+      Attempt attempt;
+      attempt.db = std::move(db);
+      return attempt;
+    }
+  } catch (const Error& e) {
+    if (!is_corruption(db->last_error())) return unusable(e.cause());
+    found = {Inspection::kCorrupt, sqlite3_errstr(db->last_error()), false};
+  }
+  return set_aside(std::move(db), path, st, found, log);
+}
+
+std::unique_ptr<Database> open_in_memory() {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(
+      ":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  Connection connection(raw);
+  if (rc != SQLITE_OK) {  // out of memory: nothing left to fall back to
+    throw Error(Error::Context{"cache", "", "", "", ""},
+                std::string("cannot open an in-memory database: ") + sqlite3_errstr(rc));
+  }
+  auto db = std::make_unique<Database>(std::move(connection), "");
+  create_schema(*db);
+  return db;
+}
+
+Winner read_winner(const Statement& row) {
+  Winner winner;
+  winner.op = row.text(0);
+  winner.problem_key = row.text(1);
+  winner.device_id = row.text(2);
+  winner.template_hash = row.text(3);
+  winner.label = row.text(4);
+  winner.config_json = row.text(5);
+  winner.binary_hash = row.text(6);
+  winner.origin = row.text(7);
+  winner.median_ms = row.real(8);
+  winner.gbps = row.real(9);
+  winner.created_at = row.integer(10);
+  return winner;
+}
+
+// The image hash to store: the caller's, which must match the image, or computed when empty.
+std::string checked_image_hash(const Binary& binary, const Call& call) {
+  const std::string actual = detail::hash_hex(binary.image);
+  if (binary.hash.empty() || (!binary.image_hash.empty() && binary.image_hash != actual)) {
+    throw Error(Error::Context{"cache", call.problem, "", call.device, ""},
+                std::string(call.operation) + ": binary '" + binary.hash + "' " +
+                    (binary.hash.empty() ? "has no hash"
+                                         : "has image_hash " + binary.image_hash +
+                                               " but its image hashes to " + actual));
+  }
+  return actual;
+}
+
+void insert_binary(Database& db, const Binary& binary, const Call& call) {
+  const std::string image_hash = checked_image_hash(binary, call);
+  Statement(db, sql::kPutBinary, call)
+      .bind_text(1, binary.hash)
+      .bind_text(2, binary.arch)
+      .bind_text(3, binary.lowered_name)
+      .bind_blob(4, binary.image)
+      .bind_text(5, image_hash)
+      .bind_int(6, unix_now())
+      .run();
+}
+
+}  // namespace
+
+// --- Store ------------------------------------------------------------------------------------
+
+struct Store::Impl {
+  Impl(std::unique_ptr<Database> database, Logger logger)
+      : db(std::move(database)), log(std::move(logger)) {}
+  std::unique_ptr<Database> db;
+  Logger log;
+  std::mutex mutex;  // one connection, used by one thread at a time
+};
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+std::unique_ptr<Store> Store::open(const std::string& path, LogFn log_fn) {
+  Logger log(std::move(log_fn));
+  if (path.empty() || path == ":memory:") {
+    return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(open_in_memory(), log)));
+  }
+  // Each retry follows a file set aside; three cover a race with another process doing the same.
+  std::string problem = "it was set aside repeatedly";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Attempt result = open_file(path, log);
+    if (result.db) {
+      return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(std::move(result.db), log)));
+    }
+    if (!result.retry) {
+      problem = result.problem;
+      break;
+    }
+  }
+  log("warn",
+      "cache: cannot use " + path + ": " + problem + "; using an in-memory cache for this process");
+  return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(open_in_memory(), log)));
+}
+
+const std::string& Store::path() const { return impl_->db->path(); }
+
+bool Store::in_memory() const { return impl_->db->path().empty(); }
+
+int Store::schema_version() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"schema_version", "", ""};
+  const auto version = read_meta(*impl_->db, sql::kMetaSchemaVersion, call);
+  return version ? static_cast<int>(*version) : 0;
+}
+
+void Store::put_device(const DeviceRow& device) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_device", "", device.id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kUpsertDevice, call)
+      .bind_text(1, device.id)
+      .bind_text(2, device.name)
+      .bind_int(3, device.cc_major)
+      .bind_int(4, device.cc_minor)
+      .bind_int(5, device.sm_count)
+      .bind_int(6, device.l2_bytes)
+      .bind_int(7, device.memory_bytes)
+      .bind_int(8, device.driver_version)
+      .bind_int(9, device.nvrtc_version)
+      .bind_text(10, device.kvtune_version)
+      .bind_text(11, device.json)
+      .bind_int(12, unix_now())
+      .run();
+  transaction.commit();
+}
+
+std::optional<DeviceRow> Store::find_device(const std::string& id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"find_device", "", id};
+  Statement select(*impl_->db, sql::kSelectDevice, call);
+  select.bind_text(1, id);
+  if (!select.step()) return std::nullopt;
+  DeviceRow device;
+  device.id = select.text(0);
+  device.name = select.text(1);
+  device.cc_major = static_cast<int>(select.integer(2));
+  device.cc_minor = static_cast<int>(select.integer(3));
+  device.sm_count = static_cast<int>(select.integer(4));
+  device.l2_bytes = select.integer(5);
+  device.memory_bytes = select.integer(6);
+  device.driver_version = static_cast<int>(select.integer(7));
+  device.nvrtc_version = static_cast<int>(select.integer(8));
+  device.kvtune_version = select.text(9);
+  device.json = select.text(10);
+  return device;
+}
+
+std::optional<Winner> Store::find_winner(const std::string& problem_key,
+                                         const std::string& device_id,
+                                         const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"find_winner", problem_key, device_id};
+  Statement select(*impl_->db, sql::kSelectWinner, call);
+  select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
+  if (!select.step()) return std::nullopt;
+  return read_winner(select);
+}
+
+void Store::put_result(const Winner& winner, const std::optional<Binary>& binary,
+                       const std::vector<Trial>& trials) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_result", winner.problem_key, winner.device_id};
+  const std::int64_t now = unix_now();
+  Transaction transaction(db, call);
+  if (binary) insert_binary(db, *binary, call);
+  Statement(db, sql::kUpsertWinner, call)
+      .bind_text(1, winner.problem_key)
+      .bind_text(2, winner.device_id)
+      .bind_text(3, winner.template_hash)
+      .bind_text(4, winner.op)
+      .bind_text(5, winner.label)
+      .bind_text(6, winner.config_json)
+      .bind_text(7, winner.binary_hash)
+      .bind_text(8, winner.origin)
+      .bind_real(9, winner.median_ms)
+      .bind_real(10, winner.gbps)
+      .bind_int(11, winner.created_at != 0 ? winner.created_at : now)
+      .run();
+  for (const Trial& trial : trials) {
+    Statement(db, sql::kInsertTrial, call)
+        .bind_text(1, winner.problem_key)
+        .bind_text(2, winner.device_id)
+        .bind_text(3, winner.template_hash)
+        .bind_text(4, trial.label)
+        .bind_text(5, trial.config_json)
+        .bind_text(6, trial.status)
+        .bind_text(7, trial.message)
+        .bind_real(8, trial.median_ms)
+        .bind_real(9, trial.spread)
+        .bind_real(10, trial.gbps)
+        .bind_int(11, now)
+        .run();
+  }
+  transaction.commit();
+}
+
+std::vector<Winner> Store::winners() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"winners", "", ""};
+  Statement select(*impl_->db, sql::kSelectAllWinners, call);
+  std::vector<Winner> all;
+  while (select.step()) all.push_back(read_winner(select));
+  return all;
+}
+
+std::vector<Trial> Store::trials(const std::string& problem_key, const std::string& device_id,
+                                 const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"trials", problem_key, device_id};
+  Statement select(*impl_->db, sql::kSelectTrials, call);
+  select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
+  std::vector<Trial> all;
+  while (select.step()) {
+    Trial trial;
+    trial.label = select.text(0);
+    trial.config_json = select.text(1);
+    trial.status = select.text(2);
+    trial.message = select.text(3);
+    trial.median_ms = select.real(4);
+    trial.spread = select.real(5);
+    trial.gbps = select.real(6);
+    all.push_back(std::move(trial));
+  }
+  return all;
+}
+
+std::optional<Binary> Store::find_binary(const std::string& hash) {
+  std::optional<Binary> binary;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"find_binary", "", ""};
+    Statement select(*impl_->db, sql::kSelectBinary, call);
+    select.bind_text(1, hash);
+    if (!select.step()) return std::nullopt;
+    binary = Binary{select.text(0), select.text(1), select.text(2), select.blob(3), select.text(4)};
+  }
+  // Hashed outside the lock; the log callback is user code and runs unlocked too.
+  if (detail::hash_hex(binary->image) != binary->image_hash) {
+    impl_->log("warn", "cache: binary " + hash + " in " +
+                           (in_memory() ? std::string("the in-memory cache") : path()) +
+                           " is damaged (its image no longer matches its hash); ignoring it");
+    return std::nullopt;
+  }
+  return binary;
+}
+
+void Store::put_binary(const Binary& binary) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_binary", "", ""};
+  Transaction transaction(db, call);
+  insert_binary(db, binary, call);
+  transaction.commit();
+}
+
+}  // namespace kvtune::cache

@@ -1,0 +1,260 @@
+// kvtune normalize family: per-row standardize / layernorm / rmsnorm, compiled by NVRTC.
+// One kernel template; every variant is a set of template arguments (see normalize_family.h):
+//   T          storage type: float, kvt_f16, kvt_bf16 (statistics always accumulate in f32)
+//   TPR        threads cooperating on one row: sub-warp (4..16), one warp (32), several warps, a block
+//   RPB        rows per block; the block has TPR * RPB threads
+//   VW         elements per vector access (VW * sizeof(T) = 2..16 bytes)
+//   ITEMS      vectors per thread held in registers (KEEP == 0), 0 otherwise
+//   KEEP       where the row lives between passes: 0 registers, 1 shared memory, 2 re-read global
+//   STAT       0 two-pass (mean, then centred sum of squares), 1 Welford (single pass, Chan merge)
+//   MODE       0 standardize (x - mean) / (std + eps), 1 layernorm, 2 rmsnorm
+//   AFFINE     bit 0: gamma, bit 1: beta
+//   STATS_OUT  bit 0: per-row mean, bit 1: per-row rstd
+// The seed design (one 256-thread block per row, float4, warp-shuffle Welford) is
+// TPR=256, RPB=1, VW=4 (f32), KEEP=2, STAT=1. kvt_normalize_reference is the naive float64
+// variant the tuner verifies every candidate against.
+#include "common.cuh"
+#include "normalize_params.h"
+
+// regs[] is only read after pass 1 filled it; the front end cannot see that through the lambdas.
+#pragma nv_diag_suppress 549
+
+template <int TPR, int RPB>
+struct RowGroup {
+  static constexpr int kShuffleWidth = TPR < 32 ? TPR : 32;
+  static constexpr int kWarps = TPR > 32 ? TPR / 32 : 1;
+  static constexpr int kScratch = RPB * kWarps;
+
+  // Sum of v over the TPR threads of this thread's row group; every thread gets the total.
+  __device__ __forceinline__ static float sum(float v, float* scratch) {
+#pragma unroll
+    for (int o = kShuffleWidth / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if constexpr (kWarps > 1) {
+      const int base = (threadIdx.x / TPR) * kWarps;
+      if ((threadIdx.x & 31) == 0) scratch[base + (threadIdx.x % TPR) / 32] = v;
+      __syncthreads();
+      v = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v += scratch[base + w];
+      __syncthreads();  // the scratch is reused by the next reduction
+    }
+    return v;
+  }
+
+  __device__ __forceinline__ static void merge(float& n, float& mean, float& m2, float nb, float meanb,
+                                               float m2b) {
+    const float total = n + nb;
+    if (total > 0.f) {
+      const float delta = meanb - mean;
+      const float wb = nb / total;
+      mean += delta * wb;
+      m2 += m2b + delta * delta * n * wb;
+      n = total;
+    }
+  }
+
+  // Chan's parallel merge of per-thread Welford states (count, mean, M2).
+  __device__ __forceinline__ static void welford(float& n, float& mean, float& m2, float* scratch) {
+#pragma unroll
+    for (int o = kShuffleWidth / 2; o > 0; o >>= 1) {
+      const float nb = __shfl_xor_sync(0xffffffffu, n, o);
+      const float meanb = __shfl_xor_sync(0xffffffffu, mean, o);
+      const float m2b = __shfl_xor_sync(0xffffffffu, m2, o);
+      merge(n, mean, m2, nb, meanb, m2b);
+    }
+    if constexpr (kWarps > 1) {
+      const int base = (threadIdx.x / TPR) * kWarps;
+      if ((threadIdx.x & 31) == 0) {
+        const int w = base + (threadIdx.x % TPR) / 32;
+        scratch[w] = n;
+        scratch[kScratch + w] = mean;
+        scratch[2 * kScratch + w] = m2;
+      }
+      __syncthreads();
+      n = 0.f;
+      mean = 0.f;
+      m2 = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        merge(n, mean, m2, scratch[base + w], scratch[kScratch + base + w], scratch[2 * kScratch + base + w]);
+      __syncthreads();
+    }
+  }
+};
+
+template <class T, int VW>
+__device__ __forceinline__ Vec<T, VW> load_masked(const T* row, long long j, long long cols) {
+  Vec<T, VW> v;
+  if (j + VW <= cols) {
+    v = *reinterpret_cast<const Vec<T, VW>*>(row + j);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VW; ++k) v.v[k] = (j + k < cols) ? row[j + k] : kvt_from_float<T>(0.f);
+  }
+  return v;
+}
+
+template <class T, int VW>
+__device__ __forceinline__ void store_masked(T* row, long long j, long long cols, const Vec<T, VW>& v) {
+  if (j + VW <= cols) {
+    *reinterpret_cast<Vec<T, VW>*>(row + j) = v;
+  } else {
+#pragma unroll
+    for (int k = 0; k < VW; ++k)
+      if (j + k < cols) row[j + k] = v.v[k];
+  }
+}
+
+template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int STAT, int MODE, int AFFINE, int STATS_OUT>
+__global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizeParams p) {
+  using V = Vec<T, VW>;
+  using Group = RowGroup<TPR, RPB>;
+  static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
+  constexpr long long kStride = (long long)TPR * VW;  // elements between a thread's vectors
+  __shared__ float scratch[3 * Group::kScratch];
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+
+  const int group = threadIdx.x / TPR;
+  const int lane = threadIdx.x % TPR;
+  const long long row = (long long)blockIdx.x * RPB + group;
+  const bool active = row < p.rows;
+  // Inactive groups (past the last row) see an empty row: every access is masked off, but they
+  // still take part in the block's barriers.
+  const long long cols = active ? p.cols : 0;
+  const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
+  T* y = static_cast<T*>(p.y) + (active ? row : 0) * p.ld_y;
+  T* srow = reinterpret_cast<T*>(dynamic_smem) + group * ((p.cols + VW - 1) / VW * VW);
+
+  V regs[KEEP == 0 ? ITEMS : 1];
+  // Visits this thread's vectors of the row in order: i is the vector's ordinal, j its first column.
+  auto for_each_vector = [&](auto&& visit) {
+    if constexpr (KEEP == 0) {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) visit(i, lane * (long long)VW + i * kStride);
+    } else {
+      int i = 0;
+      for (long long j = lane * (long long)VW; j < cols; j += kStride, ++i) visit(i, j);
+    }
+  };
+  // The row's vector i at column j, from wherever KEEP holds it.
+  auto kept = [&](int i, long long j) -> V {
+    if constexpr (KEEP == 0) return regs[i];
+    else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(srow + j);
+    else return load_masked<T, VW>(x, j, cols);
+  };
+
+  // Pass 1: load (and keep) the row; accumulate sum (two-pass, rmsnorm: sum of squares) or Welford.
+  float sum = 0.f, n = 0.f, mean = 0.f, m2 = 0.f;
+  for_each_vector([&](int i, long long j) {
+    const V v = load_masked<T, VW>(x, j, cols);
+    if constexpr (KEEP == 0) regs[i] = v;
+    if constexpr (KEEP == 1) {
+      if (j < cols) *reinterpret_cast<V*>(srow + j) = v;
+    }
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const float f = kvt_to_float(v.v[k]);  // masked-off elements are zero
+      if constexpr (MODE == 2) {
+        sum += f * f;
+      } else if constexpr (STAT == 0) {
+        sum += f;
+      } else if (j + k < cols) {
+        n += 1.f;
+        const float d = f - mean;
+        mean += __fdividef(d, n);
+        m2 += d * (f - mean);
+      }
+    }
+  });
+
+  const float count = static_cast<float>(p.cols);
+  float scale;
+  if constexpr (MODE == 2) {
+    mean = 0.f;
+    scale = rsqrtf(Group::sum(sum, scratch) / count + p.eps);
+  } else {
+    if constexpr (STAT == 0) {
+      mean = Group::sum(sum, scratch) / count;
+      float centred = 0.f;
+      for_each_vector([&](int i, long long j) {
+        const V v = kept(i, j);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const float d = kvt_to_float(v.v[k]) - mean;
+          if (j + k < cols) centred += d * d;
+        }
+      });
+      m2 = Group::sum(centred, scratch);
+    } else {
+      Group::welford(n, mean, m2, scratch);
+    }
+    if constexpr (MODE == 0) {
+      float var = m2 / (count - static_cast<float>(p.ddof));  // 0/0 = NaN for one element, ddof 1
+      var = var < 0.f ? 0.f : var;                             // keeps NaN, unlike fmaxf
+      scale = 1.f / (sqrtf(var) + p.eps);
+    } else {
+      float var = m2 / count;
+      var = var < 0.f ? 0.f : var;
+      scale = rsqrtf(var + p.eps);
+    }
+  }
+
+  // Pass 2: write y.
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
+  for_each_vector([&](int i, long long j) {
+    if (j >= cols) return;
+    const V v = kept(i, j);
+    V g, b;
+    if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, cols);
+    if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, cols);
+    V out;
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      float r = (kvt_to_float(v.v[k]) - mean) * scale;
+      if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
+      if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
+      out.v[k] = kvt_from_float<T>(r);
+    }
+    store_masked<T, VW>(y, j, cols, out);
+  });
+
+  if (active && lane == 0) {
+    if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = mean;
+    if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
+  }
+}
+
+// The naive variant: one thread per row, float64 throughout, y written as f32 into p.y.
+template <class T, int MODE, int AFFINE>
+__global__ void kvt_normalize_reference(const KvtNormalizeParams p) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= p.rows) return;
+  const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+  float* y = static_cast<float*>(p.y) + row * p.ld_y;
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
+  const double n = static_cast<double>(p.cols);
+  double mean = 0.0, m2 = 0.0, scale;
+  if (MODE == 2) {
+    for (long long j = 0; j < p.cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
+    scale = 1.0 / sqrt(m2 / n + (double)p.eps);
+  } else {
+    for (long long j = 0; j < p.cols; ++j) mean += (double)kvt_to_float(x[j]);
+    mean /= n;
+    for (long long j = 0; j < p.cols; ++j) {
+      const double d = (double)kvt_to_float(x[j]) - mean;
+      m2 += d * d;
+    }
+    if (MODE == 0) scale = 1.0 / (sqrt(m2 / (n - p.ddof)) + (double)p.eps);
+    else scale = 1.0 / sqrt(m2 / n + (double)p.eps);
+  }
+  for (long long j = 0; j < p.cols; ++j) {
+    double r = ((double)kvt_to_float(x[j]) - mean) * scale;
+    if ((AFFINE & 1) != 0) r *= (double)kvt_to_float(gamma[j]);
+    if ((AFFINE & 2) != 0) r += (double)kvt_to_float(beta[j]);
+    y[j] = (float)r;
+  }
+  if (p.mean != nullptr) p.mean[row] = (float)mean;
+  if (p.rstd != nullptr) p.rstd[row] = (float)scale;
+}

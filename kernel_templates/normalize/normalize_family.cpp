@@ -1,0 +1,356 @@
+#include "kernel_templates/normalize/normalize_family.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/src/embedded.h"
+#include "lib/src/hash.h"
+
+namespace kvtune::normalize {
+namespace {
+
+// Bump when this description changes in a way that changes generated code or its meaning.
+constexpr int kDescriptionVersion = 1;
+constexpr std::int64_t kMaxIterations = 64;          // vectors one thread handles per row
+constexpr int kMaxRegisterRowBytes = 128;            // row bytes one thread may keep in registers
+constexpr std::size_t kMaxSharedBytes = 160 * 1024;  // the device limit is checked again when tuning
+
+const char* keep_name(Keep k) {
+  switch (k) {
+    case Keep::registers: return "reg";
+    case Keep::shared: return "smem";
+    case Keep::reread: return "reread";
+  }
+  return "?";
+}
+const char* stat_name(Stat s) { return s == Stat::two_pass ? "twopass" : "welford"; }
+const char* kernel_type(DType d) {
+  switch (d) {
+    case DType::f32: return "float";
+    case DType::f16: return "kvt_f16";
+    case DType::bf16: return "kvt_bf16";
+  }
+  return "?";
+}
+
+bool is_pow2(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+Error invalid(const NormalizeArgs& args, const char* field, const std::string& why) {
+  return Error(Error::Context{"normalize", fmt::format("rows={} cols={} dtype={} mode={}", args.rows, args.cols,
+                                                       to_string(args.dtype), to_string(args.mode)),
+                              "", "", field},
+               why);
+}
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+int mode_index(NormMode m) { return static_cast<int>(m); }
+int affine_bits(const Problem& p) { return (p.gamma ? 1 : 0) | (p.beta ? 2 : 0); }
+int stats_bits(const Problem& p) { return (p.mean_out ? 1 : 0) | (p.rstd_out ? 2 : 0); }
+
+std::vector<detail::HeaderSource> headers() {
+  return {{"common.cuh", embedded::common_cuh}, {"normalize_params.h", embedded::normalize_params_h}};
+}
+
+}  // namespace
+
+bool Config::operator==(const Config& o) const {
+  return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
+         vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat;
+}
+
+std::string Config::label() const {
+  return fmt::format("tpr={},rpb={},vw={}B,keep={},stat={}", threads_per_row, rows_per_block, vector_bytes,
+                     keep_name(keep), stat_name(stat));
+}
+
+nlohmann::json Config::to_json() const {
+  return {{"tpr", threads_per_row}, {"rpb", rows_per_block}, {"vw", vector_bytes},
+          {"items", items},         {"keep", keep_name(keep)}, {"stat", stat_name(stat)}};
+}
+
+Config Config::from_json(const nlohmann::json& j) {
+  try {
+    Config c;
+    c.threads_per_row = j.at("tpr").get<int>();
+    c.rows_per_block = j.at("rpb").get<int>();
+    c.vector_bytes = j.at("vw").get<int>();
+    c.items = j.at("items").get<int>();
+    const auto keep = j.at("keep").get<std::string>();
+    if (keep == "reg") c.keep = Keep::registers;
+    else if (keep == "smem") c.keep = Keep::shared;
+    else if (keep == "reread") c.keep = Keep::reread;
+    else throw Error("unknown keep '" + keep + "'");
+    const auto stat = j.at("stat").get<std::string>();
+    if (stat == "twopass") c.stat = Stat::two_pass;
+    else if (stat == "welford") c.stat = Stat::welford;
+    else throw Error("unknown stat '" + stat + "'");
+    return c;
+  } catch (const std::exception& e) {
+    throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
+  }
+}
+
+bool Problem::operator==(const Problem& o) const {
+  return dtype == o.dtype && mode == o.mode && cols == o.cols && rows == o.rows && align_bytes == o.align_bytes &&
+         gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out;
+}
+
+std::string Problem::key() const {
+  return fmt::format("normalize,{},{},cols={},rows<={},align={},affine={}{},stats={}{}", to_string(dtype),
+                     to_string(mode), cols, rows, align_bytes, gamma ? "g" : "", beta ? "b" : "",
+                     mean_out ? "m" : "", rstd_out ? "r" : "");
+}
+
+int Problem::element_bytes() const { return dtype == DType::f32 ? 4 : 2; }
+
+std::size_t ProblemHash::operator()(const Problem& p) const {
+  std::uint64_t h = static_cast<std::uint64_t>(p.cols) * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<std::uint64_t>(p.rows) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+  const std::uint64_t small = static_cast<std::uint64_t>(p.dtype) | (static_cast<std::uint64_t>(p.mode) << 4) |
+                              (static_cast<std::uint64_t>(p.align_bytes) << 8) | (std::uint64_t(p.gamma) << 16) |
+                              (std::uint64_t(p.beta) << 17) | (std::uint64_t(p.mean_out) << 18) |
+                              (std::uint64_t(p.rstd_out) << 19);
+  h ^= small + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return static_cast<std::size_t>(h);
+}
+
+std::int64_t rows_bucket(std::int64_t rows) {
+  std::int64_t b = 1;
+  while (b < rows) b <<= 1;
+  return b;
+}
+
+void validate(const NormalizeArgs& a) {
+  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
+    throw invalid(a, "dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
+  if (static_cast<unsigned>(a.mode) > static_cast<unsigned>(NormMode::rmsnorm))
+    throw invalid(a, "mode", fmt::format("unknown mode value {}", static_cast<int>(a.mode)));
+  if (a.x == nullptr) throw invalid(a, "x", "x is a null pointer");
+  if (a.y == nullptr) throw invalid(a, "y", "y is a null pointer");
+  if (a.rows <= 0) throw invalid(a, "rows", fmt::format("rows must be positive, got {}", a.rows));
+  if (a.cols <= 0) throw invalid(a, "cols", fmt::format("cols must be positive, got {}", a.cols));
+  const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
+  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
+  if (ld_x < a.cols) throw invalid(a, "ld_x", fmt::format("ld_x ({}) must be 0 or >= cols ({})", a.ld_x, a.cols));
+  if (ld_y < a.cols) throw invalid(a, "ld_y", fmt::format("ld_y ({}) must be 0 or >= cols ({})", a.ld_y, a.cols));
+  const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
+  // Element offsets and byte sizes stay far inside int64 (kernels index with 64-bit integers).
+  constexpr std::int64_t kMaxElements = std::int64_t(1) << 56;
+  if (a.cols > (std::int64_t(1) << 31)) throw invalid(a, "cols", "cols above 2^31 are not supported");
+  if (ld_x > kMaxElements / a.rows || ld_y > kMaxElements / a.rows)
+    throw invalid(a, "rows", "rows x leading dimension overflows the addressable element count");
+  if (!(a.eps >= 0.f) || !std::isfinite(a.eps))
+    throw invalid(a, "eps", fmt::format("eps must be finite and >= 0, got {}", a.eps));
+  if (a.ddof != 0 && a.ddof != 1) throw invalid(a, "ddof", fmt::format("ddof must be 0 or 1, got {}", a.ddof));
+  if (a.ddof != 0 && a.mode != NormMode::standardize)
+    throw invalid(a, "ddof", "ddof applies to standardize only");
+  if (a.mode == NormMode::rmsnorm && a.beta != nullptr) throw invalid(a, "beta", "rmsnorm takes no beta");
+  if (a.mode == NormMode::rmsnorm && a.mean != nullptr) throw invalid(a, "mean", "rmsnorm has no mean output");
+  const auto check_aligned = [&](const void* p, std::int64_t to, const char* field) {
+    if (p != nullptr && address(p) % static_cast<std::uintptr_t>(to) != 0)
+      throw invalid(a, field, fmt::format("{} must be aligned to {} bytes", field, to));
+  };
+  check_aligned(a.x, elem, "x");
+  check_aligned(a.y, elem, "y");
+  check_aligned(a.gamma, elem, "gamma");
+  check_aligned(a.beta, elem, "beta");
+  check_aligned(a.mean, 4, "mean");
+  check_aligned(a.rstd, 4, "rstd");
+  // y may be x itself (same leading dimension) but must not partially overlap it.
+  const std::uintptr_t x0 = address(a.x), y0 = address(a.y);
+  const std::uintptr_t x1 = x0 + static_cast<std::uintptr_t>(((a.rows - 1) * ld_x + a.cols) * elem);
+  const std::uintptr_t y1 = y0 + static_cast<std::uintptr_t>(((a.rows - 1) * ld_y + a.cols) * elem);
+  if (x0 == y0) {
+    if (ld_x != ld_y) throw invalid(a, "ld_y", "in-place normalization needs ld_y == ld_x");
+  } else if (x0 < y1 && y0 < x1) {
+    throw invalid(a, "y", "y partially overlaps x (only y == x is allowed)");
+  }
+}
+
+Problem make_problem(const NormalizeArgs& a) {
+  Problem p;
+  p.dtype = a.dtype;
+  p.mode = a.mode;
+  p.cols = a.cols;
+  p.rows = rows_bucket(a.rows);
+  p.gamma = a.gamma != nullptr;
+  p.beta = a.beta != nullptr;
+  p.mean_out = a.mean != nullptr;
+  p.rstd_out = a.rstd != nullptr;
+  const std::int64_t elem = p.element_bytes();
+  const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
+  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
+  p.align_bytes = static_cast<int>(elem);
+  for (int v = 16; v > elem; v /= 2) {
+    const auto ok = [v](const void* ptr) { return ptr == nullptr || address(ptr) % v == 0; };
+    if (ok(a.x) && ok(a.y) && ok(a.gamma) && ok(a.beta) && (ld_x * elem) % v == 0 && (ld_y * elem) % v == 0) {
+      p.align_bytes = v;
+      break;
+    }
+  }
+  return p;
+}
+
+bool is_valid(const Problem& p, const Config& c, std::string* why) {
+  const auto fail = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  const int elem = p.element_bytes();
+  if (!is_pow2(c.threads_per_row) || c.threads_per_row > 1024) return fail("threads per row: power of two <= 1024");
+  if (!is_pow2(c.rows_per_block)) return fail("rows per block: power of two");
+  const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
+  if (block < 32 || block > 1024) return fail("block size outside 32..1024");
+  if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
+    return fail("vector width: 1..16 bytes, at least one element");
+  if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
+  const std::int64_t vector_elems = c.vector_bytes / elem;
+  const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * vector_elems);
+  if (iterations > kMaxIterations) return fail("too many vectors per thread");
+  if (c.threads_per_row > 1 && (c.threads_per_row / 2) * vector_elems >= p.cols)
+    return fail("more than half of a row's threads would be idle");
+  if (p.mode == NormMode::rmsnorm && c.stat != Stat::two_pass) return fail("rmsnorm needs no variance algorithm");
+  if (c.keep == Keep::registers) {
+    if (c.items != iterations) return fail("items must equal the vectors per thread");
+    if (c.items * c.vector_bytes > kMaxRegisterRowBytes) return fail("row slice too large for registers");
+  } else if (c.items != 0) {
+    return fail("items apply to register keep only");
+  }
+  if (c.keep == Keep::shared &&
+      std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem >
+          kMaxSharedBytes)
+    return fail("rows do not fit in shared memory");
+  return true;
+}
+
+Config seed_config(const Problem& p) {
+  Config c;
+  c.threads_per_row = 256;
+  c.rows_per_block = 1;
+  c.vector_bytes = std::min(16, p.align_bytes);
+  c.items = 0;
+  c.keep = Keep::reread;
+  c.stat = p.mode == NormMode::rmsnorm ? Stat::two_pass : Stat::welford;
+  return c;
+}
+
+std::vector<Config> enumerate(const Problem& p) {
+  std::vector<Config> out;
+  const Config seed = seed_config(p);
+  if (is_valid(p, seed)) out.push_back(seed);
+  const int elem = p.element_bytes();
+  for (int vb = elem; vb <= std::min(16, p.align_bytes); vb *= 2) {
+    const std::int64_t ve = vb / elem;
+    for (int tpr = 1; tpr <= 1024; tpr *= 2) {
+      const std::int64_t iterations = ceil_div(p.cols, tpr * ve);
+      for (int block : {128, 256, 512, 1024}) {
+        if (block < tpr || (block == 1024 && tpr != 1024) || (tpr >= 512 && block != tpr)) continue;
+        for (Keep keep : {Keep::registers, Keep::shared, Keep::reread}) {
+          for (Stat stat : {Stat::two_pass, Stat::welford}) {
+            Config c;
+            c.threads_per_row = tpr;
+            c.rows_per_block = block / tpr;
+            c.vector_bytes = vb;
+            c.items = keep == Keep::registers ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20)) : 0;
+            c.keep = keep;
+            c.stat = stat;
+            if (is_valid(p, c) && c != seed) out.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Config heuristic_config(const Problem& p, int cc_major) {
+  (void)cc_major;  // one rule serves sm_80..sm_100 today; the argument keeps the choice per architecture
+  Config c;
+  const int elem = p.element_bytes();
+  c.vector_bytes = std::min(16, p.align_bytes);
+  const std::int64_t ve = c.vector_bytes / elem;
+  // Enough threads that each keeps at most 4 vectors, and at most a block.
+  int tpr = 1;
+  while (tpr < 1024 && tpr * ve * 4 < p.cols) tpr *= 2;
+  while (tpr > 1 && (tpr / 2) * ve >= p.cols) tpr /= 2;
+  c.threads_per_row = tpr;
+  c.rows_per_block = std::max(1, 256 / tpr);
+  c.stat = Stat::two_pass;
+  c.keep = Keep::registers;
+  c.items = static_cast<int>(ceil_div(p.cols, tpr * ve));
+  if (is_valid(p, c)) return c;
+  c.items = 0;
+  c.keep = Keep::shared;
+  if (is_valid(p, c)) return c;
+  c.keep = Keep::reread;
+  if (is_valid(p, c)) return c;
+  const auto all = enumerate(p);
+  if (all.empty())
+    throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");
+  return all.front();
+}
+
+Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
+  Geometry g;
+  g.block = static_cast<unsigned>(c.threads_per_row * c.rows_per_block);
+  g.grid = static_cast<unsigned>(ceil_div(rows, c.rows_per_block));
+  if (c.keep == Keep::shared) {
+    const std::int64_t ve = c.vector_bytes / p.element_bytes();
+    g.dynamic_smem = std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
+  }
+  return g;
+}
+
+double model_bytes(const Problem& p, std::int64_t rows) {
+  const double elem = p.element_bytes();
+  double bytes = 2.0 * double(rows) * double(p.cols) * elem;
+  bytes += (p.gamma + p.beta) * double(p.cols) * elem;
+  bytes += (p.mean_out + p.rstd_out) * double(rows) * 4.0;
+  return bytes;
+}
+
+double model_flops(const Problem& p, std::int64_t rows) {
+  return 7.0 * double(rows) * double(p.cols) + 2.0 * (p.gamma + p.beta) * double(rows) * double(p.cols);
+}
+
+detail::CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
+  detail::CompileRequest r;
+  r.program_name = "normalize.cu";
+  r.source = embedded::normalize_cu;
+  r.headers = headers();
+  r.arch = arch;
+  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
+                                    c.threads_per_row, c.rows_per_block, c.vector_bytes / p.element_bytes(), c.items,
+                                    static_cast<int>(c.keep), static_cast<int>(c.stat), mode_index(p.mode),
+                                    affine_bits(p), stats_bits(p))};
+  return r;
+}
+
+detail::CompileRequest reference_request(const Problem& p, const std::string& arch) {
+  detail::CompileRequest r;
+  r.program_name = "normalize.cu";
+  r.source = embedded::normalize_cu;
+  r.headers = headers();
+  r.arch = arch;
+  r.name_expressions = {
+      fmt::format("kvt_normalize_reference<{}, {}, {}>", kernel_type(p.dtype), mode_index(p.mode), affine_bits(p)),
+      fmt::format("kvt_compare<{}>", kernel_type(p.dtype)), "kvt_compare<float>"};
+  return r;
+}
+
+std::string template_hash() {
+  std::uint64_t h = detail::hash64(embedded::normalize_cu);
+  h = detail::hash64(embedded::common_cuh, h);
+  h = detail::hash64(embedded::normalize_params_h, h);
+  h = detail::hash64(std::to_string(kDescriptionVersion), h);
+  return detail::hex64(h);
+}
+
+}  // namespace kvtune::normalize

@@ -1,0 +1,38 @@
+#pragma once
+// Glue between the normalize family and the generic tuner: candidates for a problem, and the
+// benchmark harness that owns the scratch buffers (random inputs, reference, rotation slots).
+
+#include <memory>
+#include <vector>
+
+#include "kernel_templates/normalize/normalize_family.h"
+#include "tuner/tuner.h"
+
+namespace kvtune::normalize {
+
+/// Candidates for `configs` (index i refers to configs[i]).
+std::vector<tuner::Candidate> make_candidates(const Problem& problem, const std::vector<Config>& configs,
+                                              const std::string& arch);
+
+/// Creates the harness for `problem` on the current device: allocates scratch buffers (rotation
+/// slots so that one pass over them exceeds `l2_bytes` twice, bounded by free memory), fills them
+/// with random data, and computes the float64 reference. Throws kvtune::Error when memory is short.
+std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector<Config> configs,
+                                             const std::string& arch, std::int64_t l2_bytes, cudaStream_t stream);
+
+/// Launch arguments of a call (shared by the dispatch path and the harness).
+struct LaunchArgs {
+  const void* x;
+  void* y;
+  const void* gamma;
+  const void* beta;
+  float* mean;
+  float* rstd;
+  std::int64_t rows, ld_x, ld_y;
+  float eps;
+  int ddof;
+};
+cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
+                   const LaunchArgs& args, cudaStream_t stream);
+
+}  // namespace kvtune::normalize

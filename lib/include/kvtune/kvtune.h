@@ -1,0 +1,140 @@
+#pragma once
+/// @file kvtune.h
+/// kvtune: JIT-compiled, autotuned CUDA kernels for row normalization, with a persistent cache.
+///
+/// @code
+///   kvtune::NormalizeArgs args;
+///   args.x = d_x; args.y = d_y; args.rows = 4096; args.cols = 1024;
+///   args.mode = kvtune::NormMode::layernorm;
+///   kvtune::tuned_normalize(args, stream);  // tunes once per shape and GPU, then dispatches
+/// @endcode
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kvtune/error.h"
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*; no CUDA header is needed to use kvtune
+
+namespace kvtune {
+
+/// A CUDA stream (same type as cudaStream_t).
+using Stream = CUstream_st*;
+
+/// Element types of tensors. Statistics and accumulation are always f32 (or wider).
+enum class DType : std::uint8_t { f32, f16, bf16 };
+
+/// Row normalization modes.
+enum class NormMode : std::uint8_t {
+  standardize,  ///< y = (x - mean) / (std + eps), std with `ddof`
+  layernorm,    ///< y = (x - mean) * rsqrt(var + eps) [* gamma + beta]
+  rmsnorm,      ///< y = x * rsqrt(mean(x^2) + eps) [* gamma]
+};
+
+/// What to do when no tuned variant is known for a problem.
+enum class Policy : std::uint8_t {
+  tune,       ///< tune now (compile, benchmark, verify), store, launch (default)
+  heuristic,  ///< built-in per-architecture choice, compiled once, never benchmarked
+  cached,     ///< use a stored winner, else the heuristic; never tune in process (production)
+};
+
+/// Arguments of tuned_normalize. Pointers are device pointers; sizes and leading dimensions are in
+/// elements. y may equal x (in place, with ld_y == ld_x). gamma and beta have x's dtype.
+struct NormalizeArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld_x = 0;  ///< 0 means cols
+  std::int64_t ld_y = 0;  ///< 0 means cols
+  DType dtype = DType::f32;
+  NormMode mode = NormMode::standardize;
+  float eps = 1e-5f;
+  int ddof = 0;                  ///< standardize only: 0 (population) or 1 (torch.std)
+  const void* gamma = nullptr;   ///< optional per-column scale
+  const void* beta = nullptr;    ///< optional per-column shift (not with rmsnorm)
+  float* mean = nullptr;         ///< optional per-row mean output (f32; not with rmsnorm)
+  float* rstd = nullptr;         ///< optional per-row 1/(std+eps) or rsqrt(var+eps) output (f32)
+};
+
+/// Counters of a Context, for tests and observability.
+struct Counters {
+  std::uint64_t calls = 0;             ///< tuned_* calls
+  std::uint64_t table_hits = 0;        ///< served from the in-memory dispatch table
+  std::uint64_t cache_hits = 0;        ///< served from the SQLite cache (module loaded from a stored cubin)
+  std::uint64_t tunes = 0;             ///< problems tuned in process
+  std::uint64_t heuristic_uses = 0;    ///< problems dispatched to the heuristic variant
+  std::uint64_t compiles = 0;          ///< NVRTC compilations
+  std::uint64_t variants_timed = 0;    ///< candidates benchmarked
+  std::uint64_t variants_rejected = 0; ///< candidates that failed to compile, launch or verify
+};
+
+/// Logging sink: level is "warn", "info" or "debug".
+using LogCallback = std::function<void(const char* level, const std::string& message)>;
+
+/// Settings of a Context. Environment variables override the defaults (not explicit settings made
+/// through a ContextOptions the caller builds): KVTUNE_POLICY, KVTUNE_CACHE, KVTUNE_LOG.
+struct ContextOptions {
+  Policy policy = Policy::tune;
+  /// SQLite cache file; "" for in-memory. Default: $XDG_CACHE_HOME/kvtune/cache.sqlite
+  /// (else ~/.cache/kvtune/cache.sqlite).
+  std::string cache_path;
+  /// Log level: "" (off), "warn", "info", "debug".
+  std::string log_level;
+  /// Where log lines go; default: stderr, only when log_level is set.
+  LogCallback log;
+  /// Benchmark repetitions (median of this many timed batches) per candidate.
+  int timing_samples = 15;
+  /// Threads compiling candidates in parallel; 0 means all cores.
+  int compile_threads = 0;
+
+  /// The defaults with the environment applied (what the process-wide context uses).
+  static ContextOptions from_environment();
+};
+
+/// Device and cache state: dispatch tables, loaded modules, counters. Thread-safe.
+class Context {
+ public:
+  explicit Context(ContextOptions options = ContextOptions::from_environment());
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  /// Normalizes rows on `stream` (see NormalizeArgs), tuning on the first call for a problem when
+  /// the policy says so. Throws kvtune::Error on invalid arguments or a failed launch.
+  void normalize(const NormalizeArgs& args, Stream stream = nullptr);
+
+  Counters counters() const;
+  const ContextOptions& options() const;
+  /// The cache file in use ("" when in memory, e.g. after falling back from an unusable file).
+  std::string cache_path_in_use() const;
+
+  /// The config label dispatched for these arguments, tuning or loading as a call would; for
+  /// tools and tests ("tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass").
+  std::string normalize_variant(const NormalizeArgs& args, Stream stream = nullptr);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The process-wide context, created on first use from the environment.
+Context& default_context();
+
+/// tuned_normalize on the default context.
+void tuned_normalize(const NormalizeArgs& args, Stream stream = nullptr);
+
+/// Names for printing and parsing.
+const char* to_string(DType dtype);
+const char* to_string(NormMode mode);
+const char* to_string(Policy policy);
+/// Parses "tune", "heuristic", "cached"; throws kvtune::Error otherwise.
+Policy parse_policy(const std::string& text);
+
+/// Library version "major.minor.patch".
+const char* version();
+
+}  // namespace kvtune

@@ -1,0 +1,9 @@
+#pragma once
+// Kernel template sources embedded at build time (see cmake/embed.cmake).
+#include <string_view>
+
+namespace kvtune::embedded {
+extern const std::string_view common_cuh;
+extern const std::string_view normalize_cu;
+extern const std::string_view normalize_params_h;
+}  // namespace kvtune::embedded

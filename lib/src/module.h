@@ -1,0 +1,46 @@
+#pragma once
+// Loading compiled kernels through the CUDA runtime (cudaLibraryLoadData): no libcuda link, so a
+// machine without a driver still loads kvtune and gets a clear error.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+namespace kvtune::detail {
+
+struct KernelAttributes {
+  int num_regs = 0;
+  int max_threads_per_block = 0;
+  std::size_t static_smem = 0;
+  std::size_t local_bytes = 0;  // spills and stack
+};
+
+/// A loaded cubin and one kernel in it. Unloads the library when the last copy goes.
+class LoadedKernel {
+ public:
+  LoadedKernel() = default;
+  /// Loads `image` and looks up `lowered_name`; throws kvtune::Error on failure.
+  static LoadedKernel load(const std::string& image, const std::string& lowered_name);
+
+  cudaKernel_t kernel() const { return kernel_; }
+  const KernelAttributes& attributes() const { return attributes_; }
+  explicit operator bool() const { return kernel_ != nullptr; }
+
+  /// Allows `bytes` of dynamic shared memory (above the 48 KiB default) on the current device.
+  void allow_dynamic_smem(std::size_t bytes) const;
+
+  /// Launches with one by-value argument struct.
+  template <class Params>
+  cudaError_t launch(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, const Params& params) const {
+    void* args[] = {const_cast<Params*>(&params)};
+    return cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, smem, stream);
+  }
+
+ private:
+  std::shared_ptr<CUlib_st> library_;
+  cudaKernel_t kernel_ = nullptr;
+  KernelAttributes attributes_;
+};
+
+}  // namespace kvtune::detail

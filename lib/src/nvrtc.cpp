@@ -1,0 +1,134 @@
+#include "lib/src/nvrtc.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "kvtune/error.h"
+#include "lib/src/hash.h"
+
+namespace kvtune::detail {
+namespace {
+
+Error::Context nvrtc_context(const CompileRequest& request) {
+  std::string names;
+  for (const auto& n : request.name_expressions) names += (names.empty() ? "" : "; ") + n;
+  return Error::Context{"nvrtc", request.program_name + " " + request.arch, names, "", ""};
+}
+
+void check(nvrtcResult result, const char* what, const CompileRequest& request) {
+  if (result != NVRTC_SUCCESS)
+    throw Error(nvrtc_context(request), fmt::format("{} failed: {}", what, nvrtcGetErrorString(result)));
+}
+
+struct ProgramDeleter {
+  void operator()(nvrtcProgram* p) const {
+    nvrtcDestroyProgram(p);
+    delete p;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> nvrtc_options(const CompileRequest& request) {
+  std::vector<std::string> options = {"--gpu-architecture=" + request.arch, "-std=c++17", "-DNDEBUG",
+                                      "-default-device"};
+  options.insert(options.end(), request.extra_options.begin(), request.extra_options.end());
+  return options;
+}
+
+CompileResult nvrtc_compile(const CompileRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  parse_arch(request.arch);
+  std::vector<const char*> header_texts, header_names;
+  std::vector<std::string> header_storage;
+  header_storage.reserve(request.headers.size());
+  for (const auto& h : request.headers) {
+    header_storage.emplace_back(h.text);
+    header_texts.push_back(header_storage.back().c_str());
+    header_names.push_back(h.name.c_str());
+  }
+  const std::string source(request.source);
+  std::unique_ptr<nvrtcProgram, ProgramDeleter> program(new nvrtcProgram{});
+  check(nvrtcCreateProgram(program.get(), source.c_str(), request.program_name.c_str(),
+                           static_cast<int>(header_texts.size()), header_texts.data(), header_names.data()),
+        "nvrtcCreateProgram", request);
+  for (const auto& name : request.name_expressions)
+    check(nvrtcAddNameExpression(*program, name.c_str()), "nvrtcAddNameExpression", request);
+
+  const auto options = nvrtc_options(request);
+  std::vector<const char*> option_ptrs;
+  for (const auto& o : options) option_ptrs.push_back(o.c_str());
+  const nvrtcResult compiled = nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+
+  CompileResult result;
+  size_t log_size = 0;
+  if (nvrtcGetProgramLogSize(*program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    result.log.resize(log_size);
+    nvrtcGetProgramLog(*program, result.log.data());
+    result.log.resize(log_size - 1);
+  }
+  if (compiled != NVRTC_SUCCESS)
+    throw CompileError(nvrtc_context(request), fmt::format("compilation failed: {}", nvrtcGetErrorString(compiled)),
+                       result.log, options, request.name_expressions);
+
+  size_t cubin_size = 0;
+  check(nvrtcGetCUBINSize(*program, &cubin_size), "nvrtcGetCUBINSize", request);
+  result.cubin.resize(cubin_size);
+  check(nvrtcGetCUBIN(*program, result.cubin.data()), "nvrtcGetCUBIN", request);
+  for (const auto& name : request.name_expressions) {
+    const char* lowered = nullptr;
+    check(nvrtcGetLoweredName(*program, name.c_str(), &lowered), "nvrtcGetLoweredName", request);
+    result.lowered_names.emplace_back(lowered);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::string compile_hash(const CompileRequest& request) {
+  std::uint64_t h = hash64(request.program_name);
+  h = hash64(request.source, h);
+  for (const auto& header : request.headers) h = hash64(header.text, hash64(header.name, h));
+  for (const auto& option : nvrtc_options(request)) h = hash64(option, h);
+  for (const auto& name : request.name_expressions) h = hash64(name, h);
+  h = hash64(std::to_string(nvrtc_version()), h);
+  return hex64(h);
+}
+
+int nvrtc_version() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
+  return major * 1000 + minor * 10;
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return {};
+  std::vector<int> archs(static_cast<size_t>(count));
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  return archs;
+}
+
+int parse_arch(const std::string& arch) {
+  int value = 0;
+  bool ok = arch.size() > 3 && arch.compare(0, 3, "sm_") == 0;
+  for (size_t i = 3; ok && i < arch.size(); ++i) {
+    ok = (arch[i] >= '0' && arch[i] <= '9') || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f'));
+    if (ok && arch[i] >= '0' && arch[i] <= '9') value = value * 10 + (arch[i] - '0');
+  }
+  const auto supported = nvrtc_supported_archs();
+  if (!ok || std::find(supported.begin(), supported.end(), value) == supported.end())
+    throw Error(Error::Context{"nvrtc", "", "", "", "arch"},
+                fmt::format("unknown architecture '{}': NVRTC {}.{} supports {}", arch, nvrtc_version() / 1000,
+                            nvrtc_version() % 1000 / 10, fmt::join(supported, ", ")));
+  if (value < 80)
+    throw Error(Error::Context{"nvrtc", "", "", "", "arch"},
+                fmt::format("architecture '{}' is not supported: kvtune needs sm_80 or newer", arch));
+  return value;
+}
+
+}  // namespace kvtune::detail
