@@ -198,7 +198,11 @@ Problem make_problem(const NormalizeArgs& a) {
   return p;
 }
 
-bool is_valid(const Problem& p, const Config& c, std::string* why) {
+namespace {
+
+// Hard constraints decide whether a variant can run correctly; pruning rules (prune = true) drop
+// variants that can run but waste the machine (idle lanes, narrow accesses, oversized vectors).
+bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const auto fail = [why](std::string reason) {
     if (why != nullptr) *why = std::move(reason);
     return false;
@@ -211,12 +215,16 @@ bool is_valid(const Problem& p, const Config& c, std::string* why) {
   if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
     return fail("vector width: 1..16 bytes, at least one element");
   if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
+  if (prune && c.vector_bytes < std::min(4, p.align_bytes) && p.cols >= 4)
+    return fail("2-byte accesses only where alignment forces them");
   const std::int64_t vector_elems = c.vector_bytes / elem;
+  if (prune && vector_elems > 1 && (vector_elems / 2) >= p.cols) return fail("vector wider than the row");
   const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * vector_elems);
   if (iterations > kMaxIterations) return fail("too many vectors per thread");
-  if (c.threads_per_row > 1 && (c.threads_per_row / 2) * vector_elems >= p.cols)
+  if (prune && c.threads_per_row > 1 && (c.threads_per_row / 2) * vector_elems >= p.cols)
     return fail("more than half of a row's threads would be idle");
-  if (p.mode == NormMode::rmsnorm && c.stat != Stat::two_pass) return fail("rmsnorm needs no variance algorithm");
+  if (prune && p.mode == NormMode::rmsnorm && c.stat != Stat::two_pass)
+    return fail("rmsnorm needs no variance algorithm");
   if (c.keep == Keep::registers) {
     if (c.items != iterations) return fail("items must equal the vectors per thread");
     if (c.items * c.vector_bytes > kMaxRegisterRowBytes) return fail("row slice too large for registers");
@@ -229,6 +237,11 @@ bool is_valid(const Problem& p, const Config& c, std::string* why) {
     return fail("rows do not fit in shared memory");
   return true;
 }
+
+}  // namespace
+
+bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
+bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
 
 Config seed_config(const Problem& p) {
   Config c;
@@ -244,7 +257,7 @@ Config seed_config(const Problem& p) {
 std::vector<Config> enumerate(const Problem& p) {
   std::vector<Config> out;
   const Config seed = seed_config(p);
-  if (is_valid(p, seed)) out.push_back(seed);
+  if (is_runnable(p, seed)) out.push_back(seed);
   const int elem = p.element_bytes();
   for (int vb = elem; vb <= std::min(16, p.align_bytes); vb *= 2) {
     const std::int64_t ve = vb / elem;
@@ -272,29 +285,31 @@ std::vector<Config> enumerate(const Problem& p) {
 
 Config heuristic_config(const Problem& p, int cc_major) {
   (void)cc_major;  // one rule serves sm_80..sm_100 today; the argument keeps the choice per architecture
-  Config c;
   const int elem = p.element_bytes();
-  c.vector_bytes = std::min(16, p.align_bytes);
-  const std::int64_t ve = c.vector_bytes / elem;
-  // Enough threads that each keeps at most 4 vectors, and at most a block.
-  int tpr = 1;
-  while (tpr < 1024 && tpr * ve * 4 < p.cols) tpr *= 2;
-  while (tpr > 1 && (tpr / 2) * ve >= p.cols) tpr /= 2;
-  c.threads_per_row = tpr;
-  c.rows_per_block = std::max(1, 256 / tpr);
-  c.stat = Stat::two_pass;
-  c.keep = Keep::registers;
-  c.items = static_cast<int>(ceil_div(p.cols, tpr * ve));
-  if (is_valid(p, c)) return c;
-  c.items = 0;
-  c.keep = Keep::shared;
-  if (is_valid(p, c)) return c;
-  c.keep = Keep::reread;
-  if (is_valid(p, c)) return c;
-  const auto all = enumerate(p);
-  if (all.empty())
-    throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");
-  return all.front();
+  // Widest vector first; enough threads that each keeps at most 4 vectors, at most a block;
+  // the row in registers, else shared memory, else re-read.
+  for (int vb = std::min(16, p.align_bytes); vb >= elem; vb /= 2) {
+    Config c;
+    c.vector_bytes = vb;
+    const std::int64_t ve = vb / elem;
+    int tpr = 1;
+    while (tpr < 1024 && tpr * ve * 4 < p.cols) tpr *= 2;
+    while (tpr > 1 && (tpr / 2) * ve >= p.cols) tpr /= 2;
+    c.threads_per_row = tpr;
+    c.rows_per_block = std::max(1, 256 / tpr);
+    c.stat = Stat::two_pass;
+    c.keep = Keep::registers;
+    c.items = static_cast<int>(ceil_div(p.cols, tpr * ve));
+    if (is_valid(p, c)) return c;
+    c.items = 0;
+    for (Keep keep : {Keep::shared, Keep::reread}) {
+      c.keep = keep;
+      if (is_valid(p, c)) return c;
+    }
+  }
+  for (const auto& c : enumerate(p))
+    if (is_valid(p, c)) return c;
+  throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");
 }
 
 Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {

@@ -69,7 +69,9 @@ std::int64_t rows_bucket(std::int64_t rows);
 
 /// Whether `config` is a valid variant for `problem`; `why` gets the violated constraint.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
-/// Every valid variant, the seed design first when it is valid.
+/// Hard constraints only: whether `config` runs correctly (the seed design must only be runnable).
+bool is_runnable(const Problem& problem, const Config& config, std::string* why = nullptr);
+/// Every valid variant, the seed design first when it is runnable.
 std::vector<Config> enumerate(const Problem& problem);
 /// The seed design: one 256-thread block per row, 16-byte vectors where alignment allows,
 /// re-read, Welford. Valid for every problem whose alignment allows its vector width.

@@ -1,0 +1,371 @@
+// CPU tests of the normalize family: space and constraints, keys, validation, the float64
+// reference against hand-computed values, and NVRTC compilation of every valid variant.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <cmath>
+#include <cstdint>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_reference.h"
+#include "lib/src/nvrtc.h"
+
+using namespace kvtune;
+using normalize::Config;
+using normalize::Keep;
+using normalize::Problem;
+using normalize::Stat;
+
+namespace {
+
+Problem make(DType dtype, NormMode mode, std::int64_t cols, int align = 16) {
+  Problem p;
+  p.dtype = dtype;
+  p.mode = mode;
+  p.cols = cols;
+  p.rows = 4096;
+  p.align_bytes = align;
+  return p;
+}
+
+// A device-looking address that is aligned to 256 bytes (never dereferenced on the CPU).
+void* fake_ptr(std::uintptr_t offset = 0) { return reinterpret_cast<void*>(std::uintptr_t(1) << 20 | offset); }
+
+NormalizeArgs valid_args() {
+  NormalizeArgs a;
+  a.x = fake_ptr(0);
+  a.y = fake_ptr(0);  // in place
+  a.rows = 64;
+  a.cols = 128;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("seed design is a point of the space", "[normalize]") {
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    const Problem p = make(d, NormMode::standardize, 1024);
+    const Config seed = normalize::seed_config(p);
+    CHECK(seed.label() == "tpr=256,rpb=1,vw=16B,keep=reread,stat=welford");
+    const auto all = normalize::enumerate(p);
+    REQUIRE(!all.empty());
+    CHECK(all.front() == seed);
+  }
+}
+
+TEST_CASE("enumerated variants are valid, unique and cover every axis", "[normalize]") {
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (NormMode m : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+      for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536}) {
+        const Problem p = make(d, m, cols);
+        const auto all = normalize::enumerate(p);
+        INFO(p.key());
+        REQUIRE(!all.empty());
+        std::set<std::string> labels;
+        for (const auto& c : all) {
+          CHECK((normalize::is_valid(p, c) || (c == normalize::seed_config(p) && normalize::is_runnable(p, c))));
+          labels.insert(c.label());
+          const auto g = normalize::geometry(p, c, 4096);
+          CHECK(g.block == unsigned(c.threads_per_row * c.rows_per_block));
+          CHECK(g.grid == unsigned((4096 + c.rows_per_block - 1) / c.rows_per_block));
+        }
+        CHECK(labels.size() == all.size());
+        CHECK(normalize::is_valid(p, normalize::heuristic_config(p, 9)));
+      }
+  // The space has every kind of each axis somewhere.
+  const auto all = normalize::enumerate(make(DType::f32, NormMode::layernorm, 1000));
+  std::set<int> tpr, vw;
+  std::set<Keep> keep;
+  std::set<Stat> stat;
+  std::set<int> rpb;
+  for (const auto& c : all) {
+    tpr.insert(c.threads_per_row);
+    vw.insert(c.vector_bytes);
+    keep.insert(c.keep);
+    stat.insert(c.stat);
+    rpb.insert(c.rows_per_block);
+  }
+  CHECK(tpr.count(8) == 1);     // sub-warp
+  CHECK(tpr.count(32) == 1);    // one warp
+  CHECK(tpr.count(128) == 1);   // several warps
+  CHECK(tpr.count(512) == 1);   // a whole block
+  CHECK(vw == std::set<int>{4, 8, 16});
+  CHECK(keep.size() == 3);
+  CHECK(stat.size() == 2);
+  CHECK(rpb.size() >= 4);
+}
+
+TEST_CASE("constraints reject what cannot run", "[normalize]") {
+  const Problem p = make(DType::f32, NormMode::layernorm, 1024);
+  Config c;
+  c.threads_per_row = 32;
+  c.rows_per_block = 4;
+  c.vector_bytes = 16;
+  c.items = 8;
+  c.keep = Keep::registers;
+  std::string why;
+  REQUIRE(normalize::is_valid(p, c, &why));
+
+  auto rejects = [&](Config bad, const Problem& problem, const std::string& fragment) {
+    std::string reason;
+    CHECK_FALSE(normalize::is_valid(problem, bad, &reason));
+    CHECK_THAT(reason, Catch::Contains(fragment));
+  };
+  Config bad = c;
+  bad.threads_per_row = 48;
+  rejects(bad, p, "power of two");
+  bad = c;
+  bad.rows_per_block = 64;  // 2048 threads
+  rejects(bad, p, "block size");
+  bad = c;
+  bad.items = 4;  // does not cover the row
+  rejects(bad, p, "items");
+  bad = c;
+  bad.vector_bytes = 2;  // below the f32 element
+  rejects(bad, p, "vector width");
+  rejects(c, make(DType::f32, NormMode::layernorm, 1024, 4), "alignment");
+  bad = c;
+  bad.threads_per_row = 1;
+  bad.rows_per_block = 128;
+  bad.items = 256;
+  rejects(bad, p, "too many vectors");
+  bad = c;
+  bad.threads_per_row = 1024;
+  bad.rows_per_block = 1;
+  bad.items = 1;
+  rejects(bad, make(DType::f32, NormMode::layernorm, 100), "idle");
+  bad = c;
+  bad.stat = Stat::welford;
+  rejects(bad, make(DType::f32, NormMode::rmsnorm, 1024), "rmsnorm");
+  bad = c;
+  bad.keep = Keep::shared;
+  bad.items = 0;
+  bad.threads_per_row = 512;
+  bad.rows_per_block = 2;
+  rejects(bad, make(DType::f32, NormMode::layernorm, 65536), "shared memory");
+  bad = c;
+  bad.threads_per_row = 8;
+  bad.items = 32;
+  rejects(bad, p, "registers");
+}
+
+TEST_CASE("config labels and JSON round trip", "[normalize]") {
+  for (const auto& c : normalize::enumerate(make(DType::bf16, NormMode::layernorm, 4097))) {
+    const Config back = Config::from_json(nlohmann::json::parse(c.to_json().dump()));
+    CHECK(back == c);
+    CHECK(back.label() == c.label());
+  }
+  CHECK_THROWS_AS(Config::from_json(nlohmann::json{{"tpr", 32}}), Error);
+  CHECK_THROWS_WITH(Config::from_json(nlohmann::json::parse(
+                        R"({"tpr":32,"rpb":4,"vw":16,"items":1,"keep":"disk","stat":"twopass"})")),
+                    Catch::Contains("unknown keep"));
+}
+
+TEST_CASE("problem keys carry everything that changes the winner", "[normalize]") {
+  NormalizeArgs a = valid_args();
+  a.rows = 3000;
+  a.dtype = DType::bf16;
+  a.mode = NormMode::layernorm;
+  const Problem p = normalize::make_problem(a);
+  CHECK(p.rows == 4096);  // bucketed
+  CHECK(p.align_bytes == 16);
+  CHECK(p.key() == "normalize,bf16,layernorm,cols=128,rows<=4096,align=16,affine=,stats=");
+
+  a.rows = 4096;
+  CHECK(normalize::make_problem(a) == p);  // same bucket, same key
+  a.rows = 4097;
+  CHECK_FALSE(normalize::make_problem(a) == p);
+
+  // Misaligned by one element: only scalar (2-byte) accesses remain.
+  a = valid_args();
+  a.dtype = DType::f16;
+  a.x = fake_ptr(2);
+  a.y = fake_ptr(1 << 16);
+  CHECK(normalize::make_problem(a).align_bytes == 2);
+  // A leading dimension that breaks row alignment.
+  a = valid_args();
+  a.ld_x = 130;
+  a.y = fake_ptr(1 << 16);
+  CHECK(normalize::make_problem(a).align_bytes == 8);
+  // Optional tensors are part of the key.
+  a = valid_args();
+  a.gamma = fake_ptr(1 << 18);
+  a.rstd = static_cast<float*>(fake_ptr(1 << 19));
+  CHECK(normalize::make_problem(a).key() == "normalize,f32,standardize,cols=128,rows<=64,align=16,affine=g,stats=r");
+  CHECK(normalize::rows_bucket(1) == 1);
+  CHECK(normalize::rows_bucket(7) == 8);
+  CHECK(normalize::rows_bucket(1024) == 1024);
+  normalize::ProblemHash hash;
+  CHECK(hash(p) == hash(p));
+}
+
+TEST_CASE("argument validation names the field", "[normalize]") {
+  struct Case {
+    const char* field;
+    void (*mutate)(NormalizeArgs&);
+  };
+  const Case cases[] = {
+      {"x", [](NormalizeArgs& a) { a.x = nullptr; }},
+      {"y", [](NormalizeArgs& a) { a.y = nullptr; }},
+      {"rows", [](NormalizeArgs& a) { a.rows = 0; }},
+      {"rows", [](NormalizeArgs& a) { a.rows = -5; }},
+      {"cols", [](NormalizeArgs& a) { a.cols = 0; }},
+      {"cols", [](NormalizeArgs& a) { a.cols = std::int64_t(1) << 40; }},
+      {"ld_x", [](NormalizeArgs& a) { a.ld_x = 100; }},
+      {"ld_y", [](NormalizeArgs& a) { a.y = fake_ptr(1 << 19); a.ld_y = 127; }},
+      {"rows", [](NormalizeArgs& a) { a.rows = std::int64_t(1) << 50; }},
+      {"dtype", [](NormalizeArgs& a) { a.dtype = static_cast<DType>(9); }},
+      {"mode", [](NormalizeArgs& a) { a.mode = static_cast<NormMode>(7); }},
+      {"eps", [](NormalizeArgs& a) { a.eps = -1.f; }},
+      {"eps", [](NormalizeArgs& a) { a.eps = std::nanf(""); }},
+      {"ddof", [](NormalizeArgs& a) { a.ddof = 2; }},
+      {"ddof", [](NormalizeArgs& a) { a.ddof = 1; a.mode = NormMode::layernorm; }},
+      {"beta", [](NormalizeArgs& a) { a.mode = NormMode::rmsnorm; a.beta = fake_ptr(1 << 18); }},
+      {"mean", [](NormalizeArgs& a) { a.mode = NormMode::rmsnorm; a.mean = static_cast<float*>(fake_ptr(1 << 18)); }},
+      {"gamma", [](NormalizeArgs& a) { a.gamma = fake_ptr((1 << 18) + 1); }},
+      {"x", [](NormalizeArgs& a) { a.dtype = DType::f16; a.x = fake_ptr(1); }},
+      {"rstd", [](NormalizeArgs& a) { a.rstd = static_cast<float*>(fake_ptr((1 << 18) + 2)); }},
+      {"y", [](NormalizeArgs& a) { a.y = fake_ptr(64); }},  // partial overlap
+      {"ld_y", [](NormalizeArgs& a) { a.ld_y = 256; }},     // in place with another ld
+  };
+  CHECK_NOTHROW(normalize::validate(valid_args()));
+  for (const auto& c : cases) {
+    NormalizeArgs a = valid_args();
+    c.mutate(a);
+    INFO("field " << c.field);
+    try {
+      normalize::validate(a);
+      FAIL("no error for an invalid " << c.field);
+    } catch (const Error& e) {
+      CHECK(e.context().field == c.field);
+      CHECK(e.context().op == "normalize");
+      CHECK_THAT(e.what(), Catch::Contains("[field " + std::string(c.field) + "]"));
+    }
+  }
+}
+
+TEST_CASE("float64 reference matches hand-computed values", "[normalize]") {
+  // Row 0: 1 2 3 4 -> mean 2.5, population var 1.25, sample var 5/3.
+  // Row 1: 1e4 + {0, 0.01, 0.02, 0.03}: |mean| >> std, still exact.
+  const std::vector<double> x = {1, 2, 3, 4, 99, 1e4, 1e4 + 0.01, 1e4 + 0.02, 1e4 + 0.03, 99};
+  const auto s = normalize::reference(x, 2, 4, 5, NormMode::standardize, 0.0, 0, {}, {});
+  const double sd = std::sqrt(1.25);
+  CHECK(s.mean[0] == Approx(2.5));
+  CHECK(s.y[0] == Approx(-1.5 / sd));
+  CHECK(s.y[3] == Approx(1.5 / sd));
+  CHECK(s.rstd[0] == Approx(1 / sd));
+  CHECK(s.mean[1] == Approx(1e4 + 0.015));
+  CHECK(s.y[4] == Approx(-0.015 / std::sqrt(1.25e-4)).epsilon(1e-9));
+
+  const auto s1 = normalize::reference(x, 1, 4, 5, NormMode::standardize, 0.1, 1, {}, {});
+  CHECK(s1.y[1] == Approx(-0.5 / (std::sqrt(5.0 / 3.0) + 0.1)));
+
+  const auto ln = normalize::reference(x, 1, 4, 5, NormMode::layernorm, 0.75, 0, {2, 2, 2, 2}, {1, 1, 1, 1});
+  CHECK(ln.y[0] == Approx(-1.5 / std::sqrt(2.0) * 2 + 1));  // rsqrt(1.25 + 0.75) = 1/sqrt(2)
+  CHECK(ln.rstd[0] == Approx(1 / std::sqrt(2.0)));
+
+  const auto rms = normalize::reference(x, 1, 4, 5, NormMode::rmsnorm, 0.0, 0, {1, 1, 1, 0.5}, {});
+  const double rms_value = std::sqrt(30.0 / 4);  // (1 + 4 + 9 + 16) / 4
+  CHECK(rms.y[2] == Approx(3 / rms_value));
+  CHECK(rms.y[3] == Approx(4 / rms_value * 0.5));
+
+  // One element with ddof 1 is 0/0, as in torch.std.
+  const auto one = normalize::reference({5.0}, 1, 1, 1, NormMode::standardize, 1e-5, 1, {}, {});
+  CHECK(std::isnan(one.y[0]));
+}
+
+TEST_CASE("architectures are checked", "[normalize][nvrtc]") {
+  CHECK(detail::parse_arch("sm_90") == 90);
+  CHECK(detail::parse_arch("sm_80") == 80);
+  CHECK(detail::parse_arch("sm_100") == 100);
+  CHECK_THROWS_WITH(detail::parse_arch("sm_75"), Catch::Contains("sm_80 or newer"));
+  CHECK_THROWS_WITH(detail::parse_arch("sm_999"), Catch::Contains("unknown architecture"));
+  CHECK_THROWS_WITH(detail::parse_arch("gfx90a"), Catch::Contains("unknown architecture"));
+  CHECK(detail::nvrtc_version() >= 12000);
+}
+
+TEST_CASE("compile errors carry the NVRTC log", "[normalize][nvrtc]") {
+  detail::CompileRequest r = normalize::compile_request(make(DType::f32, NormMode::layernorm, 128),
+                                                        normalize::seed_config(make(DType::f32, NormMode::layernorm, 128)),
+                                                        "sm_90");
+  r.name_expressions = {"kvt_normalize<float, 32, 4, 4, 0, 0, 0, 1, 0, 0>"};  // register keep with ITEMS 0 fails a static_assert
+  try {
+    detail::nvrtc_compile(r);
+    FAIL("expected a compile error");
+  } catch (const CompileError& e) {
+    CHECK_THAT(e.log(), Catch::Contains("register keep needs ITEMS"));
+    CHECK_THAT(e.what(), Catch::Contains("NVRTC log"));
+    CHECK(e.name_expressions() == r.name_expressions);
+    CHECK(std::find(e.options().begin(), e.options().end(), "--gpu-architecture=sm_90") != e.options().end());
+  }
+}
+
+TEST_CASE("a compiled variant has a lowered name and a stable hash", "[normalize][nvrtc]") {
+  const Problem p = make(DType::bf16, NormMode::rmsnorm, 4097, 2);
+  const auto r = normalize::compile_request(p, normalize::heuristic_config(p, 9), "sm_90");
+  const auto out = detail::nvrtc_compile(r);
+  CHECK(out.cubin.size() > 1000);
+  CHECK(out.lowered_names.at(0).rfind("_Z13kvt_normalize", 0) == 0);
+  CHECK(detail::compile_hash(r) == detail::compile_hash(r));
+  auto other = r;
+  other.arch = "sm_80";
+  CHECK(detail::compile_hash(other) != detail::compile_hash(r));
+  CHECK(normalize::template_hash().size() == 16);
+}
+
+// Every valid variant of representative problems compiles for sm_80 and sm_90. Variants are
+// compiled many to a program (NVRTC's front end runs once per program), in parallel.
+TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[normalize][nvrtc][slow]") {
+  const std::vector<Problem> problems = {
+      make(DType::f32, NormMode::layernorm, 1000),      make(DType::f16, NormMode::standardize, 37, 2),
+      make(DType::bf16, NormMode::rmsnorm, 4097, 2),    make(DType::f32, NormMode::standardize, 65536),
+      make(DType::bf16, NormMode::layernorm, 16384),    make(DType::f16, NormMode::rmsnorm, 3, 2),
+  };
+  Problem affine = make(DType::f32, NormMode::layernorm, 128);
+  affine.gamma = affine.beta = affine.mean_out = affine.rstd_out = true;
+  std::vector<Problem> all_problems = problems;
+  all_problems.push_back(affine);
+
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (const auto& p : all_problems) {
+      const auto configs = normalize::enumerate(p);
+      variants += configs.size();
+      for (std::size_t i = 0; i < configs.size(); i += 48) {
+        auto request = normalize::compile_request(p, configs[i], arch);
+        for (std::size_t j = i + 1; j < std::min(configs.size(), i + 48); ++j)
+          request.name_expressions.push_back(normalize::compile_request(p, configs[j], arch).name_expressions[0]);
+        batches.push_back(std::move(request));
+      }
+    }
+  }
+  std::vector<std::string> failures(batches.size());
+  std::vector<std::size_t> compiled(batches.size(), 0);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t b = next++; b < batches.size(); b = next++) {
+      try {
+        compiled[b] = detail::nvrtc_compile(batches[b]).lowered_names.size();
+      } catch (const std::exception& e) {
+        failures[b] = e.what();
+      }
+    }
+  };
+  std::thread helper(worker);
+  worker();
+  helper.join();
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    INFO(failures[b]);
+    CHECK(failures[b].empty());
+    total += compiled[b];
+  }
+  CHECK(total == variants);
+  WARN("compiled " << total << " normalize variants for sm_80 and sm_90");
+}
