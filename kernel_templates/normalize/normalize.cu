@@ -143,6 +143,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
     else return load_masked<T, VW>(x, j, cols);
   };
 
+  // Statistics are taken on x - shift with shift = the row's first element: the centred sums stay
+  // small, so rows with |mean| >> std lose no precision (the shift cancels exactly in x - mean).
+  const float shift = (MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
+
   // Pass 1: load (and keep) the row; accumulate sum (two-pass, rmsnorm: sum of squares) or Welford.
   float sum = 0.f, n = 0.f, mean = 0.f, m2 = 0.f;
   for_each_vector([&](int i, long long j) {
@@ -153,16 +157,18 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
     }
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      const float f = kvt_to_float(v.v[k]);  // masked-off elements are zero
+      const float f = kvt_to_float(v.v[k]) - shift;
       if constexpr (MODE == 2) {
-        sum += f * f;
-      } else if constexpr (STAT == 0) {
-        sum += f;
+        sum += f * f;  // masked-off elements are zero
       } else if (j + k < cols) {
-        n += 1.f;
-        const float d = f - mean;
-        mean += __fdividef(d, n);
-        m2 += d * (f - mean);
+        if constexpr (STAT == 0) {
+          sum += f;
+        } else {
+          n += 1.f;
+          const float d = f - mean;
+          mean += __fdividef(d, n);
+          m2 += d * (f - mean);
+        }
       }
     }
   });
@@ -180,7 +186,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
         const V v = kept(i, j);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
-          const float d = kvt_to_float(v.v[k]) - mean;
+          const float d = (kvt_to_float(v.v[k]) - shift) - mean;
           if (j + k < cols) centred += d * d;
         }
       });
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
     V out;
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      float r = (kvt_to_float(v.v[k]) - mean) * scale;
+      float r = ((kvt_to_float(v.v[k]) - shift) - mean) * scale;
       if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
       if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
       out.v[k] = kvt_from_float<T>(r);
@@ -220,7 +226,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   });
 
   if (active && lane == 0) {
-    if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = mean;
+    if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
     if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
   }
 }

@@ -248,6 +248,13 @@ std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector
   return std::make_unique<NormalizeHarness>(problem, std::move(configs), arch, l2_bytes, stream);
 }
 
+void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& a, cudaStream_t stream) {
+  KvtNormalizeParams params{a.x,    a.y,          a.gamma, a.beta, a.mean, a.rstd,
+                            a.rows, problem.cols, a.ld_x,  a.ld_y, a.eps,  a.ddof};
+  launch_support(support_kernels(problem, arch).reference, unsigned((a.rows + 127) / 128), 128, stream, {&params},
+                 "normalize reference kernel");
+}
+
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.rows);

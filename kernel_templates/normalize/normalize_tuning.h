@@ -32,6 +32,10 @@ struct LaunchArgs {
   float eps;
   int ddof;
 };
+/// Runs the naive float64 variant on `args`: y is f32 (args.ld_y elements per row), mean/rstd
+/// optional. For verification and tests.
+void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& args, cudaStream_t stream);
+
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& args, cudaStream_t stream);
 

@@ -1,0 +1,309 @@
+// [gpu] tests of the normalize family: every variant against the float64 reference on random data,
+// odd sizes, misaligned pointers, in place, |mean| >> std, and tune -> cache -> dispatch.
+// Each test skips, saying why, where there is no GPU.
+#include <catch2/catch.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <unistd.h>
+
+#include "gpu_support.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_reference.h"
+#include "kernel_templates/normalize/normalize_tuning.h"
+#include "kvtune/kvtune.h"
+#include "lib/src/cuda_check.h"
+#include "lib/src/device.h"
+
+using namespace kvtune;
+
+namespace {
+
+struct Buffer {
+  void* ptr = nullptr;
+  explicit Buffer(std::size_t bytes) { detail::cuda_check(cudaMalloc(&ptr, std::max<std::size_t>(bytes, 16)), "cudaMalloc"); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  template <class T> T* as(std::size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(ptr) + byte_offset);
+  }
+};
+
+std::size_t elem_size(DType d) { return d == DType::f32 ? 4 : 2; }
+
+// Host encode/decode of one element.
+void encode(DType d, double v, void* out) {
+  if (d == DType::f32) *static_cast<float*>(out) = static_cast<float>(v);
+  else if (d == DType::f16) *static_cast<__half*>(out) = __float2half_rn(static_cast<float>(v));
+  else *static_cast<__nv_bfloat16*>(out) = __float2bfloat16_rn(static_cast<float>(v));
+}
+double decode(DType d, const void* in) {
+  if (d == DType::f32) return *static_cast<const float*>(in);
+  if (d == DType::f16) return __half2float(*static_cast<const __half*>(in));
+  return __bfloat162float(*static_cast<const __nv_bfloat16*>(in));
+}
+
+// Random rows as stored (encoded) and as the reference sees them (decoded, so the reference sees
+// exactly the rounded inputs).
+struct HostTensor {
+  std::vector<unsigned char> bytes;
+  std::vector<double> values;
+};
+HostTensor random_tensor(DType d, std::size_t count, std::uint64_t seed, double offset, double scale) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  HostTensor t;
+  t.bytes.resize(count * elem_size(d));
+  t.values.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    encode(d, offset + scale * u(rng), t.bytes.data() + i * elem_size(d));
+    t.values[i] = decode(d, t.bytes.data() + i * elem_size(d));
+  }
+  return t;
+}
+
+double tolerance(DType d) { return d == DType::f32 ? 1e-5 : d == DType::f16 ? 2e-3 : 1e-2; }
+
+// Relative L2 error of a device output (rows x cols, leading dimension ld) against the reference;
+// NaN in the output where the reference is finite counts as infinitely wrong.
+double relative_error(DType d, const void* device_out, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                      const std::vector<double>& ref) {
+  std::vector<unsigned char> host(std::size_t(rows * ld) * elem_size(d));
+  detail::cuda_check(cudaMemcpy(host.data(), device_out, host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  double err = 0, norm = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double o = decode(d, host.data() + std::size_t(r * ld + c) * elem_size(d));
+      const double f = ref[std::size_t(r * cols + c)];
+      if (std::isnan(f) && std::isnan(o)) continue;
+      if (!std::isfinite(o)) return INFINITY;
+      err += (o - f) * (o - f);
+      norm += f * f;
+    }
+  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+std::string arch_of_current_device() { return detail::read_fingerprint(detail::current_device()).arch(); }
+
+struct ModeSetup {
+  NormMode mode;
+  bool gamma, beta, mean, rstd;
+  int ddof;
+};
+const ModeSetup kModes[] = {
+    {NormMode::standardize, false, false, true, true, 1},  // torch.std semantics, both stats
+    {NormMode::layernorm, true, true, true, true, 0},
+    {NormMode::rmsnorm, true, false, false, true, 0},
+};
+
+}  // namespace
+
+TEST_CASE("the float64 reference kernel matches the CPU reference", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  const std::string arch = arch_of_current_device();
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& m : kModes)
+      for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
+        for (std::int64_t rows : {1, 7, 64}) {
+          normalize::Problem p;
+          p.dtype = d;
+          p.mode = m.mode;
+          p.cols = cols;
+          p.rows = rows;
+          p.gamma = m.gamma;
+          p.beta = m.beta;
+          const auto x = random_tensor(d, std::size_t(rows * cols), 11 + cols, 0.5, 2.0);
+          const auto g = random_tensor(d, std::size_t(cols), 12, 1.0, 0.5);
+          const auto b = random_tensor(d, std::size_t(cols), 13, 0.0, 0.5);
+          Buffer dx(x.bytes.size()), dy(std::size_t(rows * cols) * 4), dg(g.bytes.size()), db(b.bytes.size()),
+              dmean(std::size_t(rows) * 4), drstd(std::size_t(rows) * 4);
+          cudaMemcpy(dx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(db.ptr, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+          normalize::LaunchArgs a{dx.ptr, dy.ptr, m.gamma ? dg.ptr : nullptr, m.beta ? db.ptr : nullptr,
+                                  dmean.as<float>(), drstd.as<float>(), rows, cols, cols, 1e-5f, m.ddof};
+          normalize::run_reference(p, arch, a, nullptr);
+          detail::cuda_check(cudaDeviceSynchronize(), "reference kernel");
+          const auto ref = normalize::reference(x.values, rows, cols, cols, m.mode, 1e-5, m.ddof,
+                                                m.gamma ? g.values : std::vector<double>{},
+                                                m.beta ? b.values : std::vector<double>{});
+          INFO(p.key() << " rows=" << rows);
+          CHECK(relative_error(DType::f32, dy.ptr, rows, cols, cols, ref.y) < 1e-6);
+          CHECK(relative_error(DType::f32, drstd.ptr, rows, 1, 1, ref.rstd) < 1e-6);
+        }
+}
+
+TEST_CASE("every normalize variant matches the float64 reference", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  std::size_t checked = 0, compiled_total = 0;
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& m : kModes)
+      for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
+        for (int align : {16, int(elem_size(d))}) {
+          if (align == int(elem_size(d)) && cols != 37 && cols != 4097) continue;  // scalar-only spaces: two widths
+          normalize::Problem p;
+          p.dtype = d;
+          p.mode = m.mode;
+          p.cols = cols;
+          p.align_bytes = align;
+          p.gamma = m.gamma;
+          p.beta = m.beta;
+          p.mean_out = m.mean;
+          p.rstd_out = m.rstd;
+          const auto configs = normalize::enumerate(p);
+          const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
+          const auto compiled = tuner::compile_all(candidates, 0);
+          compiled_total += compiled.size();
+          std::vector<detail::LoadedKernel> kernels;
+          for (std::size_t i = 0; i < compiled.size(); ++i) {
+            INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+            REQUIRE(compiled[i].status == tuner::Status::ok);
+            kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+            kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
+          }
+          for (std::int64_t rows : {1, 7, 4096}) {
+            p.rows = rows;
+            auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
+            for (std::size_t i = 0; i < candidates.size(); ++i) {
+              if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
+                  std::size_t(fingerprint.max_smem_per_block_optin))
+                continue;  // resources_exceeded on this device: the tuner skips it the same way
+              const auto verdict = harness->verify(candidates[i], kernels[i], stream);
+              INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+              CHECK(verdict.ok);
+              ++checked;
+            }
+          }
+        }
+  cudaStreamDestroy(stream);
+  WARN("verified " << checked << " (variant, rows) pairs; " << compiled_total << " variants compiled");
+  CHECK(checked > 10000);
+}
+
+namespace {
+
+// Runs one call through a Context on caller buffers at the given element offsets and checks it
+// against the CPU reference.
+void check_call(Context& context, DType d, const ModeSetup& m, std::int64_t rows, std::int64_t cols,
+                std::size_t x_offset, std::size_t y_offset, bool in_place, double offset, double scale) {
+  const std::size_t e = elem_size(d);
+  const auto x = random_tensor(d, std::size_t(rows * cols), 77 + cols, offset, scale);
+  const auto g = random_tensor(d, std::size_t(cols), 78, 1.0, 0.5);
+  const auto b = random_tensor(d, std::size_t(cols), 79, 0.0, 0.5);
+  Buffer dx(x.bytes.size() + 64), dy(x.bytes.size() + 64), dg(g.bytes.size() + 64), db(b.bytes.size() + 64),
+      dstats(std::size_t(rows) * 8 + 64);
+  char* xp = dx.as<char>(x_offset * e);
+  char* yp = in_place ? xp : dy.as<char>(y_offset * e);
+  char* gp = dg.as<char>(x_offset * e);
+  char* bp = db.as<char>(x_offset * e);
+  cudaMemcpy(xp, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(gp, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bp, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+  NormalizeArgs a;
+  a.x = xp;
+  a.y = yp;
+  a.rows = rows;
+  a.cols = cols;
+  a.dtype = d;
+  a.mode = m.mode;
+  a.ddof = m.ddof;
+  a.gamma = m.gamma ? gp : nullptr;
+  a.beta = m.beta ? bp : nullptr;
+  a.mean = m.mean ? dstats.as<float>() : nullptr;
+  a.rstd = m.rstd ? dstats.as<float>(std::size_t(rows) * 4) : nullptr;
+  context.normalize(a);
+  detail::cuda_check(cudaDeviceSynchronize(), "normalize");
+  const auto ref = normalize::reference(x.values, rows, cols, cols, m.mode, 1e-5, m.ddof,
+                                        m.gamma ? g.values : std::vector<double>{},
+                                        m.beta ? b.values : std::vector<double>{});
+  INFO(to_string(d) << " " << to_string(m.mode) << " rows=" << rows << " cols=" << cols << " x+" << x_offset
+                    << " y+" << y_offset << (in_place ? " in place" : "") << " variant "
+                    << context.normalize_variant(a));
+  CHECK(relative_error(d, yp, rows, cols, cols, ref.y) < tolerance(d));
+  if (m.mean) CHECK(relative_error(DType::f32, dstats.ptr, rows, 1, 1, ref.mean) < 1e-5);
+  if (m.rstd) CHECK(relative_error(DType::f32, dstats.as<float>(std::size_t(rows) * 4), rows, 1, 1, ref.rstd) < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("tuned calls: misaligned pointers, in place, large mean", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::tune;
+  Context context(o);
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& m : kModes) {
+      check_call(context, d, m, 7, 1000, 1, 1, false, 0.5, 2.0);   // misaligned by one element
+      check_call(context, d, m, 33, 37, 1, 3, false, 0.5, 2.0);    // odd size, odd offsets
+      check_call(context, d, m, 64, 4097, 0, 0, true, 0.5, 2.0);   // in place
+      check_call(context, d, m, 4096, 128, 0, 0, false, 0.5, 2.0); // aligned, vectorized
+    }
+  // |mean| >> std: mean 1e4, std 1e-2 (f32: the 16-bit types cannot hold such rows).
+  for (const auto& m : {kModes[0], kModes[1]}) {
+    check_call(context, DType::f32, m, 64, 1000, 0, 0, false, 1e4, 1e-2);
+    check_call(context, DType::f32, m, 16, 16384, 0, 0, false, 1e4, 1e-2);
+  }
+  const auto c = context.counters();
+  CHECK(c.tunes > 0);
+  CHECK(c.variants_rejected == 0);
+}
+
+TEST_CASE("heuristic and cached policies dispatch without benchmarking", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  for (Policy policy : {Policy::heuristic, Policy::cached}) {
+    ContextOptions o;
+    o.cache_path = "";
+    o.policy = policy;
+    Context context(o);
+    check_call(context, DType::bf16, kModes[1], 100, 768, 0, 0, false, 0.5, 2.0);
+    check_call(context, DType::bf16, kModes[1], 100, 768, 0, 0, false, 0.5, 2.0);
+    const auto c = context.counters();
+    CHECK(c.tunes == 0);
+    CHECK(c.heuristic_uses == 1);
+    CHECK(c.compiles == 1);
+    CHECK(c.table_hits >= 2);  // normalize_variant() and the second call
+  }
+}
+
+// End to end across processes: the child tunes into a cache file; a second child finds the winner
+// there and compiles nothing.
+TEST_CASE("a second process dispatches from the cache with zero compilations", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / ("kvtune-e2e-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cache = (dir / "cache.sqlite").string();
+  // Beside this test binary, wherever the build folder was moved.
+  const std::string child = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kvtune_cache_child").string();
+  auto run = [&](const std::string& tag) {
+    const auto out = (dir / (tag + ".txt")).string();
+    const std::string command = "KVTUNE_POLICY=tune KVTUNE_CACHE=" + cache + " " + child + " > " + out;
+    REQUIRE(std::system(command.c_str()) == 0);
+    std::ifstream in(out);
+    std::string line, all;
+    while (std::getline(in, line)) all += line + "\n";
+    return all;
+  };
+  const std::string first = run("first");
+  const std::string second = run("second");
+  WARN("first process:\n" << first << "second process:\n" << second);
+  CHECK_THAT(first, Catch::Contains("tunes=1"));
+  CHECK_THAT(second, Catch::Contains("tunes=0"));
+  CHECK_THAT(second, Catch::Contains("compiles=0"));
+  CHECK_THAT(second, Catch::Contains("cache_hits=1"));
+  // Same variant in both.
+  const auto variant = [](const std::string& s) { return s.substr(s.find("variant=")); };
+  CHECK(variant(first).substr(0, variant(first).find('\n')) == variant(second).substr(0, variant(second).find('\n')));
+  std::filesystem::remove_all(dir);
+}
