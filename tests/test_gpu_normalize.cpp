@@ -307,3 +307,45 @@ TEST_CASE("a second process dispatches from the cache with zero compilations", "
   CHECK(variant(first).substr(0, variant(first).find('\n')) == variant(second).substr(0, variant(second).find('\n')));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("stream capture: loaded problems are captured, others fail without breaking the capture",
+          "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::heuristic;
+  Context context(o);
+  const std::int64_t rows = 256, cols = 512;
+  const auto x = random_tensor(DType::f32, std::size_t(rows * cols), 5, 0.5, 2.0);
+  Buffer dx(x.bytes.size()), dy(x.bytes.size());
+  cudaMemcpy(dx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  NormalizeArgs a;
+  a.x = dx.ptr;
+  a.y = dy.ptr;
+  a.rows = rows;
+  a.cols = cols;
+  a.mode = NormMode::layernorm;
+  context.normalize(a, stream);  // loads the variant
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  cudaMemset(dy.ptr, 0xFF, x.bytes.size());
+
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  context.normalize(a, stream);
+  NormalizeArgs other = a;
+  other.cols = 500;  // never seen: must fail, not tune
+  CHECK_THROWS_WITH(context.normalize(other, stream), Catch::Contains("being captured"));
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);  // the capture survived
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  const auto ref = normalize::reference(x.values, rows, cols, cols, NormMode::layernorm, 1e-5, 0, {}, {});
+  CHECK(relative_error(DType::f32, dy.ptr, rows, cols, cols, ref.y) < 1e-5);
+  CHECK(context.counters().compiles == 1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}

@@ -139,13 +139,7 @@ struct Context::Impl {
     const std::string key = problem.key();
     const std::string template_hash = normalize::template_hash();
 
-    // 1. A stored winner (a tuned one, or a heuristic one when the policy does not ask for tuning).
-    if (auto stored = lookup_stored(dev, problem, key, template_hash)) {
-      ++counters.cache_hits;
-      log("info", fmt::format("normalize {}: cached {} ({})", key, stored->config.label(), stored->origin));
-      return publish(dev, problem, std::move(stored));
-    }
-    // Never tune, compile or allocate while the caller's stream is being captured.
+    // Never tune, compile, load or allocate while the caller's stream is being captured.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     detail::cuda_check(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &capture),
                        "cudaStreamIsCapturing");
@@ -154,6 +148,12 @@ struct Context::Impl {
                   "no variant is loaded for this problem and the stream is being captured: run it once "
                   "before capture (kvtune never tunes, compiles or allocates during capture)");
 
+    // 1. A stored winner (a tuned one, or a heuristic one when the policy does not ask for tuning).
+    if (auto stored = lookup_stored(dev, problem, key, template_hash)) {
+      ++counters.cache_hits;
+      log("info", fmt::format("normalize {}: cached {} ({})", key, stored->config.label(), stored->origin));
+      return publish(dev, problem, std::move(stored));
+    }
     if (options.policy == Policy::tune) {
       try {
         return publish(dev, problem, tune(dev, problem, key, template_hash));
