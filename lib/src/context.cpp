@@ -8,17 +8,18 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cache/store.h"
-#include "kernel_templates/normalize/normalize_family.h"
-#include "kernel_templates/normalize/normalize_tuning.h"
 #include "kvtune/kvtune.h"
 #include "lib/src/cuda_check.h"
 #include "lib/src/device.h"
 #include "lib/src/dispatch_table.h"
+#include "lib/src/families.h"
 #include "lib/src/hash.h"
 #include "lib/src/module.h"
 #include "tuner/tuner.h"
@@ -43,10 +44,19 @@ int level_rank(const std::string& level) {
   return 0;
 }
 
-struct NormalizeEntry {
+template <class F>
+struct Entry {
   detail::LoadedKernel kernel;
-  normalize::Config config;
+  typename F::Config config;
   std::string origin;  // "tuned", "cached", "heuristic"
+};
+
+template <class F>
+using Table = detail::DispatchTable<typename F::Problem, Entry<F>, typename F::ProblemHash>;
+
+template <class Tuple> struct TablesOf;
+template <class... F> struct TablesOf<std::tuple<F...>> {
+  using type = std::tuple<Table<F>...>;
 };
 
 }  // namespace
@@ -71,7 +81,7 @@ struct Context::Impl {
     std::once_flag init;
     detail::DeviceFingerprint fingerprint;
     std::string device_id;
-    detail::DispatchTable<normalize::Problem, NormalizeEntry, normalize::ProblemHash> normalize_table;
+    TablesOf<detail::Families>::type tables;  // one lock-free dispatch table per family
     std::mutex miss_mutex;  // one miss at a time per device: tuning owns the GPU while it runs
   };
 
@@ -133,61 +143,84 @@ struct Context::Impl {
   }
 
   // Dispatch-path helpers below run only on a miss.
-  const NormalizeEntry& resolve(Device& dev, const normalize::Problem& problem, Stream stream) {
+  template <class F>
+  const Entry<F>& resolve(Device& dev, const typename F::Problem& problem, Stream stream) {
     std::lock_guard<std::mutex> lock(dev.miss_mutex);
-    if (const NormalizeEntry* entry = dev.normalize_table.find(problem)) return *entry;
+    auto& table = std::get<Table<F>>(dev.tables);
+    if (const Entry<F>* entry = table.find(problem)) return *entry;
     const std::string key = problem.key();
-    const std::string template_hash = normalize::template_hash();
+    const std::string template_hash = F::template_hash();
 
     // Never tune, compile, load or allocate while the caller's stream is being captured.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     detail::cuda_check(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &capture),
                        "cudaStreamIsCapturing");
     if (capture != cudaStreamCaptureStatusNone)
-      throw Error(Error::Context{"normalize", key, "", dev.fingerprint.name, ""},
+      throw Error(Error::Context{F::kOp, key, "", dev.fingerprint.name, ""},
                   "no variant is loaded for this problem and the stream is being captured: run it once "
                   "before capture (kvtune never tunes, compiles or allocates during capture)");
 
     // 1. A stored winner (a tuned one, or a heuristic one when the policy does not ask for tuning).
-    if (auto stored = lookup_stored(dev, problem, key, template_hash)) {
+    if (auto stored = lookup_stored<F>(dev, problem, key, template_hash)) {
       ++counters.cache_hits;
-      log("info", fmt::format("normalize {}: cached {} ({})", key, stored->config.label(), stored->origin));
-      return publish(dev, problem, std::move(stored));
+      log("info", fmt::format("{} {}: cached {} ({})", F::kOp, key, stored->config.label(), stored->origin));
+      table.insert(problem, stored);
+      return *table.find(problem);
     }
+    std::shared_ptr<const Entry<F>> entry;
     if (options.policy == Policy::tune) {
       try {
-        return publish(dev, problem, tune(dev, problem, key, template_hash));
+        entry = tune<F>(dev, problem, key, template_hash);
       } catch (const Error& e) {
-        log("warn", fmt::format("normalize {}: tuning failed, using the heuristic variant: {}", key, e.what()));
+        log("warn", fmt::format("{} {}: tuning failed, using the heuristic variant: {}", F::kOp, key, e.what()));
       }
     }
-    return publish(dev, problem, heuristic(dev, problem, key, template_hash));
+    if (!entry) entry = heuristic<F>(dev, problem, key, template_hash);
+    table.insert(problem, entry);
+    return *table.find(problem);
   }
 
-  const NormalizeEntry& publish(Device& dev, const normalize::Problem& problem,
-                                std::shared_ptr<const NormalizeEntry> entry) {
-    dev.normalize_table.insert(problem, entry);
-    return *dev.normalize_table.find(problem);
+  template <class F>
+  std::shared_ptr<Entry<F>> make_entry(const typename F::Problem& problem, const typename F::Config& config,
+                                       const std::string& image, const std::string& lowered_name, const char* origin) {
+    auto entry = std::make_shared<Entry<F>>();
+    entry->config = config;
+    entry->origin = origin;
+    entry->kernel = detail::LoadedKernel::load(image, lowered_name);
+    entry->kernel.allow_dynamic_smem(F::dynamic_smem(problem, config));
+    return entry;
   }
 
-  std::shared_ptr<NormalizeEntry> lookup_stored(Device& dev, const normalize::Problem& problem, const std::string& key,
-                                                const std::string& template_hash) {
+  template <class F>
+  std::shared_ptr<Entry<F>> lookup_stored(Device& dev, const typename F::Problem& problem, const std::string& key,
+                                          const std::string& template_hash) {
     try {
       auto winner = store->find_winner(key, dev.device_id, template_hash);
-      if (!winner || winner->binary_hash.empty()) return nullptr;
+      if (!winner) return nullptr;
       if (winner->origin == "heuristic" && options.policy == Policy::tune) return nullptr;
-      auto binary = store->find_binary(winner->binary_hash);
+      const auto config = F::Config::from_json(nlohmann::json::parse(winner->config_json));
+      if (!F::is_valid(problem, config)) return nullptr;
+      std::optional<cache::Binary> binary;
+      if (!winner->binary_hash.empty()) binary = store->find_binary(winner->binary_hash);
+      if (!binary && winner->origin == "imported") {
+        // `kvtune-cache import` brings configs, never binaries: compile once (unless
+        // `kvtune-tune --compile-only` stored this binary already) and keep it for later processes.
+        const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
+        const std::string hash = detail::compile_hash(request);
+        binary = store->find_binary(hash);
+        if (!binary) {
+          auto compiled = detail::nvrtc_compile(request);
+          ++counters.compiles;
+          binary = cache::Binary{hash, dev.fingerprint.arch(), compiled.lowered_names.at(0), compiled.cubin,
+                                 detail::hash_hex(compiled.cubin)};
+        }
+        winner->binary_hash = binary->hash;
+        store_result(*winner, binary, {});
+      }
       if (!binary) return nullptr;
-      auto config = normalize::Config::from_json(nlohmann::json::parse(winner->config_json));
-      if (!normalize::is_valid(problem, config)) return nullptr;
-      auto entry = std::make_shared<NormalizeEntry>();
-      entry->config = config;
-      entry->origin = "cached";
-      entry->kernel = detail::LoadedKernel::load(binary->image, binary->lowered_name);
-      entry->kernel.allow_dynamic_smem(normalize::geometry(problem, config, 1).dynamic_smem);
-      return entry;
+      return make_entry<F>(problem, config, binary->image, binary->lowered_name, "cached");
     } catch (const std::exception& e) {
-      log("warn", fmt::format("normalize {}: ignoring the cached entry: {}", key, e.what()));
+      log("warn", fmt::format("{} {}: ignoring the cached entry: {}", F::kOp, key, e.what()));
       return nullptr;
     }
   }
@@ -201,10 +234,11 @@ struct Context::Impl {
     }
   }
 
+  template <class F>
   cache::Winner make_winner(Device& dev, const std::string& key, const std::string& template_hash,
-                            const normalize::Config& config, const std::string& binary_hash, const char* origin) {
+                            const typename F::Config& config, const std::string& binary_hash, const char* origin) {
     cache::Winner w;
-    w.op = "normalize";
+    w.op = F::kOp;
     w.problem_key = key;
     w.device_id = dev.device_id;
     w.template_hash = template_hash;
@@ -216,44 +250,42 @@ struct Context::Impl {
     return w;
   }
 
-  std::shared_ptr<NormalizeEntry> heuristic(Device& dev, const normalize::Problem& problem, const std::string& key,
-                                            const std::string& template_hash) {
-    const auto config = normalize::heuristic_config(problem, dev.fingerprint.cc_major);
-    const auto request = normalize::compile_request(problem, config, dev.fingerprint.arch());
+  template <class F>
+  std::shared_ptr<Entry<F>> heuristic(Device& dev, const typename F::Problem& problem, const std::string& key,
+                                      const std::string& template_hash) {
+    const auto config = F::heuristic(problem, dev.fingerprint.cc_major);
+    const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
     auto compiled = detail::nvrtc_compile(request);
     ++counters.compiles;
     ++counters.heuristic_uses;
-    auto entry = std::make_shared<NormalizeEntry>();
-    entry->config = config;
-    entry->origin = "heuristic";
-    entry->kernel = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0));
-    entry->kernel.allow_dynamic_smem(normalize::geometry(problem, config, 1).dynamic_smem);
+    auto entry = make_entry<F>(problem, config, compiled.cubin, compiled.lowered_names.at(0), "heuristic");
     cache::Binary binary{detail::compile_hash(request), dev.fingerprint.arch(), compiled.lowered_names.at(0),
                          compiled.cubin, detail::hash_hex(compiled.cubin)};
-    store_result(make_winner(dev, key, template_hash, config, binary.hash, "heuristic"), binary, {});
-    log("info", fmt::format("normalize {}: heuristic {}", key, config.label()));
+    store_result(make_winner<F>(dev, key, template_hash, config, binary.hash, "heuristic"), binary, {});
+    log("info", fmt::format("{} {}: heuristic {}", F::kOp, key, config.label()));
     return entry;
   }
 
-  std::shared_ptr<NormalizeEntry> tune(Device& dev, const normalize::Problem& problem, const std::string& key,
-                                       const std::string& template_hash) {
+  template <class F>
+  std::shared_ptr<Entry<F>> tune(Device& dev, const typename F::Problem& problem, const std::string& key,
+                                 const std::string& template_hash) {
     const std::string arch = dev.fingerprint.arch();
-    const auto configs = normalize::enumerate(problem);
-    if (configs.empty()) throw Error(Error::Context{"normalize", key, "", "", ""}, "no valid variant");
-    const auto candidates = normalize::make_candidates(problem, configs, arch);
+    const auto configs = F::enumerate(problem);
+    if (configs.empty()) throw Error(Error::Context{F::kOp, key, "", "", ""}, "no valid variant");
+    const auto candidates = F::candidates(problem, configs, arch);
     cudaStream_t stream = nullptr;
     detail::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> stream_guard(stream, [](cudaStream_t s) {
       cudaStreamSynchronize(s);
       cudaStreamDestroy(s);
     });
-    auto harness = normalize::make_harness(problem, configs, arch, dev.fingerprint.l2_bytes, stream);
+    auto harness = F::harness(problem, configs, arch, dev.fingerprint.l2_bytes, stream);
     tuner::Options topt;
     topt.samples = options.timing_samples;
     topt.compile_threads = options.compile_threads;
     topt.max_dynamic_smem = dev.fingerprint.max_smem_per_block_optin;
     if (log_rank >= 3) topt.debug = [this](const std::string& line) { log("debug", line); };
-    log("info", fmt::format("normalize {}: tuning {} variants on {}", key, candidates.size(), dev.fingerprint.name));
+    log("info", fmt::format("{} {}: tuning {} variants on {}", F::kOp, key, candidates.size(), dev.fingerprint.name));
     tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream);
     ++counters.tunes;
     counters.compiles += static_cast<std::uint64_t>(outcome.compiles);
@@ -262,42 +294,38 @@ struct Context::Impl {
       else ++counters.variants_rejected;
     }
     if (outcome.winner < 0)
-      throw Error(Error::Context{"normalize", key, "", dev.fingerprint.name, ""},
+      throw Error(Error::Context{F::kOp, key, "", dev.fingerprint.name, ""},
                   fmt::format("all {} variants failed; first failure: {}", candidates.size(),
                               outcome.trials.empty() ? "" : outcome.trials.front().message));
     const auto w = static_cast<std::size_t>(outcome.winner);
     const auto& compiled = outcome.compiled[w];
-    auto entry = std::make_shared<NormalizeEntry>();
-    entry->config = configs[w];
-    entry->origin = "tuned";
-    entry->kernel = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_name);
-    entry->kernel.allow_dynamic_smem(candidates[w].dynamic_smem);
-    cache::Winner winner = make_winner(dev, key, template_hash, configs[w], compiled.binary_hash, "tuned");
+    auto entry = make_entry<F>(problem, configs[w], compiled.cubin, compiled.lowered_name, "tuned");
+    cache::Winner winner = make_winner<F>(dev, key, template_hash, configs[w], compiled.binary_hash, "tuned");
     winner.median_ms = outcome.trials[w].median_ms;
     winner.gbps = outcome.trials[w].gbps;
     store_result(winner,
                  cache::Binary{compiled.binary_hash, arch, compiled.lowered_name, compiled.cubin,
                                detail::hash_hex(compiled.cubin)},
                  outcome.trials);
-    log("info", fmt::format("normalize {}: winner {} {:.4f} ms {:.0f} GB/s (compile {:.2f} s, benchmark {:.2f} s)", key,
-                            winner.label, winner.median_ms, winner.gbps, outcome.compile_seconds,
+    log("info", fmt::format("{} {}: winner {} {:.4f} ms {:.0f} GB/s (compile {:.2f} s, benchmark {:.2f} s)", F::kOp,
+                            key, winner.label, winner.median_ms, winner.gbps, outcome.compile_seconds,
                             outcome.bench_seconds));
     return entry;
   }
 
-  const NormalizeEntry& normalize_entry(const NormalizeArgs& args, Stream stream, normalize::Problem& problem) {
-    normalize::validate(args);
-    problem = normalize::make_problem(args);
+  // The hot path: key -> lock-free table -> entry. Misses go to resolve().
+  template <class F>
+  const Entry<F>& entry_for(const typename F::Problem& problem, Stream stream) {
     int ordinal = 0;
     const cudaError_t status = cudaGetDevice(&ordinal);
     if (status != cudaSuccess) detail::device_count();  // throws the clear "no CUDA device" error
     Device& dev = device(ordinal);
     ++counters.calls;
-    if (const NormalizeEntry* entry = dev.normalize_table.find(problem)) {
+    if (const Entry<F>* entry = std::get<Table<F>>(dev.tables).find(problem)) {
       ++counters.table_hits;
       return *entry;
     }
-    return resolve(dev, problem, stream);
+    return resolve<F>(dev, problem, stream);
   }
 };
 
@@ -305,8 +333,9 @@ Context::Context(ContextOptions options) : impl_(std::make_unique<Impl>(std::mov
 Context::~Context() = default;
 
 void Context::normalize(const NormalizeArgs& args, Stream stream) {
-  normalize::Problem problem;
-  const NormalizeEntry& entry = impl_->normalize_entry(args, stream, problem);
+  normalize::validate(args);
+  const normalize::Problem problem = normalize::make_problem(args);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, stream);
   const normalize::LaunchArgs launch_args{args.x,
                                           args.y,
                                           args.gamma,
@@ -325,8 +354,33 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
 }
 
 std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream) {
-  normalize::Problem problem;
-  return impl_->normalize_entry(args, stream, problem).config.label();
+  normalize::validate(args);
+  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args), stream).config.label();
+}
+
+void Context::dwconv(const DwConvArgs& args, Stream stream) {
+  dwconv::validate(args);
+  const dwconv::Problem problem = dwconv::make_problem(args);
+  const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, stream);
+  dwconv::LaunchArgs launch_args = dwconv::launch_args(args);
+  const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+  const std::size_t workspace_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
+  auto fail = [&](cudaError_t status, const char* what) {
+    detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), entry.config.label(), "", ""});
+  };
+  // backward_weight partials come from the stream-ordered pool: no synchronization, capture-safe.
+  if (workspace_bytes > 0) {
+    if (cudaError_t s = cudaMallocAsync(&launch_args.workspace, workspace_bytes, cuda_stream); s != cudaSuccess)
+      fail(s, "cudaMallocAsync (backward_weight workspace)");
+  }
+  const cudaError_t status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
+  if (workspace_bytes > 0) cudaFreeAsync(launch_args.workspace, cuda_stream);
+  if (status != cudaSuccess) fail(status, "cudaLaunchKernel");
+}
+
+std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
+  dwconv::validate(args);
+  return impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args), stream).config.label();
 }
 
 Counters Context::counters() const {
@@ -346,6 +400,8 @@ Context& default_context() {
 }
 
 void tuned_normalize(const NormalizeArgs& args, Stream stream) { default_context().normalize(args, stream); }
+
+void tuned_dwconv(const DwConvArgs& args, Stream stream) { default_context().dwconv(args, stream); }
 
 const char* to_string(DType dtype) {
   switch (dtype) {
@@ -370,6 +426,25 @@ const char* to_string(Policy policy) {
     case Policy::tune: return "tune";
     case Policy::heuristic: return "heuristic";
     case Policy::cached: return "cached";
+  }
+  return "unknown";
+}
+
+const char* to_string(DwLayout layout) {
+  switch (layout) {
+    case DwLayout::ncl: return "ncl";
+    case DwLayout::nlc: return "nlc";
+    case DwLayout::nchw: return "nchw";
+    case DwLayout::nhwc: return "nhwc";
+  }
+  return "unknown";
+}
+
+const char* to_string(DwDirection direction) {
+  switch (direction) {
+    case DwDirection::forward: return "forward";
+    case DwDirection::backward_data: return "backward_data";
+    case DwDirection::backward_weight: return "backward_weight";
   }
   return "unknown";
 }

@@ -76,10 +76,18 @@ CompileResult nvrtc_compile(const CompileRequest& request) {
     throw CompileError(nvrtc_context(request), fmt::format("compilation failed: {}", nvrtcGetErrorString(compiled)),
                        result.log, options, request.name_expressions);
 
-  size_t cubin_size = 0;
-  check(nvrtcGetCUBINSize(*program, &cubin_size), "nvrtcGetCUBINSize", request);
-  result.cubin.resize(cubin_size);
-  check(nvrtcGetCUBIN(*program, result.cubin.data()), "nvrtcGetCUBIN", request);
+  if (request.arch.rfind("compute_", 0) == 0) {
+    // A virtual architecture: PTX only (front end and code generation, no ptxas).
+    size_t ptx_size = 0;
+    check(nvrtcGetPTXSize(*program, &ptx_size), "nvrtcGetPTXSize", request);
+    result.cubin.resize(ptx_size);
+    check(nvrtcGetPTX(*program, result.cubin.data()), "nvrtcGetPTX", request);
+  } else {
+    size_t cubin_size = 0;
+    check(nvrtcGetCUBINSize(*program, &cubin_size), "nvrtcGetCUBINSize", request);
+    result.cubin.resize(cubin_size);
+    check(nvrtcGetCUBIN(*program, result.cubin.data()), "nvrtcGetCUBIN", request);
+  }
   for (const auto& name : request.name_expressions) {
     const char* lowered = nullptr;
     check(nvrtcGetLoweredName(*program, name.c_str(), &lowered), "nvrtcGetLoweredName", request);
@@ -115,8 +123,9 @@ std::vector<int> nvrtc_supported_archs() {
 
 int parse_arch(const std::string& arch) {
   int value = 0;
-  bool ok = arch.size() > 3 && arch.compare(0, 3, "sm_") == 0;
-  for (size_t i = 3; ok && i < arch.size(); ++i) {
+  const size_t prefix = arch.rfind("compute_", 0) == 0 ? 8 : 3;
+  bool ok = arch.size() > prefix && (prefix == 8 || arch.compare(0, 3, "sm_") == 0);
+  for (size_t i = prefix; ok && i < arch.size(); ++i) {
     ok = (arch[i] >= '0' && arch[i] <= '9') || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f'));
     if (ok && arch[i] >= '0' && arch[i] <= '9') value = value * 10 + (arch[i] - '0');
   }

@@ -18,7 +18,7 @@ struct CompileRequest {
   std::string_view source;
   std::vector<HeaderSource> headers;
   std::vector<std::string> name_expressions;  // e.g. "kvt_normalize<float, 32, 4, ...>"
-  std::string arch;                           // "sm_90"
+  std::string arch;                           // "sm_90" (cubin) or "compute_90" (PTX only)
   std::vector<std::string> extra_options;
 };
 
@@ -44,7 +44,7 @@ int nvrtc_version();
 /// Architectures NVRTC can target, as compute capabilities times ten (80, 90, 100, ...).
 std::vector<int> nvrtc_supported_archs();
 
-/// "sm_90" -> 90 after checking NVRTC supports it and kvtune does (sm_80 and newer); throws
+/// "sm_90" (or "compute_90") -> 90 after checking NVRTC supports it and kvtune does (sm_80 and newer); throws
 /// kvtune::Error otherwise.
 int parse_arch(const std::string& arch);
 

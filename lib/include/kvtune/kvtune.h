@@ -1,6 +1,7 @@
 #pragma once
 /// @file kvtune.h
-/// kvtune: JIT-compiled, autotuned CUDA kernels for row normalization, with a persistent cache.
+/// kvtune: JIT-compiled, autotuned CUDA kernels for row normalization and depthwise convolution,
+/// with a persistent cache.
 ///
 /// @code
 ///   kvtune::NormalizeArgs args;
@@ -59,6 +60,41 @@ struct NormalizeArgs {
   float* rstd = nullptr;         ///< optional per-row 1/(std+eps) or rsqrt(var+eps) output (f32)
 };
 
+/// Depthwise convolution layouts: 1D (NCL, NLC) and 2D (NCHW, NHWC). Tensors are dense.
+enum class DwLayout : std::uint8_t { ncl, nlc, nchw, nhwc };
+/// Depthwise convolution directions.
+enum class DwDirection : std::uint8_t { forward, backward_data, backward_weight };
+
+/// Arguments of tuned_dwconv (groups = channels, one filter per channel). Shapes are the input
+/// x's: [n, c, l] / [n, l, c] in 1D (set h = 1, kernel_h = 1, stride_h = dilation_h = 1, no
+/// top/bottom padding), [n, c, h, w] / [n, h, w, c] in 2D; w is [c, kernel_h, kernel_w]; the output
+/// size follows PyTorch: (in + pad_before + pad_after - dilation * (kernel - 1) - 1) / stride + 1.
+///   forward:          y = conv(x, weight) + bias        (x, weight, bias? -> y)
+///   backward_data:    dx from dy and weight             (dy, weight -> dx)
+///   backward_weight:  dweight (and dbias) from x and dy (x, dy -> dweight, dbias?)
+struct DwConvArgs {
+  DwDirection direction = DwDirection::forward;
+  DwLayout layout = DwLayout::nchw;
+  DType dtype = DType::f32;
+  std::int64_t n = 0, c = 0, h = 1, w = 0;
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int dilation_h = 1, dilation_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  /// 1D causal: pad_left = (kernel_w - 1) * dilation_w, pad_right = 0 (explicit pads must be 0).
+  bool causal = false;
+  /// backward_weight: false allows float atomics (faster, not bitwise reproducible).
+  bool deterministic = true;
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  void* y = nullptr;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dweight = nullptr;
+  void* dbias = nullptr;
+};
+
 /// Counters of a Context, for tests and observability.
 struct Counters {
   std::uint64_t calls = 0;             ///< tuned_* calls
@@ -106,6 +142,12 @@ class Context {
   /// the policy says so. Throws kvtune::Error on invalid arguments or a failed launch.
   void normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
+  /// Depthwise convolution on `stream` (see DwConvArgs). backward_weight with more than one split
+  /// takes its scratch from the device's stream-ordered memory pool (cudaMallocAsync).
+  void dwconv(const DwConvArgs& args, Stream stream = nullptr);
+  /// The config label dispatched for these arguments (tunes or loads as a call would).
+  std::string dwconv_variant(const DwConvArgs& args, Stream stream = nullptr);
+
   Counters counters() const;
   const ContextOptions& options() const;
   /// The cache file in use ("" when in memory, e.g. after falling back from an unusable file).
@@ -127,10 +169,15 @@ Context& default_context();
 /// tuned_normalize on the default context.
 void tuned_normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
+/// tuned_dwconv on the default context.
+void tuned_dwconv(const DwConvArgs& args, Stream stream = nullptr);
+
 /// Names for printing and parsing.
 const char* to_string(DType dtype);
 const char* to_string(NormMode mode);
 const char* to_string(Policy policy);
+const char* to_string(DwLayout layout);
+const char* to_string(DwDirection direction);
 /// Parses "tune", "heuristic", "cached"; throws kvtune::Error otherwise.
 Policy parse_policy(const std::string& text);
 

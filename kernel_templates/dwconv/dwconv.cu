@@ -1,0 +1,432 @@
+// kvtune depthwise convolution family (groups = channels), 1D and 2D, compiled by NVRTC.
+// 1D problems are 2D problems with H = 1 (KH = SH = DH = 1, PH = 0). Kernel size, stride,
+// dilation and the leading (top/left) padding are template arguments, so every tap loop unrolls.
+//
+//   kvt_dwconv_tiled     forward (DIR 0) and backward_data (DIR 1), gather form:
+//     forward        y[t]  = sum_k x[t*S - P + k*D] w[k]
+//     backward_data  dx[t] = sum_k dy[(t + P - k*D) / S] w[k]   where S divides t + P - k*D
+//     LAYOUT 0 channel-first (NCHW / NCL): a block is a TY x (TX*RW) tile of one (n, c) plane;
+//              each thread computes RW consecutive outputs along W from a register window.
+//              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile
+//              in shared memory first.
+//     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
+//              access) x RW outputs along W; TX threads along C, TY rows per block.
+//     FILTER 0 keeps the taps in registers, 1 in shared memory.
+//   kvt_dwconv_direct    one thread per output: ORDER 0 "naive" (channel index fastest: strided
+//                        for channel-first), ORDER 1 "coalesced" (contiguous axis fastest).
+//   kvt_dwconv_wgrad     backward_weight: a block owns CT channels, a group of TG taps and one of
+//                        `splits` slices of the N x Ho x Wo reduction; threads reduce through
+//                        shared memory in a fixed order; splits > 1 combine per-split partials in
+//                        the last-arriving block (deterministic) or through f32 atomics (ATOMIC 1).
+//   kvt_dwconv_reference float64, one thread per output element, any direction.
+#include "common.cuh"
+#include "dwconv_params.h"
+
+__host__ __device__ constexpr int kvt_floordiv(int a, int b) { return (a >= 0) ? a / b : -((-a + b - 1) / b); }
+
+// Source coordinates of a run of R consecutive outputs along one axis, as a window of registers.
+template <int DIR, int K, int S, int D, int P, int R>
+struct Axis {
+  static constexpr int kQmin = DIR == 0 ? 0 : kvt_floordiv(P - (K - 1) * D, S);
+  static constexpr int kWindow = DIR == 0 ? (R - 1) * S + (K - 1) * D + 1 : kvt_floordiv(R - 1 + P, S) - kQmin + 1;
+  // Window position of output r, tap k.
+  __host__ __device__ static constexpr int offset(int r, int k) {
+    return DIR == 0 ? r * S + k * D : kvt_floordiv(r + P - k * D, S) - kQmin;
+  }
+  __host__ __device__ static constexpr bool valid(int r, int k) {
+    return DIR == 0 ? true : (r + P - k * D) - kvt_floordiv(r + P - k * D, S) * S == 0;
+  }
+  // Source index of the window's first element for a run starting at output t0 (DIR 1: S | t0).
+  __device__ static long long base(long long t0) { return DIR == 0 ? t0 * S - P : t0 / S + kQmin; }
+};
+
+// Source row of output row h for tap kh; false when the tap does not land on a source row.
+template <int DIR, int KH, int SH, int DH, int PH>
+__device__ __forceinline__ bool source_row(long long h, int kh, long long src_h, long long& row) {
+  if (DIR == 0) {
+    row = h * SH - PH + (long long)kh * DH;
+  } else {
+    const long long num = h + PH - (long long)kh * DH;
+    if (num < 0 || num % SH != 0) return false;
+    row = num / SH;
+  }
+  return row >= 0 && row < src_h;
+}
+
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS>
+__global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
+  using AW = Axis<DIR, KW, SW, DW, PW, RW>;
+  constexpr int kWin = AW::kWindow;
+  constexpr int kTaps = KH * KW;
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const T* src = static_cast<const T*>(p.src);
+  T* dst = static_cast<T*>(p.dst);
+  const T* wt = static_cast<const T*>(p.weight);
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  float* smem = reinterpret_cast<float*>(dynamic_smem);
+
+  if constexpr (LAYOUT == 0) {
+    // Block -> (plane, W tile), grid.y -> H tile.
+    const long long w_tiles = (p.dst_w + TX * RW - 1) / (TX * RW);
+    const long long plane = blockIdx.x / w_tiles;
+    const long long w_tile = blockIdx.x % w_tiles;
+    const long long c = plane % p.channels;
+    const long long h0 = (long long)blockIdx.y * TY;
+    const long long h = h0 + ty;
+    const long long t0 = w_tile * (TX * RW) + (long long)tx * RW;
+    const T* src_plane = src + plane * p.src_h * p.src_w;
+
+    float* filter_smem = smem;
+    float filter[FILTER == 0 ? kTaps : 1];
+    if constexpr (FILTER == 0) {
+#pragma unroll
+      for (int k = 0; k < kTaps; ++k) filter[k] = kvt_to_float(wt[c * kTaps + k]);
+    } else {
+      for (int k = threadIdx.x; k < kTaps; k += TX * TY) filter_smem[k] = kvt_to_float(wt[c * kTaps + k]);
+    }
+    auto tap = [&](int k) -> float {
+      if constexpr (FILTER == 0) return filter[k];
+      else return filter_smem[k];
+    };
+
+    // STAGE 1: the block's source tile (all rows its TY output rows touch, all columns its
+    // TX * RW outputs touch) in shared memory, zero outside the plane.
+    using Tile = Axis<DIR, KW, SW, DW, PW, TX * RW>;
+    using TileRows = Axis<DIR, KH, SH, DH, PH, TY>;
+    constexpr int kTileCols = Tile::kWindow;
+    constexpr int kTileRows = TileRows::kWindow;
+    float* tile = smem + (FILTER == 1 ? ((kTaps + 3) / 4 * 4) : 0);
+    if constexpr (STAGE == 1) {
+      const long long col0 = Tile::base(w_tile * (TX * RW));
+      const long long row0 = TileRows::base(h0);
+      for (int i = threadIdx.x; i < kTileRows * kTileCols; i += TX * TY) {
+        const long long r = row0 + i / kTileCols, q = col0 + i % kTileCols;
+        tile[i] = (r >= 0 && r < p.src_h && q >= 0 && q < p.src_w) ? kvt_to_float(src_plane[r * p.src_w + q]) : 0.f;
+      }
+    }
+    if constexpr (STAGE == 1 || FILTER == 1) __syncthreads();
+    if (h >= p.dst_h || t0 >= p.dst_w) return;
+
+    float acc[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) acc[r] = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
+    const long long win0 = AW::base(t0);
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {
+      float win[kWin];
+      if constexpr (STAGE == 1) {
+        // Tile row of output row h, tap kh (rows outside the plane are zero in the tile).
+        int tr;
+        if constexpr (DIR == 0) {
+          tr = ty * SH + kh * DH;
+        } else {
+          const int num = ty + PH - kh * DH;  // h0 is a multiple of SH
+          if (num - kvt_floordiv(num, SH) * SH != 0) continue;
+          tr = kvt_floordiv(num, SH) - TileRows::kQmin;
+        }
+        const float* trow = tile + tr * kTileCols + (DIR == 0 ? tx * RW * SW : tx * (RW / SW));
+#pragma unroll
+        for (int i = 0; i < kWin; ++i) win[i] = trow[i];
+      } else {
+        long long row;
+        if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+        const T* srow = src_plane + row * p.src_w;
+#pragma unroll
+        for (int i = 0; i < kWin; ++i) {
+          const long long q = win0 + i;
+          win[i] = (q >= 0 && q < p.src_w) ? kvt_to_float(srow[q]) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw)
+          if (AW::valid(r, kw)) acc[r] += win[AW::offset(r, kw)] * tap(kh * KW + kw);
+    }
+    T* drow = dst + (plane * p.dst_h + h) * p.dst_w;
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+      if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[r]);
+  } else {
+    // Block -> (C tile, W run), grid.y -> (n, H tile).
+    constexpr int kChannelsPerBlock = TX * VC;
+    using V = Vec<T, VC>;
+    const long long c_tiles = (p.channels + kChannelsPerBlock - 1) / kChannelsPerBlock;
+    const long long c0 = (blockIdx.x % c_tiles) * kChannelsPerBlock + (long long)tx * VC;
+    const long long t0 = (blockIdx.x / c_tiles) * RW;
+    const long long h_tiles = (p.dst_h + TY - 1) / TY;
+    const long long n = blockIdx.y / h_tiles;
+    const long long h = (blockIdx.y % h_tiles) * TY + ty;
+
+    float* filter_smem = smem;
+    float filter[FILTER == 0 ? kTaps * VC : 1];
+    if constexpr (FILTER == 0) {
+#pragma unroll
+      for (int v = 0; v < VC; ++v)
+#pragma unroll
+        for (int k = 0; k < kTaps; ++k)
+          filter[k * VC + v] = c0 + v < p.channels ? kvt_to_float(wt[(c0 + v) * kTaps + k]) : 0.f;
+    } else {
+      const long long cb = (blockIdx.x % c_tiles) * kChannelsPerBlock;
+      for (int i = threadIdx.x; i < kTaps * kChannelsPerBlock; i += TX * TY) {
+        const long long cc = cb + i % kChannelsPerBlock;
+        filter_smem[i] = cc < p.channels ? kvt_to_float(wt[cc * kTaps + i / kChannelsPerBlock]) : 0.f;
+      }
+      __syncthreads();
+    }
+    auto tap = [&](int k, int v) -> float {
+      if constexpr (FILTER == 0) return filter[k * VC + v];
+      else return filter_smem[k * kChannelsPerBlock + tx * VC + v];
+    };
+    if (h >= p.dst_h || c0 >= p.channels || n >= p.batch) return;
+    const bool full_vector = c0 + VC <= p.channels;
+
+    float acc[RW][VC];
+#pragma unroll
+    for (int v = 0; v < VC; ++v) {
+      const float b = (HAS_BIAS && c0 + v < p.channels) ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
+#pragma unroll
+      for (int r = 0; r < RW; ++r) acc[r][v] = b;
+    }
+    const long long win0 = AW::base(t0);
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {
+      long long row;
+      if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+      const T* srow = src + ((n * p.src_h + row) * p.src_w) * p.channels + c0;
+      V win[kWin];
+#pragma unroll
+      for (int i = 0; i < kWin; ++i) {
+        const long long q = win0 + i;
+        if (q >= 0 && q < p.src_w && full_vector) {
+          win[i] = *reinterpret_cast<const V*>(srow + q * p.channels);
+        } else {
+#pragma unroll
+          for (int v = 0; v < VC; ++v)
+            win[i].v[v] = (q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[q * p.channels + v]
+                                                                            : kvt_from_float<T>(0.f);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw)
+          if (AW::valid(r, kw))
+#pragma unroll
+            for (int v = 0; v < VC; ++v) acc[r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * tap(kh * KW + kw, v);
+    }
+    T* drow = dst + ((n * p.dst_h + h) * p.dst_w) * p.channels + c0;
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      if (t0 + r >= p.dst_w) break;
+      V out;
+#pragma unroll
+      for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[r][v]);
+      if (full_vector) {
+        *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
+      } else {
+#pragma unroll
+        for (int v = 0; v < VC; ++v)
+          if (c0 + v < p.channels) drow[(t0 + r) * p.channels + v] = out.v[v];
+      }
+    }
+  }
+}
+
+// One thread per output element; ORDER 0 "naive", 1 "coalesced" (see the file header).
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int ORDER,
+          int HAS_BIAS>
+__global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
+  const long long total = p.batch * p.channels * p.dst_h * p.dst_w;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    long long n, c, h, w, rest = e;
+    const bool channel_fastest = (LAYOUT == 1) == (ORDER == 1);
+    if (channel_fastest) {
+      c = rest % p.channels; rest /= p.channels;
+      w = rest % p.dst_w; rest /= p.dst_w;
+      h = rest % p.dst_h; n = rest / p.dst_h;
+    } else {
+      w = rest % p.dst_w; rest /= p.dst_w;
+      h = rest % p.dst_h; rest /= p.dst_h;
+      c = rest % p.channels; n = rest / p.channels;
+    }
+    float acc = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
+    const T* src = static_cast<const T*>(p.src);
+    const T* wt = static_cast<const T*>(p.weight) + c * KH * KW;
+#pragma unroll
+    for (int kh = 0; kh < KH; ++kh) {
+      long long row;
+      if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+#pragma unroll
+      for (int kw = 0; kw < KW; ++kw) {
+        long long col;
+        if (!source_row<DIR, KW, SW, DW, PW>(w, kw, p.src_w, col)) continue;
+        const long long idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + row) * p.src_w + col
+                                          : ((n * p.src_h + row) * p.src_w + col) * p.channels + c;
+        acc += kvt_to_float(src[idx]) * kvt_to_float(wt[kh * KW + kw]);
+      }
+    }
+    const long long out = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
+                                      : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
+    static_cast<T*>(p.dst)[out] = kvt_from_float<T>(acc);
+  }
+}
+
+// backward_weight: p.src = x, p.aux = dy (dst_h x dst_w is dy's spatial size). Each block reduces
+// its slice through shared memory in a fixed order. With one split the block writes dw directly;
+// otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
+// last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
+template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
+          int ATOMIC, int BIAS>
+__global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
+  constexpr int kTaps = KH * KW;
+  constexpr int kCols = kTaps + 1;  // the last column is dbias
+  __shared__ float partial[PY][CT][TG + 1];
+  __shared__ bool last_block;
+  const int cx = threadIdx.x % CT, py = threadIdx.x / CT;
+  const long long c_tiles = (p.channels + CT - 1) / CT;
+  const long long c_base = (blockIdx.x % c_tiles) * CT;
+  const long long c = c_base + cx;
+  const int group = static_cast<int>(blockIdx.x / c_tiles);
+  const long long split = blockIdx.y;
+  const long long positions = p.batch * p.dst_h * p.dst_w;
+  const long long per_split = (positions + p.splits - 1) / p.splits;
+  const long long begin = split * per_split;
+  const long long end = begin + per_split < positions ? begin + per_split : positions;
+  const T* x = static_cast<const T*>(p.src);
+  const T* dy = static_cast<const T*>(p.aux);
+
+  int row_off[TG], col_off[TG];
+#pragma unroll
+  for (int j = 0; j < TG; ++j) {
+    const int t = group * TG + j;
+    row_off[j] = (t / KW) * DH - PH;
+    col_off[j] = (t % KW) * DW - PW;
+  }
+  float acc[TG + 1];
+#pragma unroll
+  for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
+  if (c < p.channels) {
+    for (long long e = begin + py; e < end; e += PY) {
+      const long long w = e % p.dst_w, rest = e / p.dst_w;
+      const long long h = rest % p.dst_h, n = rest / p.dst_h;
+      const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
+                                          : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
+      const float g = kvt_to_float(dy[g_idx]);
+      if (BIAS) acc[TG] += g;
+#pragma unroll
+      for (int j = 0; j < TG; ++j) {
+        if (group * TG + j >= kTaps) break;
+        const long long r = h * SH + row_off[j], q = w * SW + col_off[j];
+        if (r >= 0 && r < p.src_h && q >= 0 && q < p.src_w) {
+          const long long x_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + r) * p.src_w + q
+                                              : ((n * p.src_h + r) * p.src_w + q) * p.channels + c;
+          acc[j] += g * kvt_to_float(x[x_idx]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j <= TG; ++j) partial[py][cx][j] = acc[j];
+  __syncthreads();
+
+  // Column (cx, j) of this block: tap group * TG + j, or dbias (j == TG, written by group 0 only).
+  auto column = [&](int i, long long& cc, int& t) {
+    const int ccx = i % CT, j = i / CT;
+    cc = c_base + ccx;
+    t = j < TG ? group * TG + j : kTaps;
+    return cc < p.channels && (j < TG ? t < kTaps : (BIAS && group == 0));
+  };
+  auto write_final = [&](long long cc, int t, float v) {
+    if (t < kTaps) static_cast<T*>(p.dst)[cc * kTaps + t] = kvt_from_float<T>(v);
+    else static_cast<T*>(p.bias_grad)[cc] = kvt_from_float<T>(v);
+  };
+  for (int i = threadIdx.x; i < CT * (TG + 1); i += CT * PY) {
+    long long cc;
+    int t;
+    if (!column(i, cc, t)) continue;
+    float s = 0.f;
+    for (int y = 0; y < PY; ++y) s += partial[y][i % CT][i / CT];  // fixed order
+    if (p.splits == 1 && !ATOMIC) write_final(cc, t, s);
+    else if (ATOMIC) atomicAdd(p.workspace + cc * kCols + t, s);
+    else p.workspace[split * p.channels * kCols + cc * kCols + t] = s;
+  }
+  if (p.splits == 1 && !ATOMIC) return;
+
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(p.counters + blockIdx.x, 1u) == p.splits - 1;
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  const volatile float* ws = p.workspace;
+  for (int i = threadIdx.x; i < CT * (TG + 1); i += CT * PY) {
+    long long cc;
+    int t;
+    if (!column(i, cc, t)) continue;
+    float s = 0.f;
+    if (ATOMIC) {
+      s = ws[cc * kCols + t];
+    } else {
+      for (long long k = 0; k < p.splits; ++k) s += ws[k * p.channels * kCols + cc * kCols + t];
+    }
+    write_final(cc, t, s);
+  }
+}
+
+// float64 reference for every direction; one thread per output element (dx, y, or dw / dbias).
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS>
+__global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float* bias_out) {
+  const T* src = static_cast<const T*>(p.src);
+  const T* wt = static_cast<const T*>(p.weight);
+  if (DIR == 2) {
+    // dw[c][t] = sum over dy positions of dy * x; here p.aux = dy (dst dims), p.src = x.
+    const T* dy = static_cast<const T*>(p.aux);
+    const long long total = p.channels * (KH * KW + 1);
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+      const long long c = i / (KH * KW + 1), t = i % (KH * KW + 1);
+      double s = 0.0;
+      for (long long n = 0; n < p.batch; ++n)
+        for (long long h = 0; h < p.dst_h; ++h)
+          for (long long w = 0; w < p.dst_w; ++w) {
+            const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
+                                                : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
+            const double g = kvt_to_float(dy[g_idx]);
+            if (t == KH * KW) { s += g; continue; }
+            const long long r = h * SH - PH + (t / KW) * DH, q = w * SW - PW + (t % KW) * DW;
+            if (r < 0 || r >= p.src_h || q < 0 || q >= p.src_w) continue;
+            const long long x_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + r) * p.src_w + q
+                                                : ((n * p.src_h + r) * p.src_w + q) * p.channels + c;
+            s += g * (double)kvt_to_float(src[x_idx]);
+          }
+      if (t < KH * KW) out[c * KH * KW + t] = (float)s;
+      else if (BIAS) bias_out[c] = (float)s;
+    }
+    return;
+  }
+  const long long total = p.batch * p.channels * p.dst_h * p.dst_w;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
+    long long rest = e;
+    const long long w = rest % p.dst_w; rest /= p.dst_w;
+    const long long h = rest % p.dst_h; rest /= p.dst_h;
+    const long long c = rest % p.channels, n = rest / p.channels;
+    double acc = BIAS ? (double)kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.0;
+    for (int kh = 0; kh < KH; ++kh) {
+      long long row;
+      if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        long long col;
+        if (!source_row<DIR, KW, SW, DW, PW>(w, kw, p.src_w, col)) continue;
+        const long long idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + row) * p.src_w + col
+                                          : ((n * p.src_h + row) * p.src_w + col) * p.channels + c;
+        acc += (double)kvt_to_float(src[idx]) * (double)kvt_to_float(wt[c * KH * KW + kh * KW + kw]);
+      }
+    }
+    const long long o = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
+                                    : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
+    out[o] = (float)acc;
+  }
+}

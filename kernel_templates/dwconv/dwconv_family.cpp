@@ -1,0 +1,564 @@
+#include "kernel_templates/dwconv/dwconv_family.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/src/embedded.h"
+#include "lib/src/hash.h"
+
+namespace kvtune::dwconv {
+namespace {
+
+constexpr int kDescriptionVersion = 1;
+constexpr int kMaxKernel = 63;
+constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per kernel row
+constexpr int kMaxFilterRegisters = 64;
+constexpr std::size_t kMaxSmem = 48 * 1024;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+int floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+std::int64_t next_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+int dir_index(DwDirection d) { return static_cast<int>(d); }
+
+// Host mirror of dwconv.cu's Axis<DIR, K, S, D, P, R>::kWindow (and kQmin), for shared-memory sizes.
+int window(int dir, int k, int s, int d, int p, int r) {
+  if (dir == 0) return (r - 1) * s + (k - 1) * d + 1;
+  const int qmin = floordiv(p - (k - 1) * d, s);
+  return floordiv(r - 1 + p, s) - qmin + 1;
+}
+
+const char* kernel_type(DType d) {
+  switch (d) {
+    case DType::f32: return "float";
+    case DType::f16: return "kvt_f16";
+    case DType::bf16: return "kvt_bf16";
+  }
+  return "?";
+}
+
+Error invalid(const DwConvArgs& a, const char* field, const std::string& why) {
+  return Error(Error::Context{"dwconv",
+                              fmt::format("{} {} {} n={} c={} h={} w={} k={}x{}", to_string(a.direction),
+                                          to_string(a.layout), to_string(a.dtype), a.n, a.c, a.h, a.w, a.kernel_h,
+                                          a.kernel_w),
+                              "", "", field},
+               why);
+}
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+std::vector<detail::HeaderSource> headers() {
+  return {{"common.cuh", embedded::common_cuh}, {"dwconv_params.h", embedded::dwconv_params_h}};
+}
+
+std::string problem_args(const Problem& p) {
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}", kernel_type(p.dtype), p.channel_last() ? 1 : 0,
+                     dir_index(p.direction), p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pad_top) +
+         fmt::format(", {}", p.pad_left);
+}
+
+int taps(const Problem& p) { return p.kh * p.kw; }
+
+}  // namespace
+
+bool Config::operator==(const Config& o) const {
+  return kernel == o.kernel && outputs_per_thread == o.outputs_per_thread && threads_x == o.threads_x &&
+         threads_y == o.threads_y && vector_channels == o.vector_channels && smem_halo == o.smem_halo &&
+         smem_filter == o.smem_filter && coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
+         position_threads == o.position_threads && taps_per_block == o.taps_per_block && splits == o.splits &&
+         atomic == o.atomic;
+}
+
+std::string Config::label() const {
+  switch (kernel) {
+    case Kernel::direct: return coalesced ? "direct,order=coalesced" : "direct,order=naive";
+    case Kernel::tiled:
+      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}", outputs_per_thread, threads_x, threads_y,
+                         vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg");
+    case Kernel::wgrad:
+      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}", channels_per_block, position_threads,
+                         taps_per_block, splits, atomic ? "atomic" : "ordered");
+  }
+  return "?";
+}
+
+nlohmann::json Config::to_json() const {
+  const char* names[] = {"tiled", "direct", "wgrad"};
+  return {{"kernel", names[static_cast<int>(kernel)]},
+          {"rw", outputs_per_thread},
+          {"tx", threads_x},
+          {"ty", threads_y},
+          {"vc", vector_channels},
+          {"halo", smem_halo},
+          {"filter", smem_filter},
+          {"coalesced", coalesced},
+          {"ct", channels_per_block},
+          {"py", position_threads},
+          {"tg", taps_per_block},
+          {"splits", splits},
+          {"atomic", atomic}};
+}
+
+Config Config::from_json(const nlohmann::json& j) {
+  try {
+    Config c;
+    const auto kernel = j.at("kernel").get<std::string>();
+    if (kernel == "tiled") c.kernel = Kernel::tiled;
+    else if (kernel == "direct") c.kernel = Kernel::direct;
+    else if (kernel == "wgrad") c.kernel = Kernel::wgrad;
+    else throw Error("unknown kernel '" + kernel + "'");
+    c.outputs_per_thread = j.at("rw").get<int>();
+    c.threads_x = j.at("tx").get<int>();
+    c.threads_y = j.at("ty").get<int>();
+    c.vector_channels = j.at("vc").get<int>();
+    c.smem_halo = j.at("halo").get<int>();
+    c.smem_filter = j.at("filter").get<int>();
+    c.coalesced = j.at("coalesced").get<int>();
+    c.channels_per_block = j.at("ct").get<int>();
+    c.position_threads = j.at("py").get<int>();
+    c.taps_per_block = j.at("tg").get<int>();
+    c.splits = j.at("splits").get<int>();
+    c.atomic = j.at("atomic").get<int>();
+    return c;
+  } catch (const std::exception& e) {
+    throw Error(Error::Context{"dwconv", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
+  }
+}
+
+bool Problem::operator==(const Problem& o) const {
+  return direction == o.direction && layout == o.layout && dtype == o.dtype && n == o.n && c == o.c && h == o.h &&
+         w == o.w && kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && dh == o.dh && dw == o.dw &&
+         pad_top == o.pad_top && pad_bottom == o.pad_bottom && pad_left == o.pad_left && pad_right == o.pad_right &&
+         bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes;
+}
+
+std::string Problem::key() const {
+  return fmt::format("dwconv,{},{},{},n<={},c={},h={},w={},k={}x{},s={}x{},d={}x{},pad={},{},{},{},bias={},det={},align={}",
+                     to_string(direction), to_string(layout), to_string(dtype), n, c, h, w, kh, kw, sh, sw, dh, dw,
+                     pad_top, pad_bottom, pad_left, pad_right, bias ? 1 : 0, deterministic ? 1 : 0, align_bytes);
+}
+
+int Problem::element_bytes() const { return dtype == DType::f32 ? 4 : 2; }
+std::int64_t Problem::out_h() const { return (h + pad_top + pad_bottom - std::int64_t(dh) * (kh - 1) - 1) / sh + 1; }
+std::int64_t Problem::out_w() const { return (w + pad_left + pad_right - std::int64_t(dw) * (kw - 1) - 1) / sw + 1; }
+std::int64_t Problem::src_h() const { return direction == DwDirection::backward_data ? out_h() : h; }
+std::int64_t Problem::src_w() const { return direction == DwDirection::backward_data ? out_w() : w; }
+std::int64_t Problem::dst_h() const { return direction == DwDirection::backward_data ? h : out_h(); }
+std::int64_t Problem::dst_w() const { return direction == DwDirection::backward_data ? w : out_w(); }
+
+std::size_t ProblemHash::operator()(const Problem& p) const {
+  return static_cast<std::size_t>(detail::hash64(p.key()));
+}
+
+void validate(const DwConvArgs& a) {
+  if (static_cast<unsigned>(a.direction) > static_cast<unsigned>(DwDirection::backward_weight))
+    throw invalid(a, "direction", fmt::format("unknown direction value {}", static_cast<int>(a.direction)));
+  if (static_cast<unsigned>(a.layout) > static_cast<unsigned>(DwLayout::nhwc))
+    throw invalid(a, "layout", fmt::format("unknown layout value {}", static_cast<int>(a.layout)));
+  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
+    throw invalid(a, "dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
+  const bool one_d = a.layout == DwLayout::ncl || a.layout == DwLayout::nlc;
+  for (auto [value, field] : {std::pair{a.n, "n"}, std::pair{a.c, "c"}, std::pair{a.h, "h"}, std::pair{a.w, "w"}})
+    if (value <= 0) throw invalid(a, field, fmt::format("{} must be positive, got {}", field, value));
+  constexpr std::int64_t kMaxElements = std::int64_t(1) << 40;
+  if (a.c > kMaxElements / a.n || a.h > kMaxElements / (a.n * a.c) || a.w > kMaxElements / (a.n * a.c * a.h))
+    throw invalid(a, "n", "n x c x h x w exceeds 2^40 elements");
+  for (auto [value, field] : {std::pair{a.kernel_h, "kernel_h"}, std::pair{a.kernel_w, "kernel_w"}})
+    if (value < 1 || value > kMaxKernel)
+      throw invalid(a, field, fmt::format("{} must be in 1..{}, got {}", field, kMaxKernel, value));
+  for (auto [value, field] : {std::pair{a.stride_h, "stride_h"}, std::pair{a.stride_w, "stride_w"},
+                              std::pair{a.dilation_h, "dilation_h"}, std::pair{a.dilation_w, "dilation_w"}})
+    if (value < 1 || value > 64) throw invalid(a, field, fmt::format("{} must be in 1..64, got {}", field, value));
+  for (auto [value, field] : {std::pair{a.pad_top, "pad_top"}, std::pair{a.pad_bottom, "pad_bottom"},
+                              std::pair{a.pad_left, "pad_left"}, std::pair{a.pad_right, "pad_right"}})
+    if (value < 0 || value > 4096) throw invalid(a, field, fmt::format("{} must be in 0..4096, got {}", field, value));
+  if (one_d) {
+    if (a.h != 1) throw invalid(a, "h", "1D layouts need h = 1");
+    if (a.kernel_h != 1 || a.stride_h != 1 || a.dilation_h != 1 || a.pad_top != 0 || a.pad_bottom != 0)
+      throw invalid(a, "kernel_h", "1D layouts need kernel_h = stride_h = dilation_h = 1 and no top/bottom padding");
+  }
+  if (a.causal) {
+    if (!one_d) throw invalid(a, "causal", "causal applies to 1D layouts (ncl, nlc) only");
+    if (a.pad_left != 0 || a.pad_right != 0)
+      throw invalid(a, "causal", "causal sets the padding itself: pad_left and pad_right must be 0");
+  }
+  const Problem p = make_problem(a);
+  if (p.out_h() < 1 || p.out_w() < 1)
+    throw invalid(a, p.out_h() < 1 ? "kernel_h" : "kernel_w",
+                  fmt::format("the dilated kernel is larger than the padded input: output {}x{}", p.out_h(), p.out_w()));
+  const std::size_t elem = a.dtype == DType::f32 ? 4 : 2;
+  auto need = [&](const void* ptr, const char* field) {
+    if (ptr == nullptr) throw invalid(a, field, fmt::format("{} is a null pointer", field));
+    if (address(ptr) % elem != 0) throw invalid(a, field, fmt::format("{} must be aligned to {} bytes", field, elem));
+  };
+  auto optional = [&](const void* ptr, const char* field) {
+    if (ptr != nullptr && address(ptr) % elem != 0)
+      throw invalid(a, field, fmt::format("{} must be aligned to {} bytes", field, elem));
+  };
+  switch (a.direction) {
+    case DwDirection::forward:
+      need(a.x, "x"), need(a.weight, "weight"), need(a.y, "y"), optional(a.bias, "bias");
+      break;
+    case DwDirection::backward_data:
+      need(a.dy, "dy"), need(a.weight, "weight"), need(a.dx, "dx");
+      break;
+    case DwDirection::backward_weight:
+      need(a.x, "x"), need(a.dy, "dy"), need(a.dweight, "dweight"), optional(a.dbias, "dbias");
+      break;
+  }
+}
+
+Problem make_problem(const DwConvArgs& a) {
+  Problem p;
+  p.direction = a.direction;
+  p.layout = a.layout;
+  p.dtype = a.dtype;
+  p.n = 1;
+  while (p.n < a.n) p.n <<= 1;
+  p.c = a.c;
+  p.h = a.h;
+  p.w = a.w;
+  p.kh = a.kernel_h;
+  p.kw = a.kernel_w;
+  p.sh = a.stride_h;
+  p.sw = a.stride_w;
+  p.dh = a.dilation_h;
+  p.dw = a.dilation_w;
+  p.pad_top = a.pad_top;
+  p.pad_bottom = a.pad_bottom;
+  p.pad_left = a.causal ? (a.kernel_w - 1) * a.dilation_w : a.pad_left;
+  p.pad_right = a.causal ? 0 : a.pad_right;
+  p.bias = a.direction == DwDirection::forward ? a.bias != nullptr
+           : a.direction == DwDirection::backward_weight ? a.dbias != nullptr
+                                                        : false;
+  p.deterministic = a.direction != DwDirection::backward_weight || a.deterministic;
+  const int elem = p.element_bytes();
+  p.align_bytes = elem;
+  for (int v = 16; v > elem; v /= 2) {
+    const auto ok = [v](const void* ptr) { return ptr == nullptr || address(ptr) % v == 0; };
+    if (ok(a.x) && ok(a.y) && ok(a.dy) && ok(a.dx) && (p.c * elem) % v == 0) {
+      p.align_bytes = v;
+      break;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
+  const auto fail = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  const int dir = dir_index(p.direction);
+  const int elem = p.element_bytes();
+  if (p.direction == DwDirection::backward_weight) {
+    if (c.kernel != Kernel::wgrad) return fail("backward_weight uses the wgrad kernel");
+    const int block = c.channels_per_block * c.position_threads;
+    if (c.channels_per_block < 1 || c.position_threads < 1 || block > 1024) return fail("block size outside 1..1024");
+    if (!p.channel_last() && c.channels_per_block != 1) return fail("channel-first wgrad takes one channel per block");
+    if (c.taps_per_block < 1 || c.taps_per_block > 32) return fail("taps per block: 1..32");
+    if (c.taps_per_block > taps(p)) return fail("more taps per block than the kernel has");
+    if (c.splits < 1 || c.splits > 65535) return fail("splits: 1..65535");
+    if (c.atomic && p.deterministic) return fail("atomics need deterministic = false");
+    if (std::size_t(block) * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail("shared memory");
+    const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
+    if (prune && c.splits > 1 && positions / c.splits < 4 * c.position_threads)
+      return fail("too little work per split");
+    if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
+    return true;
+  }
+  if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
+  if (c.kernel == Kernel::direct) return c.outputs_per_thread == 0 && c.threads_x == 0 ? true : fail("direct: no tile");
+  const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
+  if (rw < 1 || rw > 16 || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
+  if (prune && tx * ty < 32 && !(p.channel_last() && tx * vc >= p.c)) return fail("blocks under a warp");
+  if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
+  const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
+  if (!p.channel_last()) {
+    if (vc != 1) return fail("channel-first: one channel per thread");
+    if (win > kMaxWindowRegisters) return fail("register window too large");
+    if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail("filter too large for registers");
+    std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
+    if (c.smem_halo) {
+      if (dir == 1 && ty % p.sh != 0) return fail("backward_data halo tile: rows per block a multiple of stride_h");
+      floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, ty)) *
+                std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, tx * rw));
+    }
+    if (floats * 4 > kMaxSmem) return fail("shared memory");
+    if (prune && tx * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
+    if (prune && ty > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+  } else {
+    if (c.smem_halo) return fail("channel-last: no halo staging (rows are shared across threads only along W)");
+    if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+    if (win * vc > kMaxWindowRegisters) return fail("register window too large");
+    if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
+    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
+    if (p.n * ceil_div(p.dst_h(), ty) > 65535) return fail("grid.y limit");
+    if (prune && tx * vc / 2 >= p.c) return fail("idle channel threads");
+    if (prune && ty > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+    if (prune && rw > next_pow2(p.dst_w())) return fail("run longer than the output");
+  }
+  if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
+  return true;
+}
+
+}  // namespace
+
+bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
+
+std::vector<std::pair<std::string, Config>> seed_configs(const Problem& p) {
+  std::vector<std::pair<std::string, Config>> seeds;
+  const bool last = p.channel_last();
+  if (p.direction == DwDirection::backward_weight) {
+    const int ct = last ? 32 : 1;
+    Config c;
+    c.kernel = Kernel::wgrad;
+    c.splits = 1;
+    c.channels_per_block = 1, c.position_threads = 1, c.taps_per_block = 1;
+    seeds.emplace_back("naive", c);
+    c.channels_per_block = ct, c.position_threads = 256 / ct, c.taps_per_block = 1;
+    seeds.emplace_back("coalesced", c);
+    c.taps_per_block = std::min(taps(p), 32);
+    seeds.emplace_back("smem-blocked", c);
+    c.position_threads = 32 / ct, c.taps_per_block = std::min(taps(p), 32);
+    seeds.emplace_back("warp-tiled", c);
+  } else {
+    Config c;
+    c.kernel = Kernel::direct;
+    seeds.emplace_back("naive", c);
+    c.coalesced = 1;
+    seeds.emplace_back("coalesced", c);
+    Config s;
+    s.kernel = Kernel::tiled;
+    s.outputs_per_thread = p.direction == DwDirection::backward_data ? p.sw : 1;
+    s.threads_x = 32;
+    s.threads_y = 8;
+    s.vector_channels = 1;
+    s.smem_halo = last ? 0 : 1;
+    s.smem_filter = 1;
+    seeds.emplace_back("smem-blocked", s);
+    Config w = s;
+    w.outputs_per_thread = p.direction == DwDirection::backward_data ? std::max(4, p.sw) : 4;
+    w.threads_y = 4;
+    w.smem_halo = 0;
+    w.smem_filter = taps(p) * 1 > kMaxFilterRegisters ? 1 : 0;
+    seeds.emplace_back("warp-tiled", w);
+  }
+  std::vector<std::pair<std::string, Config>> runnable;
+  for (auto& s : seeds)
+    if (check(p, s.second, nullptr, false)) runnable.push_back(s);
+  return runnable;
+}
+
+std::vector<Config> enumerate(const Problem& p) {
+  std::vector<Config> out;
+  for (const auto& s : seed_configs(p)) out.push_back(s.second);
+  auto add = [&](const Config& c) {
+    if (is_valid(p, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  if (p.direction == DwDirection::backward_weight) {
+    for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
+      for (int block : {128, 256})
+        for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32)})
+          for (int splits : {1, 8, 32, 128})
+            for (int atomic : {0, 1}) {
+              Config c;
+              c.kernel = Kernel::wgrad;
+              c.channels_per_block = ct;
+              c.position_threads = block / ct;
+              c.taps_per_block = tg;
+              c.splits = splits;
+              c.atomic = atomic;
+              add(c);
+            }
+    return out;
+  }
+  const int elem = p.element_bytes();
+  for (int rw : {1, 2, 4, 8})
+    for (int ty : {1, 2, 4, 8})
+      for (int filter : {0, 1}) {
+        if (!p.channel_last()) {
+          for (int block : {64, 128, 256})
+            for (int halo : {0, 1}) {
+              Config c;
+              c.outputs_per_thread = rw;
+              c.threads_y = ty;
+              c.threads_x = block / ty;
+              c.vector_channels = 1;
+              c.smem_halo = halo;
+              c.smem_filter = filter;
+              add(c);
+            }
+        } else {
+          if (rw == 8 || ty == 8) continue;
+          for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
+            for (int tx : {4, 8, 16, 32, 64}) {
+              if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
+              Config c;
+              c.outputs_per_thread = rw;
+              c.threads_y = ty;
+              c.threads_x = tx;
+              c.vector_channels = vc;
+              c.smem_filter = filter;
+              add(c);
+            }
+        }
+      }
+  return out;
+}
+
+Config heuristic_config(const Problem& p, int cc_major) {
+  (void)cc_major;  // one rule serves sm_80..sm_100 today
+  Config c;
+  if (p.direction == DwDirection::backward_weight) {
+    c.kernel = Kernel::wgrad;
+    c.channels_per_block = p.channel_last() ? 32 : 1;
+    c.position_threads = 256 / c.channels_per_block;
+    c.taps_per_block = std::min(taps(p), 16);
+    const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
+    const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
+    c.splits = 1;
+    while (c.splits < 128 && blocks * c.splits < 4 * 132 && positions / (c.splits * 2) >= 4 * c.position_threads)
+      c.splits *= 2;
+  } else {
+    c.kernel = Kernel::tiled;
+    const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
+    c.outputs_per_thread = rw_base * std::max(1, 4 / rw_base);
+    c.vector_channels = 1;
+    if (p.channel_last()) {
+      c.vector_channels = std::max(1, std::min(16, p.align_bytes) / p.element_bytes());
+      c.threads_x = 32;
+      c.threads_y = 2;
+      c.outputs_per_thread = rw_base * std::max(1, 2 / rw_base);
+    } else {
+      c.threads_y = p.dst_h() == 1 ? 1 : 4;
+      c.threads_x = 128 / c.threads_y;
+    }
+    c.smem_filter = 0;
+    if (!is_valid(p, c)) c.smem_filter = 1;
+  }
+  if (is_valid(p, c)) return c;
+  for (const auto& candidate : enumerate(p))  // the first tiled (or wgrad) variant that fits
+    if (candidate.kernel != Kernel::direct && is_valid(p, candidate)) return candidate;
+  const auto seeds = seed_configs(p);
+  if (!seeds.empty()) return seeds.front().second;
+  throw Error(Error::Context{"dwconv", p.key(), "", "", ""}, "no valid variant for this problem");
+}
+
+Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
+  Geometry g;
+  const std::int64_t dst_h = p.dst_h(), dst_w = p.dst_w();
+  switch (c.kernel) {
+    case Kernel::direct: {
+      const std::int64_t total = batch * p.c * dst_h * dst_w;
+      g.block = 256;
+      g.grid_x = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(total, 256), 1, 1 << 20));
+      break;
+    }
+    case Kernel::tiled: {
+      g.block = static_cast<unsigned>(c.threads_x * c.threads_y);
+      const int dir = dir_index(p.direction);
+      if (!p.channel_last()) {
+        const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread);
+        g.grid_x = static_cast<unsigned>(batch * p.c * w_tiles);
+        g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y));
+        std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
+        if (c.smem_halo)
+          floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, c.threads_y)) *
+                    std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_x * c.outputs_per_thread));
+        g.dynamic_smem = floats * 4;
+      } else {
+        const std::int64_t c_tiles = ceil_div(p.c, c.threads_x * c.vector_channels);
+        g.grid_x = static_cast<unsigned>(c_tiles * ceil_div(dst_w, c.outputs_per_thread));
+        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y));
+        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
+      }
+      break;
+    }
+    case Kernel::wgrad: {
+      g.block = static_cast<unsigned>(c.channels_per_block * c.position_threads);
+      const std::int64_t columns = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
+      g.grid_x = static_cast<unsigned>(columns);
+      g.grid_y = static_cast<unsigned>(c.splits);
+      if (c.splits > 1 || c.atomic) {
+        const std::size_t cols = std::size_t(taps(p) + 1);
+        const std::size_t floats = std::size_t(p.c) * cols * (c.atomic ? 1 : std::size_t(c.splits));
+        const std::size_t counters = std::size_t(columns) * 4;
+        g.workspace_bytes = (floats * 4 + 255) / 256 * 256 + counters;
+        g.counter_bytes = c.atomic ? g.workspace_bytes : counters;
+      }
+      break;
+    }
+  }
+  return g;
+}
+
+double model_bytes(const Problem& p, std::int64_t batch) {
+  const double elem = p.element_bytes();
+  const double in = double(batch) * double(p.c) * double(p.h) * double(p.w);
+  const double out = double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w());
+  const double weights = double(p.c) * taps(p);
+  return elem * (in + out + weights + (p.bias ? double(p.c) : 0.0));
+}
+
+double model_flops(const Problem& p, std::int64_t batch) {
+  return 2.0 * double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w()) * taps(p);
+}
+
+detail::CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
+  detail::CompileRequest r;
+  r.program_name = "dwconv.cu";
+  r.source = embedded::dwconv_cu;
+  r.headers = headers();
+  r.arch = arch;
+  const std::string args = problem_args(p);
+  switch (c.kernel) {
+    case Kernel::tiled:
+      r.name_expressions = {fmt::format("kvt_dwconv_tiled<{}, {}, {}, {}, {}, {}, {}, {}>", args, c.outputs_per_thread,
+                                        c.threads_x, c.threads_y, c.vector_channels, c.smem_halo, c.smem_filter,
+                                        p.bias ? 1 : 0)};
+      break;
+    case Kernel::direct:
+      r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}>", args, c.coalesced, p.bias ? 1 : 0)};
+      break;
+    case Kernel::wgrad:
+      r.name_expressions = {fmt::format("kvt_dwconv_wgrad<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                                        kernel_type(p.dtype), p.channel_last() ? 1 : 0, p.kh, p.kw, p.sh, p.sw, p.dh,
+                                        p.dw, p.pad_top, p.pad_left, c.channels_per_block, c.position_threads,
+                                        c.taps_per_block, c.atomic, p.bias ? 1 : 0)};
+      break;
+  }
+  return r;
+}
+
+detail::CompileRequest reference_request(const Problem& p, const std::string& arch) {
+  detail::CompileRequest r;
+  r.program_name = "dwconv.cu";
+  r.source = embedded::dwconv_cu;
+  r.headers = headers();
+  r.arch = arch;
+  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}>", problem_args(p), p.bias ? 1 : 0),
+                        fmt::format("kvt_compare<{}>", kernel_type(p.dtype)),
+                        fmt::format("kvt_fill_random<{}>", kernel_type(p.dtype))};
+  return r;
+}
+
+std::string template_hash() {
+  std::uint64_t h = detail::hash64(embedded::dwconv_cu);
+  h = detail::hash64(embedded::common_cuh, h);
+  h = detail::hash64(embedded::dwconv_params_h, h);
+  h = detail::hash64(std::to_string(kDescriptionVersion), h);
+  return detail::hex64(h);
+}
+
+}  // namespace kvtune::dwconv

@@ -1,0 +1,102 @@
+#pragma once
+// The dwconv family's C++ description: problem key, config, constraints, launch geometry, bytes
+// and FLOPs model, NVRTC requests. Kernels: dwconv.cu. CPU reference: dwconv_reference.h.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kvtune/kvtune.h"
+#include "lib/src/nvrtc.h"
+
+namespace kvtune::dwconv {
+
+/// Which kernel of the template a variant uses.
+enum class Kernel : std::uint8_t { tiled, direct, wgrad };
+
+/// One variant; fields not used by its kernel are zero. Equality is over every field.
+struct Config {
+  Kernel kernel = Kernel::tiled;
+  // tiled (forward, backward_data)
+  int outputs_per_thread = 0;  // RW: consecutive outputs along W per thread
+  int threads_x = 0;           // TX: along W (channel-first) or along C (channel-last)
+  int threads_y = 0;           // TY: output rows per block
+  int vector_channels = 0;     // VC: channels per vector access (channel-last), 1 otherwise
+  int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first)
+  int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
+  // direct (the seed study's naive and coalesced designs)
+  int coalesced = 0;
+  // wgrad (backward_weight)
+  int channels_per_block = 0;  // CT
+  int position_threads = 0;    // PY
+  int taps_per_block = 0;      // TG
+  int splits = 0;              // slices of the N x Ho x Wo reduction
+  int atomic = 0;
+
+  bool operator==(const Config& o) const;
+  bool operator!=(const Config& o) const { return !(*this == o); }
+  std::string label() const;
+  nlohmann::json to_json() const;
+  static Config from_json(const nlohmann::json& j);
+};
+
+/// Everything about a call that changes which variant wins; the batch is bucketed.
+struct Problem {
+  DwDirection direction = DwDirection::forward;
+  DwLayout layout = DwLayout::nchw;
+  DType dtype = DType::f32;
+  std::int64_t n = 1;  // bucket: smallest power of two >= the call's batch
+  std::int64_t c = 0, h = 1, w = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  bool bias = false;           // forward: bias input; backward_weight: dbias output
+  bool deterministic = true;
+  int align_bytes = 16;        // largest vector access every tensor pointer allows
+
+  bool operator==(const Problem& o) const;
+  std::string key() const;
+  int element_bytes() const;
+  bool channel_last() const { return layout == DwLayout::nlc || layout == DwLayout::nhwc; }
+  std::int64_t out_h() const;
+  std::int64_t out_w() const;
+  /// Spatial size of the kernels' source / destination (see dwconv_params.h).
+  std::int64_t src_h() const;
+  std::int64_t src_w() const;
+  std::int64_t dst_h() const;
+  std::int64_t dst_w() const;
+};
+
+struct ProblemHash {
+  std::size_t operator()(const Problem& p) const;
+};
+
+void validate(const DwConvArgs& args);
+Problem make_problem(const DwConvArgs& args);
+
+bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
+/// Every valid variant; the seed study's designs first.
+std::vector<Config> enumerate(const Problem& problem);
+/// The seed study's four designs for this problem: naive, coalesced, smem-blocked, warp-tiled.
+std::vector<std::pair<std::string, Config>> seed_configs(const Problem& problem);
+Config heuristic_config(const Problem& problem, int cc_major);
+
+struct Geometry {
+  unsigned grid_x = 0, grid_y = 1;
+  unsigned block = 0;
+  std::size_t dynamic_smem = 0;
+  std::size_t workspace_bytes = 0;  // backward_weight partials + counters
+  std::size_t counter_bytes = 0;    // the part zeroed before every call (counters, accumulator)
+};
+Geometry geometry(const Problem& problem, const Config& config, std::int64_t batch);
+
+double model_bytes(const Problem& problem, std::int64_t batch);
+double model_flops(const Problem& problem, std::int64_t batch);
+
+detail::CompileRequest compile_request(const Problem& problem, const Config& config, const std::string& arch);
+/// The float64 reference kernel, comparison and fill kernels.
+detail::CompileRequest reference_request(const Problem& problem, const std::string& arch);
+std::string template_hash();
+
+}  // namespace kvtune::dwconv

@@ -1,0 +1,22 @@
+// Kernel arguments of the dwconv family: one struct, passed by value, with the same layout in
+// host code and in the NVRTC program (this file is compiled by both). Tensors are dense.
+//   forward:          src = x,  dst = y,  weight, bias;  src dims = x, dst dims = y
+//   backward_data:    src = dy, dst = dx, weight;        src dims = dy, dst dims = dx
+//   backward_weight:  src = x,  aux = dy, dst = dw, bias_grad = dbias; src dims = x, dst dims = dy
+#pragma once
+
+struct KvtDwConvParams {
+  const void* src;
+  void* dst;
+  const void* weight;
+  const void* bias;
+  const void* aux;
+  void* bias_grad;
+  float* workspace;     // backward_weight: split partials, or the atomic accumulator
+  unsigned* counters;   // backward_weight: one arrival counter per block column, zeroed per call
+  long long batch;
+  long long channels;
+  long long src_h, src_w;
+  long long dst_h, dst_w;
+  long long splits;     // backward_weight: slices of the N x Ho x Wo reduction
+};

@@ -1,0 +1,306 @@
+// [gpu] tests of the dwconv family: the float64 GPU reference against the CPU reference, every
+// variant against the reference on random data (edge shapes on purpose), tuned calls on misaligned
+// pointers, tune -> cache -> dispatch, and the seed designs timed beside the tuned winner.
+#include <catch2/catch.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "gpu_support.h"
+#include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_reference.h"
+#include "kernel_templates/dwconv/dwconv_tuning.h"
+#include "lib/src/cuda_check.h"
+#include "lib/src/device.h"
+#include "tuner/harness_support.h"
+
+using namespace kvtune;
+
+namespace {
+
+std::size_t esize(DType d) { return d == DType::f32 ? 4 : 2; }
+void put(DType d, double v, unsigned char* out) {
+  if (d == DType::f32) *reinterpret_cast<float*>(out) = float(v);
+  else if (d == DType::f16) *reinterpret_cast<__half*>(out) = __float2half_rn(float(v));
+  else *reinterpret_cast<__nv_bfloat16*>(out) = __float2bfloat16_rn(float(v));
+}
+double get(DType d, const unsigned char* in) {
+  if (d == DType::f32) return *reinterpret_cast<const float*>(in);
+  if (d == DType::f16) return __half2float(*reinterpret_cast<const __half*>(in));
+  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(in));
+}
+
+// Encoded bytes and the decoded values the reference sees.
+struct Host {
+  std::vector<unsigned char> bytes;
+  std::vector<double> values;
+};
+Host random_host(DType d, std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Host h;
+  h.bytes.resize(n * esize(d));
+  h.values.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    put(d, u(rng), h.bytes.data() + i * esize(d));
+    h.values[i] = get(d, h.bytes.data() + i * esize(d));
+  }
+  return h;
+}
+
+double rel_error(DType d, const void* device, const std::vector<double>& ref) {
+  std::vector<unsigned char> host(ref.size() * esize(d));
+  detail::cuda_check(cudaMemcpy(host.data(), device, host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = get(d, host.data() + i * esize(d));
+    if (!std::isfinite(o)) return INFINITY;
+    err += (o - ref[i]) * (o - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+double tolerance(DType d) { return d == DType::f32 ? 1e-4 : d == DType::f16 ? 3e-3 : 1.5e-2; }
+
+struct Shape {
+  const char* what;
+  DwLayout layout;
+  DType dtype;
+  std::int64_t n, c, h, w;
+  int k_h, k_w, s, d, pad_before, pad_after;
+  bool causal, bias;
+};
+
+const Shape kShapes[] = {
+    {"mamba-like causal K=4", DwLayout::ncl, DType::bf16, 2, 64, 1, 1000, 1, 4, 1, 1, 0, 0, true, true},
+    {"NLC, C not a multiple of the vector", DwLayout::nlc, DType::f16, 2, 100, 1, 257, 1, 4, 1, 1, 0, 0, true, true},
+    {"L = 1", DwLayout::ncl, DType::f32, 3, 16, 1, 1, 1, 3, 1, 1, 1, 1, false, true},
+    {"K > L with padding", DwLayout::nlc, DType::f32, 2, 32, 1, 5, 1, 7, 1, 1, 3, 3, false, false},
+    {"1D stride 2 dilation 2", DwLayout::ncl, DType::f32, 2, 24, 1, 301, 1, 5, 2, 2, 4, 3, false, true},
+    {"odd H/W, stride 2", DwLayout::nchw, DType::f32, 2, 24, 15, 17, 3, 3, 2, 1, 1, 1, false, true},
+    {"NHWC 7x7 dilation 2", DwLayout::nhwc, DType::f32, 2, 48, 20, 19, 7, 7, 1, 2, 6, 6, false, true},
+    {"NHWC C = 1", DwLayout::nhwc, DType::f32, 2, 1, 13, 11, 3, 3, 1, 1, 1, 1, false, false},
+    {"large N, bf16", DwLayout::nchw, DType::bf16, 64, 32, 28, 28, 3, 3, 1, 1, 1, 1, false, true},
+    {"N = 1, 31x31", DwLayout::nchw, DType::f32, 1, 8, 40, 36, 31, 31, 1, 1, 15, 15, false, false},
+    {"NHWC f16 stride 2", DwLayout::nhwc, DType::f16, 4, 40, 14, 14, 3, 3, 2, 1, 1, 1, false, true},
+};
+
+DwConvArgs make_args(const Shape& s, DwDirection dir) {
+  DwConvArgs a;
+  a.direction = dir;
+  a.layout = s.layout;
+  a.dtype = s.dtype;
+  a.n = s.n;
+  a.c = s.c;
+  a.h = s.h;
+  a.w = s.w;
+  a.kernel_h = s.k_h;
+  a.kernel_w = s.k_w;
+  const bool two_d = s.layout == DwLayout::nchw || s.layout == DwLayout::nhwc;
+  a.stride_w = s.s;
+  a.dilation_w = s.d;
+  a.causal = s.causal;
+  if (!s.causal) a.pad_left = s.pad_before, a.pad_right = s.pad_after;
+  if (two_d) {
+    a.stride_h = s.s;
+    a.dilation_h = s.d;
+    a.pad_top = s.pad_before;
+    a.pad_bottom = s.pad_after;
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("every dwconv variant matches the float64 reference", "[gpu][dwconv]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  std::size_t verified = 0;
+  for (const auto& shape : kShapes)
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+      for (bool deterministic : {true, false}) {
+        if (!deterministic && dir != DwDirection::backward_weight) continue;
+        DwConvArgs a = make_args(shape, dir);
+        a.deterministic = deterministic;
+        // Pointers only mark which optional tensors exist (the harness owns the buffers).
+        a.x = a.weight = a.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+        a.y = a.dx = a.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 30);
+        if (shape.bias) {
+          a.dbias = reinterpret_cast<void*>(std::uintptr_t(3) << 30);
+          a.bias = a.dbias;
+        }
+        dwconv::validate(a);
+        dwconv::Problem p = dwconv::make_problem(a);
+        p.n = a.n;  // the exact batch
+        INFO(shape.what << ": " << p.key());
+
+        // The GPU float64 reference against the CPU one on this shape.
+        {
+          const auto src = random_host(p.dtype, std::size_t(p.n * p.c * p.src_h() * p.src_w()), 1);
+          const auto wt = random_host(p.dtype, std::size_t(p.c * p.kh * p.kw), 2);
+          const auto bias = random_host(p.dtype, std::size_t(p.c), 3);
+          const auto aux = random_host(p.dtype, std::size_t(p.n * p.c * p.dst_h() * p.dst_w()), 4);
+          tuner::DeviceBuffer dsrc(src.bytes.size()), dwt(wt.bytes.size()), dbias(bias.bytes.size()),
+              daux(aux.bytes.size());
+          cudaMemcpy(dsrc.get(), src.bytes.data(), src.bytes.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dwt.get(), wt.bytes.data(), wt.bytes.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dbias.get(), bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(daux.get(), aux.bytes.data(), aux.bytes.size(), cudaMemcpyHostToDevice);
+          dwconv::LaunchArgs la{};
+          la.src = dsrc.get();
+          la.weight = dwt.get();
+          la.bias = p.bias && dir == DwDirection::forward ? dbias.get() : nullptr;
+          la.aux = daux.get();
+          la.batch = p.n;
+          std::vector<double> ref, ref_bias;
+          if (dir == DwDirection::forward)
+            ref = dwconv::reference_forward(p, p.n, src.values, wt.values, p.bias ? bias.values : std::vector<double>{});
+          else if (dir == DwDirection::backward_data)
+            ref = dwconv::reference_backward_data(p, p.n, src.values, wt.values);
+          else
+            dwconv::reference_backward_weight(p, p.n, src.values, aux.values, ref, ref_bias);
+          tuner::DeviceBuffer out(ref.size() * 4), out_bias(std::size_t(p.c) * 4);
+          dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
+          REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+          CHECK(rel_error(DType::f32, out.get(), ref) < 1e-6);
+          if (dir == DwDirection::backward_weight && p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_bias) < 1e-6);
+        }
+
+        const auto configs = dwconv::enumerate(p);
+        const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
+        const auto compiled = tuner::compile_all(candidates, 0);
+        auto harness = dwconv::make_harness(p, configs, fp.arch(), 0, stream);
+        for (std::size_t i = 0; i < candidates.size(); ++i) {
+          INFO(candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+          REQUIRE(compiled[i].status == tuner::Status::ok);
+          auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+          const auto verdict = harness->verify(candidates[i], kernel, stream);
+          INFO(verdict.message);
+          CHECK(verdict.ok);
+          ++verified;
+        }
+      }
+  cudaStreamDestroy(stream);
+  WARN("verified " << verified << " dwconv variants");
+  CHECK(verified > 500);
+}
+
+TEST_CASE("tuned dwconv: misaligned pointers, tune -> cache -> dispatch", "[gpu][dwconv]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto dir_path = std::filesystem::temp_directory_path() / ("kvtune-dw-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir_path);
+  ContextOptions o;
+  o.cache_path = (dir_path / "cache.sqlite").string();
+  for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight}) {
+    const Shape s = {"nhwc", DwLayout::nhwc, DType::f16, 3, 40, 12, 13, 3, 3, 1, 1, 1, 1, false, true};
+    DwConvArgs a = make_args(s, dir);
+    const dwconv::Problem shape_only = [&] {
+      DwConvArgs t = a;
+      void* any = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+      t.x = t.weight = t.dy = any;
+      t.y = t.dx = t.dweight = any;
+      return dwconv::make_problem(t);
+    }();
+    const std::size_t e = esize(a.dtype);
+    const auto x = random_host(a.dtype, std::size_t(a.n * a.c * a.h * a.w), 11);
+    const auto g = random_host(a.dtype, std::size_t(a.n * a.c * shape_only.out_h() * shape_only.out_w()), 12);
+    const auto w = random_host(a.dtype, std::size_t(a.c * 9), 13);
+    const auto b = random_host(a.dtype, std::size_t(a.c), 14);
+    tuner::DeviceBuffer dx(x.bytes.size() + 64), dg(g.bytes.size() + 64), dw(w.bytes.size() + 64),
+        db(b.bytes.size() + 64), out(std::max(x.bytes.size(), g.bytes.size()) + 64), out_bias(b.bytes.size() + 64);
+    // One element past the allocation start: 2-byte aligned only.
+    auto at = [e](const tuner::DeviceBuffer& buf) { return static_cast<unsigned char*>(buf.get()) + e; };
+    cudaMemcpy(at(dx), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(at(dg), g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(at(dw), w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(at(db), b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+    a.x = at(dx), a.dy = at(dg), a.weight = at(dw), a.bias = at(db);
+    a.y = at(out), a.dx = at(out), a.dweight = at(out), a.dbias = at(out_bias);
+    if (dir != DwDirection::forward) a.bias = nullptr;
+    if (dir != DwDirection::backward_weight) a.dbias = nullptr;
+    const dwconv::Problem p = dwconv::make_problem(a);
+    CHECK(p.align_bytes == 2);
+    std::vector<double> ref, ref_bias;
+    if (dir == DwDirection::forward) ref = dwconv::reference_forward(p, a.n, x.values, w.values, b.values);
+    else if (dir == DwDirection::backward_data) ref = dwconv::reference_backward_data(p, a.n, g.values, w.values);
+    else dwconv::reference_backward_weight(p, a.n, x.values, g.values, ref, ref_bias);
+    std::string first_variant;
+    for (int process = 0; process < 2; ++process) {
+      Context context(o);  // a second Context stands for a second process: same cache file
+      context.dwconv(a);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      INFO(p.key() << " " << context.dwconv_variant(a));
+      CHECK(rel_error(a.dtype, at(out), ref) < tolerance(a.dtype));
+      if (dir == DwDirection::backward_weight) CHECK(rel_error(a.dtype, at(out_bias), ref_bias) < tolerance(a.dtype));
+      const auto c = context.counters();
+      if (process == 0) {
+        CHECK(c.tunes == 1);
+        first_variant = context.dwconv_variant(a);
+      } else {
+        CHECK(c.tunes == 0);
+        CHECK(c.compiles == 0);
+        CHECK(c.cache_hits == 1);
+        CHECK(context.dwconv_variant(a) == first_variant);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir_path);
+}
+
+// The seed study's four designs and the tuned winner, side by side (prints a Markdown table).
+TEST_CASE("dwconv seed designs against the tuned winner", "[gpu][dwconv][bench]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape problems[] = {
+      {"1D causal K=4 (Mamba)", DwLayout::ncl, DType::f32, 8, 1024, 1, 4096, 1, 4, 1, 1, 0, 0, true, true},
+      {"2D 3x3 NCHW (MobileNet)", DwLayout::nchw, DType::f32, 32, 96, 56, 56, 3, 3, 1, 1, 1, 1, false, true},
+  };
+  std::string table = fmt::format(
+      "\n{} ({} SMs), fp32, inputs rotated beyond L2\n| problem | direction | design | variant | time us | GB/s |\n"
+      "|---|---|---|---|---|---|\n",
+      fp.name, fp.sm_count);
+  for (const auto& shape : problems)
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight}) {
+      DwConvArgs a = make_args(shape, dir);
+      a.x = a.weight = a.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+      a.y = a.dx = a.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 30);
+      if (shape.bias && dir == DwDirection::forward) a.bias = reinterpret_cast<void*>(std::uintptr_t(3) << 30);
+      const dwconv::Problem p = dwconv::make_problem(a);
+      const auto configs = dwconv::enumerate(p);
+      const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
+      auto harness = dwconv::make_harness(p, configs, fp.arch(), fp.l2_bytes, stream);
+      tuner::Options options;
+      options.max_dynamic_smem = fp.max_smem_per_block_optin;
+      const auto outcome = tuner::tune(candidates, *harness, options, stream);
+      REQUIRE(outcome.winner >= 0);
+      const auto seeds = dwconv::seed_configs(p);
+      double best_seed = 1e30;
+      for (const auto& seed : seeds) {
+        const auto it = std::find(configs.begin(), configs.end(), seed.second);
+        const auto& trial = outcome.trials[std::size_t(it - configs.begin())];
+        CHECK(trial.status == "ok");
+        best_seed = std::min(best_seed, trial.median_ms);
+        table += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} |\n", shape.what, to_string(dir), seed.first,
+                             seed.second.label(), trial.median_ms * 1e3, trial.gbps);
+      }
+      const auto& win = outcome.trials[std::size_t(outcome.winner)];
+      table += fmt::format("| {} | {} | **tuned** | {} | {:.1f} | {:.0f} ({:.2f}x best seed) |\n", shape.what,
+                           to_string(dir), win.label, win.median_ms * 1e3, win.gbps, best_seed / win.median_ms);
+    }
+  std::printf("%s\n", table.c_str());
+  cudaStreamDestroy(stream);
+}

@@ -1,0 +1,51 @@
+#include "tuner/harness_support.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+namespace kvtune::tuner {
+
+void launch_raw(const detail::LoadedKernel& kernel, unsigned grid, unsigned block, cudaStream_t stream,
+                std::vector<void*> args, const char* what) {
+  detail::cuda_check(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel.kernel()), dim3(grid), dim3(block), args.data(), 0, stream),
+      what);
+}
+
+const std::vector<detail::LoadedKernel>& support_kernels(const detail::CompileRequest& request) {
+  static std::mutex mutex;
+  static std::map<std::string, detail::CompileResult> compiled;
+  static std::map<std::pair<std::string, int>, std::vector<detail::LoadedKernel>> loaded;
+  const std::string hash = detail::compile_hash(request);
+  int device = 0;
+  detail::cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = compiled.find(hash);
+  if (it == compiled.end()) it = compiled.emplace(hash, detail::nvrtc_compile(request)).first;
+  auto& kernels = loaded[{hash, device}];
+  if (kernels.empty())
+    for (const auto& name : it->second.lowered_names)
+      kernels.push_back(detail::LoadedKernel::load(it->second.cubin, name));
+  return kernels;
+}
+
+void fill_random(const detail::LoadedKernel& fill, void* out, long long n, unsigned long long seed, float offset,
+                 float scale, cudaStream_t stream) {
+  launch_raw(fill, 2048, 256, stream, {&out, &n, &seed, &offset, &scale}, "fill kernel");
+}
+
+double compare_on_device(const detail::LoadedKernel& compare, const void* out, long long ld_out, const float* ref,
+                         long long ld_ref, long long rows, long long cols, double* bad, cudaStream_t stream) {
+  DeviceBuffer acc(3 * sizeof(double));
+  detail::cuda_check(cudaMemsetAsync(acc.get(), 0, 3 * sizeof(double), stream), "cudaMemsetAsync");
+  double* acc_ptr = acc.as<double>();
+  launch_raw(compare, 1024, 256, stream, {&out, &ld_out, &ref, &ld_ref, &rows, &cols, &acc_ptr}, "compare kernel");
+  double host[3] = {0, 0, 0};
+  detail::cuda_check(cudaMemcpyAsync(host, acc.get(), sizeof(host), cudaMemcpyDeviceToHost, stream), "cudaMemcpy");
+  detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (compare)");
+  *bad += host[2];
+  return host[1] > 0 ? std::sqrt(host[0] / host[1]) : std::sqrt(host[0]);
+}
+
+}  // namespace kvtune::tuner

@@ -1,0 +1,58 @@
+#pragma once
+// Pieces every family's benchmark harness needs: device buffers, raw launches of support
+// kernels (fill, reference, compare), and a process-wide cache of compiled support programs.
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/src/cuda_check.h"
+#include "lib/src/module.h"
+#include "lib/src/nvrtc.h"
+
+namespace kvtune::tuner {
+
+/// A device allocation freed on scope exit.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) {
+    detail::cuda_check(cudaMalloc(&ptr_, bytes < 256 ? 256 : bytes), "cudaMalloc (tuning scratch)");
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  void* get() const { return ptr_; }
+  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+/// Launches a support kernel with pointers to its arguments; throws kvtune::Error on failure.
+void launch_raw(const detail::LoadedKernel& kernel, unsigned grid, unsigned block, cudaStream_t stream,
+                std::vector<void*> args, const char* what);
+
+/// The kernels of `request`, compiled once per process and loaded once per device (in the order
+/// of its name expressions). The returned reference stays valid for the process.
+const std::vector<detail::LoadedKernel>& support_kernels(const detail::CompileRequest& request);
+
+/// Fills n elements at `out` with kvt_fill_random values (offset + scale * U[-1, 1)).
+void fill_random(const detail::LoadedKernel& fill, void* out, long long n, unsigned long long seed, float offset,
+                 float scale, cudaStream_t stream);
+
+/// Relative L2 error of `out` (rows x cols, leading dimension ld_out, the problem's dtype) against
+/// an f32 reference, through kvt_compare; adds unwritten / non-finite elements to `bad`.
+double compare_on_device(const detail::LoadedKernel& compare, const void* out, long long ld_out, const float* ref,
+                         long long ld_ref, long long rows, long long cols, double* bad, cudaStream_t stream);
+
+}  // namespace kvtune::tuner
