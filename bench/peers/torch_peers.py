@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""PyTorch peers of kvtune-bench: times PyTorch eager and torch.compile on kvtune-bench's suites.
+
+The problems come from `kvtune-bench --list-suite NAME --json FILE` (one source of truth for the
+shapes); the output is the peers JSON that `kvtune-bench --peers FILE` merges (schema
+"kvtune-bench-peers/1", documented in docs/PERFORMANCE.md).
+
+Per problem:
+  normalize, layernorm:   F.layer_norm(x, (cols,), weight, bias, eps)
+  normalize, standardize: (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)
+  normalize, rmsnorm:     F.rms_norm(x, (cols,), weight, eps)
+  dwconv forward:         F.conv1d / F.conv2d with groups = C (causal 1D: padding K - 1, output
+                          sliced to L, as PyTorch users write it)
+  dwconv backward_data:   torch.autograd.grad(y, x, dy) through the same function
+  dwconv backward_weight: torch.autograd.grad(y, w, dy)
+each eager ("torch-eager") and through torch.compile ("torch-compile"). The timing mirrors
+kvtune-bench: CUDA events, warm-up, median of --samples batches, inputs rotated over sets whose
+total exceeds twice the L2, random data, CUDA-graph replay (torch.cuda.CUDAGraph) below
+--graph-threshold-us per call.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+SCHEMA = "kvtune-bench-peers/1"
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def summarize(per_call_ms, mode):
+    per_call_ms = sorted(per_call_ms)
+    n = len(per_call_ms)
+
+    def at(q):
+        return per_call_ms[int(q * (n - 1) + 0.5)]
+
+    median = at(0.5)
+    return {"status": "ok", "median_ms": median,
+            "spread": (at(0.9) - at(0.1)) / median if median > 0 else 0.0, "mode": mode}
+
+
+def measure(call, slots, args):
+    """Times call(slot) like kvtune-bench's measure(): events, or graph replay for short calls."""
+    stream = torch.cuda.current_stream()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    state = {"next": 0}
+
+    def one():
+        call(state["next"])
+        state["next"] = (state["next"] + 1) % slots
+
+    for _ in range(slots):
+        one()
+    torch.cuda.synchronize()
+    start.record(stream)
+    for _ in range(slots):
+        one()
+    stop.record(stream)
+    stop.synchronize()
+    estimate = max(start.elapsed_time(stop) / slots, 1e-4)
+    for _ in range(int(min(10000, math.ceil(args.warmup_ms / estimate)))):
+        one()
+    torch.cuda.synchronize()
+
+    fallback = None
+    if not args.no_graphs and estimate * 1e3 < args.graph_threshold_us:
+        batch = int(min(max(math.ceil(args.graph_batch_ms / estimate), slots), 5000))
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up on a side stream, as CUDA-graph capture requires
+                for _ in range(3):
+                    one()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(batch):
+                    one()
+            graph.replay()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(args.samples):
+                start.record(stream)
+                graph.replay()
+                stop.record(stream)
+                stop.synchronize()
+                times.append(start.elapsed_time(stop) / batch)
+            del graph
+            return summarize(times, "graph")
+        except Exception as e:  # capture is not possible for every op: fall back to events
+            fallback = f"graph capture failed, timed with events: {type(e).__name__}: {e}"
+            torch.cuda.synchronize()
+    batch = int(min(max(math.ceil(args.batch_ms / estimate), 1), 10000))
+    times = []
+    for _ in range(args.samples):
+        start.record(stream)
+        for _ in range(batch):
+            one()
+        stop.record(stream)
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / batch)
+    result = summarize(times, "events")
+    if fallback:
+        result["message"] = fallback[:500]
+    return result
+
+
+def rotation_slots(set_bytes, l2_bytes):
+    free, _ = torch.cuda.mem_get_info()
+    count = int(min(max(math.ceil(2.0 * l2_bytes / set_bytes) + 1, 1), 64))
+    while count > 1 and count * set_bytes > 0.4 * free:
+        count -= 1
+    return count
+
+
+def random_tensor(shape, dtype, offset=0.5, scale=1.0, memory_format=None):
+    t = (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1) * scale + offset
+    t = t.to(dtype)
+    if memory_format is not None:
+        t = t.contiguous(memory_format=memory_format)
+    return t
+
+
+def normalize_case(p, l2_bytes):
+    rows, cols, eps = p["rows"], p["cols"], float(p["eps"])
+    dtype = DTYPES[p["dtype"]]
+    mode = p["mode"]
+    esize = torch.tensor([], dtype=dtype).element_size()
+    slots = rotation_slots(2 * rows * cols * esize, l2_bytes)
+    xs = [random_tensor((rows, cols), dtype) for _ in range(slots)]
+    gamma = random_tensor((cols,), dtype, 1.0, 0.25) if p.get("gamma") else None
+    beta = random_tensor((cols,), dtype, 0.0, 0.25) if p.get("beta") else None
+    if mode == "layernorm":
+        op = "F.layer_norm"
+
+        def fn(x):
+            return F.layer_norm(x, (cols,), gamma, beta, eps)
+    elif mode == "rmsnorm":
+        op = "F.rms_norm"
+
+        def fn(x):
+            return F.rms_norm(x, (cols,), gamma, eps)
+    else:
+        op = "(x - x.mean(1)) / (x.std(1) + eps)"
+        if p.get("ddof", 1) != 1:
+            raise ValueError("the three-op standardize peer uses torch.std's ddof = 1")
+
+        def fn(x):
+            return (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)
+
+    def make(f):
+        return lambda slot: f(xs[slot])
+
+    return op, fn, make, slots
+
+
+def dwconv_case(p, l2_bytes):
+    dtype = DTYPES[p["dtype"]]
+    n, c, h, w = p["n"], p["c"], p["h"], p["w"]
+    kh, kw = p["kernel_h"], p["kernel_w"]
+    layout, direction, causal = p["layout"], p["direction"], p["causal"]
+    if p["dilation_h"] != 1 or p["dilation_w"] != 1:
+        raise ValueError("dilation is not in the suites")
+    one_d = layout in ("ncl", "nlc")
+    if not causal and (p["pad_top"] != p["pad_bottom"] or p["pad_left"] != p["pad_right"]):
+        raise ValueError("asymmetric padding")
+    if one_d:
+        pad = kw - 1 if causal else p["pad_left"]
+        stride = p["stride_w"]
+
+        def conv(x, weight):
+            y = F.conv1d(x, weight.view(c, 1, kw), stride=stride, padding=pad, groups=c)
+            return y[..., :w] if causal else y
+        weight = random_tensor((c, kw), dtype, 0.0, 0.5)
+        op = "F.conv1d(groups=C)"
+    else:
+        pad = (p["pad_top"], p["pad_left"])
+        stride = (p["stride_h"], p["stride_w"])
+
+        def conv(x, weight):
+            return F.conv2d(x, weight.view(c, 1, kh, kw), stride=stride, padding=pad, groups=c)
+        weight = random_tensor((c, kh, kw), dtype, 0.0, 0.5)
+        op = "F.conv2d(groups=C)"
+
+    def make_x():
+        if layout == "nlc":  # [N, L, C] in memory, seen as [N, C, L]
+            return random_tensor((n, w, c), dtype).transpose(1, 2)
+        if layout == "nhwc":
+            return random_tensor((n, c, h, w), dtype, memory_format=torch.channels_last)
+        return random_tensor((n, c, w) if one_d else (n, c, h, w), dtype)
+
+    esize = torch.tensor([], dtype=dtype).element_size()
+    elements = n * c * h * w
+    slots = rotation_slots(3 * elements * esize, l2_bytes)
+    xs = [make_x() for _ in range(slots)]
+    if direction == "forward":
+        def make(f):
+            return lambda slot: f(xs[slot], weight)
+        return op, conv, make, slots
+
+    # Backward: one retained forward graph per slot; each timed call is one autograd.grad.
+    if direction == "backward_data":
+        for x in xs:
+            x.requires_grad_(True)
+        op += " backward (input grad)"
+    else:
+        weight.requires_grad_(True)
+        op += " backward (weight grad)"
+
+    def make(f):
+        ys = [f(x, weight) for x in xs]
+        dys = [random_tensor(y.shape, dtype, 0.0, 1.0) for y in ys]
+        if layout == "nhwc":
+            dys = [d.contiguous(memory_format=torch.channels_last) for d in dys]
+        wrt = [(x,) if direction == "backward_data" else (weight,) for x in xs]
+        return lambda slot: torch.autograd.grad(ys[slot], wrt[slot], dys[slot], retain_graph=True)
+
+    return op, conv, make, slots
+
+
+def run_problem(p, args, l2_bytes, compile_state):
+    results = []
+    case = normalize_case if p["family"] == "normalize" else dwconv_case
+    try:
+        op, fn, make, slots = case(p, l2_bytes)
+    except Exception as e:
+        for peer in ("torch-eager", "torch-compile"):
+            results.append({"id": p["id"], "peer": peer, "status": "unsupported", "message": str(e)[:500]})
+        return results
+    for peer in ("torch-eager", "torch-compile"):
+        entry = {"id": p["id"], "peer": peer, "op": op + (" via torch.compile" if peer == "torch-compile" else "")}
+        try:
+            if peer == "torch-compile":
+                if args.no_compile:
+                    results.append({**entry, "status": "skipped", "message": "--no-compile"})
+                    continue
+                if compile_state["seconds"] > args.compile_budget_s:
+                    results.append({**entry, "status": "skipped",
+                                    "message": f"torch.compile budget of {args.compile_budget_s:.0f} s spent"})
+                    continue
+                torch._dynamo.reset()
+                began = time.perf_counter()
+                f = torch.compile(fn, dynamic=False)
+                call = make(f)
+                call(0)  # compiles forward (and, for the backward problems, the backward graph)
+                torch.cuda.synchronize()
+                compile_state["seconds"] += time.perf_counter() - began
+            else:
+                call = make(fn)
+            results.append({**entry, **measure(call, slots, args)})
+        except Exception as e:
+            results.append({**entry, "status": "failed", "message": f"{type(e).__name__}: {e}"[:500]})
+        finally:
+            torch.cuda.synchronize()
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite-json", required=True, help="output of kvtune-bench --list-suite NAME --json FILE")
+    parser.add_argument("--out", required=True, help="peers JSON to write (kvtune-bench --peers FILE)")
+    parser.add_argument("--samples", type=int, default=21)
+    parser.add_argument("--warmup-ms", type=float, default=2.0)
+    parser.add_argument("--batch-ms", type=float, default=1.0)
+    parser.add_argument("--graph-batch-ms", type=float, default=0.5)
+    parser.add_argument("--graph-threshold-us", type=float, default=10.0)
+    parser.add_argument("--no-graphs", action="store_true")
+    parser.add_argument("--no-compile", action="store_true", help="time eager PyTorch only")
+    parser.add_argument("--compile-budget-s", type=float, default=150.0,
+                        help="stop compiling new problems once torch.compile has taken this long")
+    args = parser.parse_args()
+
+    with open(args.suite_json) as f:
+        suite = json.load(f)
+    if suite.get("schema") != "kvtune-bench-suite/1":
+        sys.exit(f"{args.suite_json}: not a kvtune-bench suite listing (schema {suite.get('schema')!r})")
+    if not torch.cuda.is_available():
+        sys.exit("torch_peers.py: no CUDA device visible to PyTorch")
+
+    # Parity with kvtune and kvtune-bench's cuDNN: f32 without TF32; cuDNN picks its fastest algorithm.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    props = torch.cuda.get_device_properties(0)
+    l2_bytes = getattr(props, "L2_cache_size", 50 << 20)
+    torch.manual_seed(1234)
+
+    compile_state = {"seconds": 0.0}
+    results = []
+    problems = suite["problems"]
+    for i, p in enumerate(problems):
+        log(f"[{i + 1}/{len(problems)}] {p['id']}")
+        for r in run_problem(p, args, l2_bytes, compile_state):
+            shown = f"{r['median_ms'] * 1e3:.2f} us ({r['mode']})" if r["status"] == "ok" else \
+                f"{r['status']}: {r.get('message', '')[:120]}"
+            log(f"    {r['peer']}: {shown}")
+            results.append(r)
+        torch.cuda.empty_cache()
+
+    doc = {"schema": SCHEMA, "source": "bench/peers/torch_peers.py", "torch_version": torch.__version__,
+           "cuda_version": str(torch.version.cuda), "cudnn_version": str(torch.backends.cudnn.version()),
+           "device": props.name, "suite": suite.get("suite"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "compile_seconds": compile_state["seconds"], "results": results}
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    log(f"wrote {args.out}: {len(results)} results, torch.compile took {compile_state['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

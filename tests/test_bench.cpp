@@ -1,0 +1,268 @@
+// kvtune-bench without a GPU: the suite listing, the report writers on synthetic timings, the peers
+// merge and its errors, and the executable's exit statuses.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "gpu_support.h"
+#include "tools/bench_report.h"
+#include "tools/bench_suite.h"
+
+using namespace kvtune;
+using namespace kvtune::bench;
+
+namespace {
+
+std::filesystem::path temp_dir() {
+  const auto dir = std::filesystem::temp_directory_path() / ("kvtune-bench-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Runs kvtune-bench with `arguments`; returns its exit status and puts stderr in `err`.
+int run_bench(const std::string& arguments, std::string* err = nullptr) {
+  const auto err_path = temp_dir() / "stderr.txt";
+  const std::string command =
+      std::string("'") + KVTUNE_BENCH_EXE + "' " + arguments + " > /dev/null 2> '" + err_path.string() + "'";
+  const int status = std::system(command.c_str());
+  if (err) *err = read_text(err_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Timing ok(double ms, const char* mode = "events", const char* label = "") {
+  Timing t;
+  t.status = "ok";
+  t.median_ms = ms;
+  t.mode = mode;
+  t.label = label;
+  return t;
+}
+
+// A report over the quick normalize-ids and mamba problems with made-up times.
+Report synthetic_report() {
+  Report report;
+  report.machine.device = "Synthetic GPU";
+  report.machine.sm_count = 100;
+  report.machine.l2_bytes = 50ll << 20;
+  report.machine.copy_gbps = 4000;
+  report.machine.fma_tflops = 50;
+  report.machine.launch_us_events = 2.5;
+  report.machine.launch_us_graph = 1.25;
+  report.machine.date = "2026-01-01 00:00 UTC";
+  report.machine.command = "kvtune-bench --suite normalize-ids,mamba --quick";
+  for (const auto& name : {"normalize-ids", "mamba"})
+    for (const auto& p : suite(name, true)) {
+      ProblemResult r;
+      r.problem = p;
+      r.model_bytes = p.model_bytes();
+      r.model_flops = p.model_flops();
+      r.kvtune = ok(0.1, "graph", "tuned-label");
+      r.heuristic = ok(0.15);
+      r.seeds.emplace_back("naive", ok(0.4));
+      r.seeds.emplace_back("warp-tiled", ok(0.3));
+      if (p.family == Family::dwconv) r.cudnn = ok(0.5);
+      r.copy = ok(0.09);
+      report.problems.push_back(r);
+    }
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli]") {
+  std::set<std::string> ids;
+  const auto all = suite("all", false);
+  CHECK(all.size() >= 30);
+  CHECK(all.size() <= 45);  // the --suite all runtime budget: ~7-10 s of tuning per problem
+  for (const auto& p : all) {
+    INFO(p.id);
+    CHECK(ids.insert(p.id).second);
+    CHECK(p.model_bytes() > 0);
+    CHECK(p.model_flops() > 0);
+    CHECK(p.id.rfind(p.suite + "/", 0) == 0);
+  }
+  for (const auto& name : suite_names()) {
+    INFO(name);
+    const auto full = suite(name, false);
+    CHECK(full.size() >= 4);
+    CHECK(full.size() <= 8);
+    CHECK(suite(name, true).size() <= 2);
+  }
+  CHECK_THROWS_AS(suite("no-such-suite", false), Error);
+}
+
+TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow one has cols < 64", "[bench-cli]") {
+  for (const auto& p : suite("normalize-large", false)) CHECK(p.model_bytes() >= 256e6);
+  for (const auto& p : suite("normalize-narrow", false)) CHECK(p.normalize.cols < 64);
+  for (const auto& p : suite("large-kernel", false)) CHECK(p.dwconv.kernel_w == 31);
+}
+
+TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, no GPU needed", "[bench-cli]") {
+  const auto dir = temp_dir();
+  const auto a = dir / "suite-a.json", b = dir / "suite-b.json";
+  REQUIRE(run_bench("--list-suite all --json '" + a.string() + "'") == 0);
+  REQUIRE(run_bench("--list-suite all --json '" + b.string() + "'") == 0);
+  const std::string text = read_text(a);
+  CHECK(text == read_text(b));
+  const auto doc = nlohmann::json::parse(text);
+  CHECK(doc.at("schema") == "kvtune-bench-suite/1");
+  CHECK(doc.at("suite") == "all");
+  CHECK(doc.at("quick") == false);
+  const auto& problems = doc.at("problems");
+  REQUIRE(problems.size() == suite("all", false).size());
+  for (const auto& p : problems) {
+    CHECK(p.at("id").is_string());
+    CHECK(p.at("model_bytes").get<double>() > 0);
+    const std::string family = p.at("family");
+    if (family == "normalize") {
+      for (const char* field : {"rows", "cols", "mode", "dtype", "eps", "ddof", "gamma", "beta"}) CHECK(p.contains(field));
+    } else {
+      REQUIRE(family == "dwconv");
+      for (const char* field : {"direction", "layout", "n", "c", "h", "w", "kernel_h", "kernel_w", "stride_h",
+                                "stride_w", "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left",
+                                "pad_right", "causal"})
+        CHECK(p.contains(field));
+    }
+  }
+  // The same document as the library function, and --quick keeps at most two per suite.
+  CHECK(doc == suite_document("all", false));
+  const auto q = dir / "quick.json";
+  REQUIRE(run_bench("--list-suite mamba --quick --json '" + q.string() + "'") == 0);
+  CHECK(nlohmann::json::parse(read_text(q)).at("problems").size() == 2);
+  std::string err;
+  CHECK(run_bench("--list-suite nope", &err) == 2);
+  CHECK(err.find("unknown suite 'nope'") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bench report: Markdown and JSON from synthetic timings", "[bench-cli]") {
+  Report report = synthetic_report();
+  const std::string md = to_markdown(report);
+  CHECK(md.find("# kvtune-bench — Synthetic GPU (100 SMs, 50 MiB L2)") != std::string::npos);
+  CHECK(md.find("## normalize") != std::string::npos);
+  CHECK(md.find("## dwconv forward") != std::string::npos);
+  CHECK(md.find("| 1024 x 128 standardize f32 | tuned-label | 100.0 | graph |") != std::string::npos);
+  // Speedups: heuristic 1.5x, best seed (warp-tiled) 3x, cuDNN 5x.
+  CHECK(md.find("150.0 µs · 1.50×") != std::string::npos);
+  CHECK(md.find("300.0 µs · 3.00× (warp-tiled)") != std::string::npos);
+  CHECK(md.find("500.0 µs · 5.00×") != std::string::npos);
+  CHECK(md.find("over the best seed 3.00× (2 problems)") != std::string::npos);
+
+  const auto j = to_json(report);
+  CHECK(j.at("schema") == "kvtune-bench-report/1");
+  REQUIRE(j.at("problems").size() == report.problems.size());
+  const auto& first = j.at("problems").at(0);
+  const double bytes = report.problems[0].model_bytes;
+  CHECK(first.at("kvtune").at("median_ms") == Approx(0.1));
+  CHECK(first.at("derived").at("gbps") == Approx(bytes / 1e-4 / 1e9));
+  CHECK(first.at("derived").at("pct_copy") == Approx(100 * bytes / 1e-4 / 1e9 / 4000));
+  const double floor = std::max(bytes / 4000e9, report.problems[0].model_flops / 50e12) * 1e3;
+  CHECK(first.at("derived").at("floor_ms") == Approx(floor));
+  CHECK(first.at("derived").at("pct_floor") == Approx(100 * floor / 0.1));
+  CHECK(first.at("derived").at("speedup").at("best_seed") == Approx(3.0));
+  CHECK(first.at("derived").at("speedup").at("heuristic") == Approx(1.5));
+  CHECK(floor_ms(report.problems[0], report.machine) == Approx(floor));
+
+  // A failed variant is data: it appears with its status, and the speedups skip it.
+  report.problems[0].heuristic = Timing::failed("launch failed");
+  const std::string md2 = to_markdown(report);
+  CHECK(md2.find("| failed |") != std::string::npos);
+  CHECK(to_json(report).at("problems").at(0).at("heuristic").at("status") == "failed");
+  CHECK_FALSE(to_json(report).at("problems").at(0).at("derived").at("speedup").contains("heuristic"));
+}
+
+TEST_CASE("bench report: peers merge by problem id", "[bench-cli]") {
+  Report report = synthetic_report();
+  const std::string id0 = report.problems[0].problem.id;
+  const std::string dw_id = report.problems.back().problem.id;
+  const nlohmann::json peers = {
+      {"schema", "kvtune-bench-peers/1"},
+      {"source", "torch_peers.py"},
+      {"torch_version", "2.11.0"},
+      {"results",
+       {{{"id", id0}, {"peer", "torch-eager"}, {"status", "ok"}, {"median_ms", 0.2}, {"mode", "graph"}, {"op", "3-op"}},
+        {{"id", id0}, {"peer", "torch-compile"}, {"status", "failed"}, {"message", "inductor error"}},
+        {{"id", dw_id}, {"peer", "torch-eager"}, {"status", "ok"}, {"median_ms", 0.4}},
+        {{"id", "other-suite/x"}, {"peer", "torch-eager"}, {"status", "ok"}, {"median_ms", 1.0}}}}};
+  CHECK(merge_peers(report, peers, "test") == 1);
+  REQUIRE(report.problems[0].peers.count("torch-eager") == 1);
+  CHECK(report.problems[0].peers.at("torch-eager").median_ms == Approx(0.2));
+  CHECK(report.problems[0].peers.at("torch-compile").status == "failed");
+  const std::string md = to_markdown(report);
+  CHECK(md.find("| torch-compile | torch-eager |") != std::string::npos);
+  CHECK(md.find("200.0 µs · 2.00×") != std::string::npos);
+  CHECK(md.find("over torch-eager 2.00× (1 problems)") != std::string::npos);
+  CHECK(to_json(report).at("problems").at(0).at("derived").at("speedup").at("torch-eager") == Approx(2.0));
+  // The best of cuDNN (0.5 ms) and the peers (0.4 ms) for the dwconv problem: 4x.
+  CHECK(to_json(report).at("problems").back().at("derived").at("speedup").at("best_of_cudnn_and_peers") ==
+        Approx(4.0));
+  CHECK(report.peer_sources.at(0).find("torch_version 2.11.0") != std::string::npos);
+}
+
+TEST_CASE("bench report: malformed peers are rejected with the entry named", "[bench-cli]") {
+  const auto bad = [](nlohmann::json doc) -> std::string {
+    try {
+      validate_peers(doc, "peers file 'p.json'");
+    } catch (const PeersError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json good_entry = {{"id", "a"}, {"peer", "torch-eager"}, {"status", "ok"}, {"median_ms", 1.0}};
+  CHECK(bad({{"schema", "kvtune-bench-peers/1"}, {"results", {good_entry}}}).empty());
+  CHECK(bad(nlohmann::json::array()).find("top level") != std::string::npos);
+  CHECK(bad({{"schema", "other/1"}, {"results", nlohmann::json::array()}}).find("'schema'") != std::string::npos);
+  CHECK(bad({{"schema", "kvtune-bench-peers/1"}}).find("'results' must be an array") != std::string::npos);
+  auto entry = good_entry;
+  entry["median_ms"] = -1;
+  CHECK(bad({{"schema", "kvtune-bench-peers/1"}, {"results", {good_entry, entry}}}).find("results[1]: 'median_ms'") !=
+        std::string::npos);
+  entry = good_entry;
+  entry.erase("id");
+  CHECK(bad({{"schema", "kvtune-bench-peers/1"}, {"results", {entry}}}).find("results[0]: 'id'") != std::string::npos);
+  entry = good_entry;
+  entry["status"] = "great";
+  CHECK(bad({{"schema", "kvtune-bench-peers/1"}, {"results", {entry}}}).find("'status'") != std::string::npos);
+
+  // The executable: exit 2 with a clear message, before looking for a GPU.
+  const auto dir = temp_dir();
+  write_text(dir / "truncated.json", "{\"schema\": \"kvtune-bench-peers/1\", \"results\": [");
+  std::string err;
+  CHECK(run_bench("--suite normalize-ids --peers '" + (dir / "truncated.json").string() + "'", &err) == 2);
+  CHECK(err.find("not valid JSON") != std::string::npos);
+  write_text(dir / "wrong.json", R"({"schema": "kvtune-bench-peers/1", "results": [{"id": "x", "peer": "p", "status": "ok"}]})");
+  CHECK(run_bench("--suite normalize-ids --peers '" + (dir / "wrong.json").string() + "'", &err) == 2);
+  CHECK(err.find("results[0]: 'median_ms'") != std::string::npos);
+  CHECK(run_bench("--peers '" + (dir / "missing.json").string() + "'", &err) == 2);
+  CHECK(err.find("cannot be opened") != std::string::npos);
+  CHECK(run_bench("--suite nope", &err) == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("kvtune-bench without a GPU exits 1 with a clear message", "[bench-cli]") {
+  std::string why;
+  if (test::gpu_available(&why)) {
+    WARN("SKIPPED (a GPU is present; this test checks the no-GPU path)");
+    return;
+  }
+  std::string err;
+  CHECK(run_bench("--suite normalize-ids --quick", &err) == 1);
+  CHECK(err.find("no CUDA GPU available") != std::string::npos);
+}

@@ -1,0 +1,446 @@
+// kvtune-bench: times, on one GPU in one process, kvtune's tuned winner (public API), its heuristic
+// variant, the seed designs, cuDNN, and a device-to-device copy of the same bytes, against the copy
+// roofline and the f32 FMA rate measured in the same run; merges PyTorch peers from --peers files.
+// Method and suites: docs/PERFORMANCE.md. Exit status: 0 ok, 1 no GPU or a failed run, 2 bad
+// command line or peers file.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "kernel_templates/dwconv/dwconv_tuning.h"
+#include "kernel_templates/normalize/normalize_tuning.h"
+#include "kvtune/kvtune.h"
+#include "lib/src/device.h"
+#include "lib/src/nvrtc.h"
+#include "tools/bench_cudnn.h"
+#include "tools/bench_report.h"
+#include "tools/bench_suite.h"
+#include "tools/bench_timing.h"
+#include "tuner/harness_support.h"
+
+namespace kb = kvtune::bench;
+using kvtune::DType;
+using kvtune::DwDirection;
+
+namespace {
+
+struct Settings {
+  std::vector<std::string> suites;
+  bool quick = false;
+  std::string cache;  // "" = in memory
+  kb::TimingOptions timing;
+  bool cudnn = true;
+  int device = 0;
+  std::size_t cudnn_workspace = std::size_t(512) << 20;
+};
+
+int element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char text[64];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return text;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) throw kvtune::Error(fmt::format("kvtune-bench: cannot write '{}'", path));
+  out << text;
+}
+
+// Runs one timing, turning any failure into a "failed"/"unsupported" Timing (failed variants are data).
+template <class F>
+kb::Timing attempt(F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    cudaGetLastError();
+    const std::string what = e.what();
+    if (what.rfind("unsupported:", 0) == 0) return kb::Timing::failed(what.substr(13), "unsupported");
+    return kb::Timing::failed(what);
+  }
+}
+
+// Rotated input/output sets of one problem. Every buffer is filled with random values.
+struct Slots {
+  std::vector<kvtune::tuner::DeviceBuffer> in0, in1, out;
+  kvtune::tuner::DeviceBuffer gamma, beta;  // normalize, shared by every set
+  std::size_t copy_bytes = 0;                // model bytes / 2: the copy of the same bytes
+  int count = 0;
+  double set_bytes = 0;
+};
+
+Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerprint& fp, const kb::SupportKernels& support,
+                 cudaStream_t stream) {
+  const DType dtype = p.family == kb::Family::normalize ? p.normalize.dtype : p.dwconv.dtype;
+  const std::size_t e = std::size_t(element_bytes(dtype));
+  std::size_t in0_elems = 0, in1_elems = 0, out_elems = 0;
+  if (p.family == kb::Family::normalize) {
+    in0_elems = out_elems = std::size_t(p.normalize.rows * p.normalize.cols);
+  } else {
+    const kvtune::DwConvArgs& a = p.dwconv;
+    kvtune::DwConvArgs shape = a;
+    shape.x = shape.dy = shape.weight = reinterpret_cast<void*>(std::uintptr_t(1) << 36);
+    shape.y = shape.dx = shape.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 36);
+    const auto problem = kvtune::dwconv::make_problem(shape);
+    // cuDNN's causal output is wider (both sides padded); size y/dy for the larger of the two.
+    const std::int64_t out_w = std::max<std::int64_t>(problem.out_w(), kb::cudnn_out_w(a));
+    const std::size_t x = std::size_t(a.n * a.c * a.h * a.w), y = std::size_t(a.n * a.c * problem.out_h() * out_w),
+                      w = std::size_t(a.c * a.kernel_h * a.kernel_w);
+    if (a.direction == DwDirection::forward) in0_elems = x, in1_elems = w, out_elems = y;
+    else if (a.direction == DwDirection::backward_data) in0_elems = y, in1_elems = w, out_elems = x;
+    else in0_elems = x, in1_elems = y, out_elems = w;
+  }
+  Slots s;
+  s.copy_bytes = std::size_t(p.model_bytes() / 2);
+  const std::size_t in0_bytes = std::max(in0_elems * e, s.copy_bytes), in1_bytes = in1_elems * e,
+                    out_bytes = std::max(out_elems * e, s.copy_bytes);
+  const double set_bytes = double(in0_bytes + in1_bytes + out_bytes);
+  // Enough sets that one rotation exceeds twice the L2, within 60 % of free memory.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  kb::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  int count = int(std::clamp(std::ceil(2.0 * double(fp.l2_bytes) / set_bytes) + 1, 1.0, 64.0));
+  while (count > 1 && double(count) * set_bytes > 0.6 * double(free_bytes)) --count;
+  s.count = count;
+  s.set_bytes = set_bytes;
+  for (int i = 0; i < count; ++i) {
+    s.in0.emplace_back(in0_bytes);
+    s.in1.emplace_back(std::max<std::size_t>(in1_bytes, 256));
+    s.out.emplace_back(out_bytes);
+    const unsigned long long seed = 1000ull * unsigned(i + 1);
+    // Inputs around 0.5 with spread 1 (normalize rows are not constant; convolutions see both signs).
+    support.fill(s.in0.back().get(), (long long)(in0_bytes / e), dtype, seed + 1, 0.5f, 1.0f, stream);
+    support.fill(s.in1.back().get(), (long long)(std::max<std::size_t>(in1_bytes, 256) / e), dtype, seed + 2, 0.0f,
+                 0.5f, stream);
+    support.fill(s.out.back().get(), (long long)(out_bytes / e), dtype, seed + 3, 0.0f, 1.0f, stream);
+  }
+  if (p.family == kb::Family::normalize) {
+    const std::size_t cols = std::size_t(p.normalize.cols);
+    s.gamma = kvtune::tuner::DeviceBuffer(cols * e);
+    s.beta = kvtune::tuner::DeviceBuffer(cols * e);
+    support.fill(s.gamma.get(), (long long)cols, dtype, 7, 1.0f, 0.25f, stream);
+    support.fill(s.beta.get(), (long long)cols, dtype, 8, 0.0f, 0.25f, stream);
+  }
+  kb::check(cudaStreamSynchronize(stream), "filling the input buffers");
+  return s;
+}
+
+kvtune::NormalizeArgs normalize_args(const kb::BenchProblem& p, const Slots& s, int slot) {
+  kvtune::NormalizeArgs a = p.normalize;
+  a.x = s.in0[std::size_t(slot)].get();
+  a.y = s.out[std::size_t(slot)].get();
+  a.gamma = p.normalize.gamma != nullptr ? s.gamma.get() : nullptr;
+  a.beta = p.normalize.beta != nullptr ? s.beta.get() : nullptr;
+  return a;
+}
+
+kvtune::DwConvArgs dwconv_args(const kb::BenchProblem& p, const Slots& s, int slot) {
+  kvtune::DwConvArgs a = p.dwconv;
+  void* in0 = s.in0[std::size_t(slot)].get();
+  void* in1 = s.in1[std::size_t(slot)].get();
+  void* out = s.out[std::size_t(slot)].get();
+  if (a.direction == DwDirection::forward) a.x = in0, a.weight = in1, a.y = out;
+  else if (a.direction == DwDirection::backward_data) a.dy = in0, a.weight = in1, a.dx = out;
+  else a.x = in0, a.dy = in1, a.dweight = out;
+  return a;
+}
+
+// A seed design compiled and loaded outside the Context, launched through the family's launch().
+kvtune::detail::LoadedKernel load_variant(const kvtune::detail::CompileRequest& request, std::size_t dynamic_smem) {
+  const auto compiled = kvtune::detail::nvrtc_compile(request);
+  auto kernel = kvtune::detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0));
+  kernel.allow_dynamic_smem(dynamic_smem);
+  return kernel;
+}
+
+void time_normalize(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned, kvtune::Context& heuristic,
+                    const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream, const Settings& settings) {
+  const kb::BenchProblem& p = r.problem;
+  const auto args = [&](int slot) { return normalize_args(p, s, slot); };
+  for (auto [context, timing] : {std::pair{&tuned, &r.kvtune}, std::pair{&heuristic, &r.heuristic}}) {
+    kvtune::Context& ctx = *context;
+    *timing = attempt([&] {
+      const std::string label = ctx.normalize_variant(args(0), stream);  // tunes (or loads) outside the timing
+      kb::Timing t = kb::measure([&](int slot, cudaStream_t st) { ctx.normalize(args(slot), st); }, s.count, stream,
+                                 settings.timing);
+      t.label = label;
+      return t;
+    });
+  }
+  kb::Timing seed = attempt([&] {
+    const auto problem = kvtune::normalize::make_problem(args(0));
+    const auto config = kvtune::normalize::seed_config(problem);
+    std::string why;
+    if (!kvtune::normalize::is_runnable(problem, config, &why))
+      throw std::runtime_error("unsupported: the seed design cannot run this problem: " + why);
+    const auto kernel = load_variant(
+        kvtune::normalize::compile_request(problem, config, fp.arch()),
+        kvtune::normalize::geometry(problem, config, 1).dynamic_smem);
+    kb::Timing t = kb::measure(
+        [&](int slot, cudaStream_t st) {
+          const auto a = args(slot);
+          const kvtune::normalize::LaunchArgs launch{a.x,    a.y,    a.gamma, a.beta, a.mean, a.rstd,
+                                                     a.rows, a.cols, a.cols,  a.eps,  a.ddof};
+          kb::check(kvtune::normalize::launch(kernel, problem, config, launch, st), "seed launch");
+        },
+        s.count, stream, settings.timing);
+    t.label = config.label();
+    return t;
+  });
+  r.seeds.emplace_back("seed (block per row, Welford)", seed);
+}
+
+void time_dwconv(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned, kvtune::Context& heuristic,
+                 const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream, const Settings& settings) {
+  const kb::BenchProblem& p = r.problem;
+  const auto args = [&](int slot) { return dwconv_args(p, s, slot); };
+  for (auto [context, timing] : {std::pair{&tuned, &r.kvtune}, std::pair{&heuristic, &r.heuristic}}) {
+    kvtune::Context& ctx = *context;
+    *timing = attempt([&] {
+      const std::string label = ctx.dwconv_variant(args(0), stream);
+      kb::Timing t = kb::measure([&](int slot, cudaStream_t st) { ctx.dwconv(args(slot), st); }, s.count, stream,
+                                 settings.timing);
+      t.label = label;
+      return t;
+    });
+  }
+  const auto problem = kvtune::dwconv::make_problem(args(0));
+  for (const auto& [name, config] : kvtune::dwconv::seed_configs(problem)) {
+    const auto& seed_config = config;
+    kb::Timing t = attempt([&] {
+      const auto geometry = kvtune::dwconv::geometry(problem, seed_config, p.dwconv.n);
+      const auto kernel = load_variant(
+          kvtune::dwconv::compile_request(problem, seed_config, fp.arch()), geometry.dynamic_smem);
+      kvtune::tuner::DeviceBuffer workspace(std::max<std::size_t>(geometry.workspace_bytes, 256));
+      kb::Timing timing = kb::measure(
+          [&](int slot, cudaStream_t st) {
+            auto launch = kvtune::dwconv::launch_args(args(slot));
+            launch.workspace = geometry.workspace_bytes > 0 ? workspace.get() : nullptr;
+            kb::check(kvtune::dwconv::launch(kernel, problem, seed_config, launch, st), "seed launch");
+          },
+          s.count, stream, settings.timing);
+      timing.label = seed_config.label();
+      return timing;
+    });
+    r.seeds.emplace_back(name, t);
+  }
+  if (!settings.cudnn) {
+    r.cudnn = kb::Timing::failed("--no-cudnn", "skipped");
+    return;
+  }
+  r.cudnn = attempt([&] {
+    const auto tensors = [&](int slot) {
+      return kb::DwTensors{s.in0[std::size_t(slot)].get(), s.in1[std::size_t(slot)].get(), s.out[std::size_t(slot)].get()};
+    };
+    kb::CudnnDepthwise conv(p.dwconv, stream, tensors(0), settings.cudnn_workspace);
+    kb::Timing t = kb::measure([&](int slot, cudaStream_t) { conv.run(tensors(slot)); }, s.count, stream, settings.timing);
+    t.label = conv.algorithm();
+    return t;
+  });
+}
+
+kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& settings, const std::string& command) {
+  kb::check(cudaSetDevice(settings.device), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  kb::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const auto fp = kvtune::detail::read_fingerprint(settings.device);
+
+  kb::Report report;
+  kb::MachineInfo& m = report.machine;
+  m.device = fp.name;
+  m.sm_count = fp.sm_count;
+  m.l2_bytes = fp.l2_bytes;
+  m.driver = fmt::format("{}.{}", fp.driver_version / 1000, (fp.driver_version % 1000) / 10);
+  m.kvtune_version = kvtune::version();
+  m.cudnn = kb::cudnn_description();
+  m.date = utc_now();
+  m.command = command;
+
+  std::fprintf(stderr, "kvtune-bench: %s, %zu problems; measuring copy bandwidth, FMA rate, launch time\n",
+               fp.name.c_str(), problems.size());
+  const kb::SupportKernels support(fp.arch());
+  m.copy_gbps = kb::copy_gbps(stream, settings.timing);
+  m.fma_tflops = support.fma_tflops(stream, fp.sm_count, settings.timing);
+  m.launch_us_events = support.empty_launch(stream, settings.timing, false).median_ms * 1e3;
+  m.launch_us_graph = support.empty_launch(stream, settings.timing, true).median_ms * 1e3;
+
+  kvtune::ContextOptions tuned_options;  // explicit: the environment does not change what is measured
+  tuned_options.policy = kvtune::Policy::tune;
+  tuned_options.cache_path = settings.cache;
+  kvtune::Context tuned(tuned_options);
+  kvtune::ContextOptions heuristic_options;
+  heuristic_options.policy = kvtune::Policy::heuristic;
+  heuristic_options.cache_path = "";
+  kvtune::Context heuristic(heuristic_options);
+  m.cache = tuned.cache_path_in_use().empty() ? "in memory" : tuned.cache_path_in_use();
+
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const kb::BenchProblem& p = problems[i];
+    std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, problems.size(), p.id.c_str());
+    kb::ProblemResult r;
+    r.problem = p;
+    r.model_bytes = p.model_bytes();
+    r.model_flops = p.model_flops();
+    try {
+      const Slots s = make_slots(p, fp, support, stream);
+      r.slots = s.count;
+      r.slot_bytes = s.set_bytes;
+      if (p.family == kb::Family::normalize) time_normalize(r, s, tuned, heuristic, fp, stream, settings);
+      else time_dwconv(r, s, tuned, heuristic, fp, stream, settings);
+      r.copy = attempt([&] {
+        kb::Timing t = kb::measure(
+            [&](int slot, cudaStream_t st) {
+              kb::check(cudaMemcpyAsync(s.out[std::size_t(slot)].get(), s.in0[std::size_t(slot)].get(), s.copy_bytes,
+                                        cudaMemcpyDeviceToDevice, st),
+                        "cudaMemcpyAsync");
+            },
+            s.count, stream, settings.timing);
+        t.label = fmt::format("cudaMemcpyAsync {} B", s.copy_bytes);
+        return t;
+      });
+      kb::check(cudaStreamSynchronize(stream), "end of problem");
+    } catch (const std::exception& e) {
+      // Out of memory or a sticky error: recorded, and the run goes on where the device still works.
+      r.kvtune = kb::Timing::failed(e.what());
+      cudaGetLastError();
+    }
+    if (r.kvtune.ok())
+      std::fprintf(stderr, "    kvtune %.2f us (%s, %s)\n", r.kvtune.median_ms * 1e3, r.kvtune.mode.c_str(),
+                   r.kvtune.label.c_str());
+    else
+      std::fprintf(stderr, "    kvtune %s: %s\n", r.kvtune.status.c_str(), r.kvtune.message.c_str());
+    report.problems.push_back(std::move(r));
+  }
+  const auto c = tuned.counters();
+  report.notes.push_back(fmt::format(
+      "kvtune's winner is verified against a float64 reference by the tuner before it can win (variants with "
+      "wrong results are rejected); the heuristic, seed, cuDNN and copy timings are not re-verified here. "
+      "Tuning counters: tunes={} cache_hits={} compiles={} variants_timed={} variants_rejected={}.",
+      c.tunes, c.cache_hits, c.compiles, c.variants_timed, c.variants_rejected));
+  report.notes.push_back(fmt::format(
+      "Timing: CUDA events on one non-blocking stream; {} samples, median reported; warm-up first; inputs rotated "
+      "over sets whose total exceeds twice the L2 ({} MiB); random inputs; calls under {:.0f} µs timed by CUDA-graph "
+      "replay{}.",
+      settings.timing.samples, fp.l2_bytes >> 20, settings.timing.graph_threshold_us,
+      settings.timing.graphs ? "" : " (disabled by --no-graphs)"));
+  report.notes.push_back("kvtune and heuristic times include the public API's host path (validate, key, table "
+                         "lookup) — through graph replay only the kernels remain.");
+  report.notes.push_back("cuDNN runs causal 1D convolutions as PyTorch does: padded K - 1 on both sides, K - 1 "
+                         "extra outputs per row; f32 with CUDNN_FMA_MATH (no TF32).");
+  cudaStreamDestroy(stream);
+  return report;
+}
+
+std::vector<std::string> split_suites(const std::vector<std::string>& raw) {
+  std::vector<std::string> out;
+  for (const auto& item : raw) {
+    std::stringstream ss(item);
+    std::string name;
+    while (std::getline(ss, name, ','))
+      if (!name.empty()) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtune-bench: kvtune against its heuristic, the seed designs, cuDNN, PyTorch peers and the copy "
+               "roofline (docs/PERFORMANCE.md)"};
+  Settings settings;
+  std::vector<std::string> suites_raw = {"all"};
+  std::string list_suite, json_path, markdown_path;
+  std::vector<std::string> peers_paths;
+  app.add_option("--suite", suites_raw,
+                 "suites, repeated or comma-separated: normalize-ids, normalize-large, normalize-narrow, mamba, s4, "
+                 "mobilenetv2, convnext, large-kernel, all");
+  app.add_flag("--quick", settings.quick, "the first two problems of each suite (smoke test)");
+  app.add_option("--list-suite", list_suite, "write the suite's problems as JSON (to --json FILE, else stdout); needs no GPU");
+  app.add_option("--json", json_path, "write the JSON report (or, with --list-suite, the suite) to FILE");
+  app.add_option("--markdown", markdown_path, "also write the Markdown report to FILE (it always goes to stdout)");
+  app.add_option("--peers", peers_paths, "merge peer timings (bench/peers/torch_peers.py JSON); repeatable");
+  app.add_option("--cache", settings.cache, "kvtune cache file (default: in memory, so every problem is tuned)");
+  app.add_option("--samples", settings.timing.samples, "timed batches per measurement (median)")->check(CLI::Range(3, 1000));
+  app.add_flag("--no-graphs", [&](std::int64_t) { settings.timing.graphs = false; }, "never time by CUDA-graph replay");
+  app.add_option("--graph-threshold-us", settings.timing.graph_threshold_us, "graph replay below this time per call");
+  app.add_flag("--no-cudnn", [&](std::int64_t) { settings.cudnn = false; }, "skip cuDNN");
+  app.add_option("--device", settings.device, "CUDA device ordinal");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  std::string command = "kvtune-bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+
+  if (!list_suite.empty()) {
+    try {
+      const std::string text = kb::suite_document(list_suite, settings.quick).dump(2) + "\n";
+      if (json_path.empty()) std::cout << text;
+      else write_file(json_path, text);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvtune-bench: %s\n", e.what());
+      return 2;
+    }
+  }
+
+  std::vector<kb::BenchProblem> problems;
+  try {
+    for (const auto& name : split_suites(suites_raw)) {
+      auto more = kb::suite(name, settings.quick);
+      problems.insert(problems.end(), more.begin(), more.end());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtune-bench: %s\n", e.what());
+    return 2;
+  }
+  // Peers files are checked before any GPU work, so a malformed one costs nothing.
+  std::vector<std::pair<std::string, nlohmann::json>> peers;
+  try {
+    for (const auto& path : peers_paths) peers.emplace_back(path, kb::read_peers_file(path));
+  } catch (const kb::PeersError& e) {
+    std::fprintf(stderr, "kvtune-bench: %s\n", e.what());
+    return 2;
+  }
+
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::fprintf(stderr,
+                 "kvtune-bench: no CUDA GPU available (%s); the benchmark needs an NVIDIA GPU with compute "
+                 "capability 8.0 or newer. `kvtune-bench --list-suite NAME` works without one.\n",
+                 status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
+    return 1;
+  }
+  try {
+    kb::Report report = run(problems, settings, command);
+    for (const auto& [path, doc] : peers) {
+      const int unmatched = kb::merge_peers(report, doc, fmt::format("peers file '{}'", path));
+      if (unmatched > 0)
+        report.notes.push_back(fmt::format("{} entries of '{}' belong to problems not run here", unmatched, path));
+    }
+    const std::string markdown = kb::to_markdown(report);
+    std::cout << markdown << std::flush;
+    if (!markdown_path.empty()) write_file(markdown_path, markdown);
+    if (!json_path.empty()) write_file(json_path, kb::to_json(report).dump(2) + "\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtune-bench: %s\n", e.what());
+    return 1;
+  }
+}
