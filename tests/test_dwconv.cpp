@@ -2,6 +2,7 @@
 // (hand-computed values and the adjoint identities), and NVRTC compilation of every variant.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <random>
 #include <set>
@@ -234,21 +235,22 @@ TEST_CASE("dwconv space: seeds are points of it, configs round-trip", "[dwconv]"
   CHECK(any_atomic);
 }
 
-// Every valid variant of a sample of problems that covers, for each direction x layout, every
-// K in {1, 3, 4, 7, 31}, every dtype, stride {1, 2} and dilation {1, 2}, compiles to sm_90 cubins.
-// (The full product is about 25k variants, which takes over an hour on two cores; the [gpu] suite
-// compiles and runs every variant of its shapes on the GPU machine.)
+// Every valid variant of a sample of problems compiles to sm_90 cubins: one problem per
+// direction x layout, with K cycling through {1, 3, 4, 7, 31}, dtype, stride {1, 2} and dilation
+// {1, 2} rotating, so every value of every axis appears. (The full product is about 25k variants,
+// over an hour of NVRTC on two cores; the [gpu] suite compiles and runs every variant of its own
+// shapes on the GPU machine.)
 TEST_CASE("every valid dwconv variant compiles for sm_90", "[dwconv][nvrtc][slow]") {
   std::vector<detail::CompileRequest> batches;
   std::size_t variants = 0, problems = 0;
   const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
   for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
     for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc}) {
-      int i = 0;
-      for (int k : {1, 3, 4, 7, 31}) {
-        const DType t = dtypes[(i + static_cast<int>(l)) % 3];
+      const int i = static_cast<int>(d) * 4 + static_cast<int>(l);
+      {
+        const int k = std::array<int, 5>{1, 3, 4, 7, 31}[std::size_t(i % 5)];
+        const DType t = dtypes[i % 3];
         const int s = 1 + i % 2, dil = 1 + (i / 2) % 2;
-        ++i;
         const bool one = l == DwLayout::ncl || l == DwLayout::nlc;
         DwConvArgs a = one ? args_1d(d, l, k, s, dil) : args_2d(d, l);
         a.dtype = t;

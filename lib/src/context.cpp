@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -87,7 +88,10 @@ struct Context::Impl {
 
   ContextOptions options;
   std::unique_ptr<cache::Store> store;
-  std::array<std::unique_ptr<Device>, kMaxDevices> devices;
+  // Per-device state, created once and never freed before the context: readers load the pointer
+  // without a lock (the hot path), creation happens under devices_mutex.
+  std::array<std::atomic<Device*>, kMaxDevices> devices{};
+  std::vector<std::unique_ptr<Device>> device_storage;
   std::mutex devices_mutex;
   int log_rank = 0;
 
@@ -112,11 +116,15 @@ struct Context::Impl {
   Device& device(int ordinal) {
     if (ordinal < 0 || ordinal >= kMaxDevices)
       throw Error(Error::Context{"context", "", "", "", "device"}, fmt::format("device ordinal {} out of range", ordinal));
-    Device* d = nullptr;
-    {
+    Device* d = devices[ordinal].load(std::memory_order_acquire);
+    if (d == nullptr) {
       std::lock_guard<std::mutex> lock(devices_mutex);
-      if (!devices[ordinal]) devices[ordinal] = std::make_unique<Device>();
-      d = devices[ordinal].get();
+      d = devices[ordinal].load(std::memory_order_relaxed);
+      if (d == nullptr) {
+        device_storage.push_back(std::make_unique<Device>());
+        d = device_storage.back().get();
+        devices[ordinal].store(d, std::memory_order_release);
+      }
     }
     std::call_once(d->init, [&] {
       d->fingerprint = detail::read_fingerprint(ordinal);
