@@ -95,14 +95,31 @@ CREATE TABLE IF NOT EXISTS trials (
 inline constexpr char kCreateTrialsByKey[] =
     "CREATE INDEX IF NOT EXISTS trials_by_key ON trials(problem_key, device_id, template_hash, id)";
 
+// Schema 2: ceilings measured on a device (copy bandwidth, f32 FMA rate) for the roofline.
+// Either value is 0 when it was not measured.
+inline constexpr char kCreateCeilings[] = R"sql(
+CREATE TABLE IF NOT EXISTS ceilings (
+  device_id   TEXT PRIMARY KEY NOT NULL,
+  copy_gbps   REAL NOT NULL,
+  fma_gflops  REAL NOT NULL,
+  measured_at INTEGER NOT NULL
+))sql";
+
 /// Run in order, in one transaction, when a file has no tables yet.
 inline constexpr const char* kCreateSchema[] = {
     kCreateMeta,        kCreateDevices, kCreateBinaries,    kCreateWinners,
-    kCreateWinnersByOp, kCreateTrials,  kCreateTrialsByKey,
+    kCreateWinnersByOp, kCreateTrials,  kCreateTrialsByKey, kCreateCeilings,
 };
+
+/// Run in order, in one transaction, on a schema-1 file. Schema-1 code ignores the new table, so
+/// the oldest compatible version stays 1.
+inline constexpr const char* kMigrate1To2[] = {kCreateCeilings};
+inline constexpr char kRaiseSchemaVersion[] =
+    "UPDATE meta SET value = ?1 WHERE key = 'schema_version' AND value < ?1";
 
 // --- Connection set-up and inspection -------------------------------------------------------
 inline constexpr char kQuickCheck[] = "PRAGMA quick_check";
+inline constexpr char kIntegrityCheck[] = "PRAGMA integrity_check";
 inline constexpr char kSetJournalModeWal[] = "PRAGMA journal_mode = WAL";
 inline constexpr char kSetSynchronousNormal[] = "PRAGMA synchronous = NORMAL";
 inline constexpr char kListUserTables[] = R"sql(
@@ -134,10 +151,28 @@ ON CONFLICT(id) DO UPDATE SET
   nvrtc_version = excluded.nvrtc_version, kvtune_version = excluded.kvtune_version,
   json = excluded.json, updated_at = excluded.updated_at)sql";
 
+// The column order of kSelectDevice and kSelectAllDevices is the same (read_device relies on it).
 inline constexpr char kSelectDevice[] = R"sql(
 SELECT id, name, cc_major, cc_minor, sm_count, l2_bytes, memory_bytes, driver_version,
-       nvrtc_version, kvtune_version, json
+       nvrtc_version, kvtune_version, json, updated_at
 FROM devices WHERE id = ?1)sql";
+
+inline constexpr char kSelectAllDevices[] = R"sql(
+SELECT id, name, cc_major, cc_minor, sm_count, l2_bytes, memory_bytes, driver_version,
+       nvrtc_version, kvtune_version, json, updated_at
+FROM devices ORDER BY name, id)sql";
+
+// --- ceilings -------------------------------------------------------------------------------
+inline constexpr char kUpsertCeilings[] = R"sql(
+INSERT INTO ceilings(device_id, copy_gbps, fma_gflops, measured_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT(device_id) DO UPDATE SET
+  copy_gbps = excluded.copy_gbps, fma_gflops = excluded.fma_gflops,
+  measured_at = excluded.measured_at)sql";
+
+inline constexpr char kSelectCeilings[] =
+    "SELECT device_id, copy_gbps, fma_gflops, measured_at FROM ceilings WHERE device_id = ?1";
+inline constexpr char kSelectAllCeilings[] =
+    "SELECT device_id, copy_gbps, fma_gflops, measured_at FROM ceilings ORDER BY device_id";
 
 // --- binaries -------------------------------------------------------------------------------
 // Insert if absent. A row that is present but differs (its image was damaged, so find_binary
@@ -154,6 +189,13 @@ WHERE binaries.image_hash IS NOT excluded.image_hash OR binaries.image IS NOT ex
 
 inline constexpr char kSelectBinary[] =
     "SELECT hash, arch, lowered_name, image, image_hash FROM binaries WHERE hash = ?1";
+
+// Everything but the image itself (its size instead).
+inline constexpr char kSelectBinaryInfos[] = R"sql(
+SELECT hash, arch, lowered_name, length(image), image_hash, created_at
+FROM binaries ORDER BY hash)sql";
+
+inline constexpr char kDeleteBinary[] = "DELETE FROM binaries WHERE hash = ?1";
 
 // --- winners --------------------------------------------------------------------------------
 inline constexpr char kUpsertWinner[] = R"sql(
@@ -176,6 +218,9 @@ SELECT op, problem_key, device_id, template_hash, label, config_json, binary_has
        median_ms, gbps, created_at
 FROM winners ORDER BY op, problem_key, device_id, template_hash)sql";
 
+inline constexpr char kDeleteWinner[] =
+    "DELETE FROM winners WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3";
+
 // --- trials ---------------------------------------------------------------------------------
 inline constexpr char kInsertTrial[] = R"sql(
 INSERT INTO trials(problem_key, device_id, template_hash, label, config_json, status, message,
@@ -183,8 +228,18 @@ INSERT INTO trials(problem_key, device_id, template_hash, label, config_json, st
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11))sql";
 
 inline constexpr char kSelectTrials[] = R"sql(
-SELECT label, config_json, status, message, median_ms, spread, gbps
+SELECT label, config_json, status, message, median_ms, spread, gbps, created_at
 FROM trials WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3
 ORDER BY id)sql";
+
+inline constexpr char kDeleteTrials[] =
+    "DELETE FROM trials WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3";
+
+// --- clear ----------------------------------------------------------------------------------
+/// Run in order, in one transaction: every row except the meta table's.
+inline constexpr const char* kDeleteEverything[] = {
+    "DELETE FROM trials", "DELETE FROM winners", "DELETE FROM binaries", "DELETE FROM ceilings",
+    "DELETE FROM devices",
+};
 
 }  // namespace kvtune::cache::sql

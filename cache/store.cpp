@@ -290,6 +290,21 @@ std::optional<std::int64_t> read_meta(Database& db, const char* key, const Call&
   return select.integer(0);
 }
 
+// Brings a schema-1 file to schema 2. Another process may migrate at the same time: the version
+// is read again inside the write transaction and every step is idempotent.
+void migrate(Database& db) {
+  const Call call{"migrate schema", "", ""};
+  const auto version = read_meta(db, sql::kMetaSchemaVersion, call);
+  if (!version || *version >= Store::kSchemaVersion) return;
+  Transaction transaction(db, call);
+  const auto current = read_meta(db, sql::kMetaSchemaVersion, call);
+  if (current && *current < 2) {
+    for (const char* step : sql::kMigrate1To2) Statement(db, step, call).run();
+    Statement(db, sql::kRaiseSchemaVersion, call).bind_int(1, 2).run();
+  }
+  transaction.commit();
+}
+
 // --- Opening a file ---------------------------------------------------------------------------
 
 // What inspecting an open file found.
@@ -340,6 +355,15 @@ Inspection inspect(Database& db) {
   }
   // Schema 1 is the first; migrations from older versions will go here.
   return {Inspection::kUsable, "", false};
+}
+
+// WAL, synchronous NORMAL, then the schema for a new file or the migration of an older one.
+void set_up_usable(Database& db, const Inspection& found) {
+  const Call call{"open", "", ""};
+  Statement(db, sql::kSetJournalModeWal, call).run();
+  Statement(db, sql::kSetSynchronousNormal, call).run();
+  if (found.empty) create_schema(db);
+  else migrate(db);
 }
 
 // The result of one attempt at opening a file.
@@ -471,10 +495,7 @@ Attempt open_file(const std::string& path, const Logger& log) {
   try {
     found = inspect(*db);
     if (found.verdict == Inspection::kUsable) {
-      const Call call{"open", "", ""};
-      Statement(*db, sql::kSetJournalModeWal, call).run();
-      Statement(*db, sql::kSetSynchronousNormal, call).run();
-      if (found.empty) create_schema(*db);
+      set_up_usable(*db, found);
       if (created) log("info", "cache: created " + path);
       Attempt attempt;
       attempt.db = std::move(db);
@@ -499,6 +520,32 @@ std::unique_ptr<Database> open_in_memory() {
   auto db = std::make_unique<Database>(std::move(connection), "");
   create_schema(*db);
   return db;
+}
+
+DeviceRow read_device(const Statement& row) {
+  DeviceRow device;
+  device.id = row.text(0);
+  device.name = row.text(1);
+  device.cc_major = static_cast<int>(row.integer(2));
+  device.cc_minor = static_cast<int>(row.integer(3));
+  device.sm_count = static_cast<int>(row.integer(4));
+  device.l2_bytes = row.integer(5);
+  device.memory_bytes = row.integer(6);
+  device.driver_version = static_cast<int>(row.integer(7));
+  device.nvrtc_version = static_cast<int>(row.integer(8));
+  device.kvtune_version = row.text(9);
+  device.json = row.text(10);
+  device.updated_at = row.integer(11);
+  return device;
+}
+
+Ceilings read_ceilings(const Statement& row) {
+  Ceilings ceilings;
+  ceilings.device_id = row.text(0);
+  ceilings.copy_gbps = row.real(1);
+  ceilings.fma_gflops = row.real(2);
+  ceilings.measured_at = row.integer(3);
+  return ceilings;
 }
 
 Winner read_winner(const Statement& row) {
@@ -579,6 +626,61 @@ std::unique_ptr<Store> Store::open(const std::string& path, LogFn log_fn) {
   return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(open_in_memory(), log)));
 }
 
+std::unique_ptr<Store> Store::open_existing(const std::string& path, bool create, LogFn log_fn) {
+  using Reason = OpenError::Reason;
+  Logger log(std::move(log_fn));
+  if (path.empty() || path == ":memory:") {
+    return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(open_in_memory(), log)));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw OpenError(Reason::unusable, path + ": cannot stat it: " + errno_text(errno));
+    if (!create) throw OpenError(Reason::missing, "cache file " + path + " does not exist");
+    std::string problem;
+    if (!make_parent_directories(path, problem) || !create_private_file(path, problem))
+      throw OpenError(Reason::unusable, path + ": " + problem);
+    if (::stat(path.c_str(), &st) != 0)
+      throw OpenError(Reason::unusable, path + ": cannot stat it: " + errno_text(errno));
+    log("info", "cache: created " + path);
+  }
+  if (!S_ISREG(st.st_mode)) throw OpenError(Reason::unusable, path + " is not a regular file");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw OpenError(Reason::unusable, path + " is writable by group or others (mode " + octal_mode(st.st_mode) +
+                                          "), so it is not trusted; chmod 600 it to use it");
+  }
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  Connection connection(raw);
+  if (rc != SQLITE_OK) {
+    throw OpenError(Reason::unusable,
+                    path + ": cannot open it: " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+  }
+  if (sqlite3_db_readonly(raw, "main") == 1) throw OpenError(Reason::unusable, path + " can be opened read-only only");
+
+  auto db = std::make_unique<Database>(std::move(connection), path);
+  Inspection found;
+  try {
+    found = inspect(*db);
+  } catch (const Error& e) {
+    const int primary = db->last_error() & 0xff;
+    if (primary == SQLITE_NOTADB) throw OpenError(Reason::not_kvtune, path + " is not a kvtune cache (not an SQLite database)");
+    if (primary == SQLITE_CORRUPT) throw OpenError(Reason::corrupt, path + " is a corrupt database: " + e.cause());
+    throw OpenError(Reason::unusable, path + ": " + e.cause());
+  }
+  switch (found.verdict) {
+    case Inspection::kUsable: break;
+    case Inspection::kCorrupt: throw OpenError(Reason::corrupt, path + " is a corrupt database (" + found.reason + ")");
+    case Inspection::kForeign: throw OpenError(Reason::not_kvtune, path + " is not a kvtune cache (" + found.reason + ")");
+    case Inspection::kNewer: throw OpenError(Reason::newer, path + " cannot be used: " + found.reason);
+  }
+  try {
+    set_up_usable(*db, found);
+  } catch (const Error& e) {
+    throw OpenError(is_corruption(db->last_error()) ? Reason::corrupt : Reason::unusable, path + ": " + e.cause());
+  }
+  return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(std::move(db), log)));
+}
+
 const std::string& Store::path() const { return impl_->db->path(); }
 
 bool Store::in_memory() const { return impl_->db->path().empty(); }
@@ -607,7 +709,7 @@ void Store::put_device(const DeviceRow& device) {
       .bind_int(9, device.nvrtc_version)
       .bind_text(10, device.kvtune_version)
       .bind_text(11, device.json)
-      .bind_int(12, unix_now())
+      .bind_int(12, device.updated_at != 0 ? device.updated_at : unix_now())
       .run();
   transaction.commit();
 }
@@ -618,19 +720,48 @@ std::optional<DeviceRow> Store::find_device(const std::string& id) {
   Statement select(*impl_->db, sql::kSelectDevice, call);
   select.bind_text(1, id);
   if (!select.step()) return std::nullopt;
-  DeviceRow device;
-  device.id = select.text(0);
-  device.name = select.text(1);
-  device.cc_major = static_cast<int>(select.integer(2));
-  device.cc_minor = static_cast<int>(select.integer(3));
-  device.sm_count = static_cast<int>(select.integer(4));
-  device.l2_bytes = select.integer(5);
-  device.memory_bytes = select.integer(6);
-  device.driver_version = static_cast<int>(select.integer(7));
-  device.nvrtc_version = static_cast<int>(select.integer(8));
-  device.kvtune_version = select.text(9);
-  device.json = select.text(10);
-  return device;
+  return read_device(select);
+}
+
+std::vector<DeviceRow> Store::devices() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"devices", "", ""};
+  Statement select(*impl_->db, sql::kSelectAllDevices, call);
+  std::vector<DeviceRow> all;
+  while (select.step()) all.push_back(read_device(select));
+  return all;
+}
+
+void Store::put_ceilings(const Ceilings& ceilings) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_ceilings", "", ceilings.device_id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kUpsertCeilings, call)
+      .bind_text(1, ceilings.device_id)
+      .bind_real(2, ceilings.copy_gbps)
+      .bind_real(3, ceilings.fma_gflops)
+      .bind_int(4, ceilings.measured_at != 0 ? ceilings.measured_at : unix_now())
+      .run();
+  transaction.commit();
+}
+
+std::optional<Ceilings> Store::find_ceilings(const std::string& device_id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"find_ceilings", "", device_id};
+  Statement select(*impl_->db, sql::kSelectCeilings, call);
+  select.bind_text(1, device_id);
+  if (!select.step()) return std::nullopt;
+  return read_ceilings(select);
+}
+
+std::vector<Ceilings> Store::all_ceilings() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"all_ceilings", "", ""};
+  Statement select(*impl_->db, sql::kSelectAllCeilings, call);
+  std::vector<Ceilings> all;
+  while (select.step()) all.push_back(read_ceilings(select));
+  return all;
 }
 
 std::optional<Winner> Store::find_winner(const std::string& problem_key,
@@ -708,9 +839,31 @@ std::vector<Trial> Store::trials(const std::string& problem_key, const std::stri
     trial.median_ms = select.real(4);
     trial.spread = select.real(5);
     trial.gbps = select.real(6);
+    trial.created_at = select.integer(7);
     all.push_back(std::move(trial));
   }
   return all;
+}
+
+bool Store::remove_result(const std::string& problem_key, const std::string& device_id,
+                          const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"remove_result", problem_key, device_id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kDeleteWinner, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .run();
+  const bool removed = sqlite3_changes(db.get()) > 0;
+  Statement(db, sql::kDeleteTrials, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .run();
+  transaction.commit();
+  return removed;
 }
 
 std::optional<Binary> Store::find_binary(const std::string& hash) {
@@ -739,6 +892,53 @@ void Store::put_binary(const Binary& binary) {
   const Call call{"put_binary", "", ""};
   Transaction transaction(db, call);
   insert_binary(db, binary, call);
+  transaction.commit();
+}
+
+std::vector<BinaryInfo> Store::binary_infos() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"binary_infos", "", ""};
+  Statement select(*impl_->db, sql::kSelectBinaryInfos, call);
+  std::vector<BinaryInfo> all;
+  while (select.step()) {
+    all.push_back(BinaryInfo{select.text(0), select.text(1), select.text(2), select.integer(3),
+                             select.text(4), select.integer(5)});
+  }
+  return all;
+}
+
+int Store::remove_binaries(const std::vector<std::string>& hashes) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"remove_binaries", "", ""};
+  Transaction transaction(db, call);
+  int removed = 0;
+  for (const std::string& hash : hashes) {
+    Statement(db, sql::kDeleteBinary, call).bind_text(1, hash).run();
+    removed += sqlite3_changes(db.get());
+  }
+  transaction.commit();
+  return removed;
+}
+
+std::vector<std::string> Store::integrity_check() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"integrity_check", "", ""};
+  Statement check(*impl_->db, sql::kIntegrityCheck, call);
+  std::vector<std::string> problems;
+  while (check.step()) {
+    std::string line = check.text(0);
+    if (line != "ok") problems.push_back(std::move(line));
+  }
+  return problems;
+}
+
+void Store::clear() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"clear", "", ""};
+  Transaction transaction(db, call);
+  for (const char* remove : sql::kDeleteEverything) Statement(db, remove, call).run();
   transaction.commit();
 }
 

@@ -770,3 +770,128 @@ TEST_CASE("cache: four processes write one file", "[cache]") {
   }
   CHECK(store->find_binary("b49").has_value());
 }
+
+// --- What the tools need: strict opening, schema 2, listing and removing --------------------------
+
+TEST_CASE("cache: open_existing refuses what open would set aside, and touches nothing", "[cache]") {
+  using Reason = kvtune::cache::OpenError::Reason;
+  TempDir dir;
+  const auto refused = [](const std::string& path, bool create) -> Reason {
+    try {
+      Store::open_existing(path, create);
+    } catch (const kvtune::cache::OpenError& e) {
+      return e.reason();
+    }
+    FAIL("open_existing accepted " << path);
+    return Reason::unusable;
+  };
+  const std::string missing = dir.file("missing.db");
+  CHECK(refused(missing, false) == Reason::missing);
+  CHECK_FALSE(fs::exists(missing));
+  CHECK(Store::open_existing(dir.file("sub/new.db"), true)->schema_version() == Store::kSchemaVersion);
+  CHECK(mode_of(dir.file("sub/new.db")) == 0600);
+
+  const std::string random = dir.file("random.db");
+  write_bytes(random, random_bytes(8192, 3));
+  ::chmod(random.c_str(), 0600);
+  CHECK(refused(random, true) == Reason::not_kvtune);
+
+  const std::string foreign = dir.file("foreign.db");
+  exec_sql(foreign, "CREATE TABLE albums(id INTEGER PRIMARY KEY, title TEXT);");
+  ::chmod(foreign.c_str(), 0600);
+  CHECK(refused(foreign, false) == Reason::not_kvtune);
+
+  const std::string newer = dir.file("newer.db");
+  make_cache(newer);
+  exec_sql(newer, "UPDATE meta SET value = 99 WHERE key IN ('schema_version', 'oldest_compatible_version');");
+  CHECK(refused(newer, false) == Reason::newer);
+
+  const std::string shared = dir.file("shared.db");
+  make_cache(shared);
+  ::chmod(shared.c_str(), 0664);
+  CHECK(refused(shared, false) == Reason::unusable);
+
+  CHECK(refused(dir.file("sub"), false) == Reason::unusable);  // a directory
+
+  // Nothing was renamed or replaced.
+  for (const char* kind : {"corrupt", "foreign", "newer"}) {
+    CHECK(set_aside_files(dir.path(), "random.db", kind).empty());
+    CHECK(set_aside_files(dir.path(), "foreign.db", kind).empty());
+    CHECK(set_aside_files(dir.path(), "newer.db", kind).empty());
+  }
+  CHECK(read_bytes(random) == random_bytes(8192, 3));
+}
+
+TEST_CASE("cache: a schema-1 file is migrated to schema 2 in place", "[cache]") {
+  TempDir dir;
+  const std::string path = dir.file("v1.db");
+  make_cache(path, 2);
+  // What schema-1 code wrote: no ceilings table, version 1.
+  exec_sql(path, "DROP TABLE ceilings; UPDATE meta SET value = 1 WHERE key = 'schema_version';");
+  for (const bool strict : {false, true}) {
+    INFO(strict);
+    auto store = strict ? Store::open_existing(path, false) : Store::open(path);
+    REQUIRE_FALSE(store->in_memory());
+    CHECK(store->schema_version() == 2);
+    CHECK(store->winners().size() == 2);  // the data survives
+    store->put_ceilings(kvtune::cache::Ceilings{"dev-h100", 3000, 60000, 0});
+    CHECK(store->find_ceilings("dev-h100")->copy_gbps == 3000);
+    exec_sql(path, "DROP TABLE ceilings; UPDATE meta SET value = 1 WHERE key = 'schema_version';");
+  }
+  CHECK(set_aside_files(dir.path(), "v1.db", "newer").empty());
+}
+
+TEST_CASE("cache: ceilings, devices, trial times and removal", "[cache]") {
+  auto store = Store::open("");
+  DeviceRow d = sample_device();
+  store->put_device(d);
+  DeviceRow other = sample_device();
+  other.id = "dev-a100";
+  other.name = "NVIDIA A100";
+  other.updated_at = 12345;  // kept as given (imports and merges keep the source's time)
+  store->put_device(other);
+  const auto devices = store->devices();
+  REQUIRE(devices.size() == 2);
+  CHECK(devices[0].name == "NVIDIA A100");  // by name
+  CHECK(devices[0].updated_at == 12345);
+  CHECK(devices[1].updated_at > 1700000000);  // 0 means now
+
+  CHECK_FALSE(store->find_ceilings("dev-h100").has_value());
+  store->put_ceilings({"dev-h100", 3350.5, 61000, 777});
+  store->put_ceilings({"dev-a100", 1500, 0, 0});
+  store->put_ceilings({"dev-h100", 3360.5, 62000, 778});
+  const auto c = store->find_ceilings("dev-h100");
+  REQUIRE(c.has_value());
+  CHECK(c->copy_gbps == 3360.5);
+  CHECK(c->fma_gflops == 62000);
+  CHECK(c->measured_at == 778);
+  CHECK(store->all_ceilings().size() == 2);
+
+  store->put_result(sample_winner("k1", "b1"), sample_binary("b1"), sample_trials());
+  store->put_result(sample_winner("k2", "b2"), sample_binary("b2", 2), sample_trials());
+  for (const auto& t : store->trials("k1", "dev-h100", "t1")) CHECK(t.created_at > 1700000000);
+  const auto infos = store->binary_infos();
+  REQUIRE(infos.size() == 2);
+  CHECK(infos[0].hash == "b1");
+  CHECK(infos[0].size == 3000);
+  CHECK(infos[0].arch == "sm_90");
+
+  CHECK(store->remove_result("k1", "dev-h100", "t1"));
+  CHECK_FALSE(store->remove_result("k1", "dev-h100", "t1"));
+  CHECK_FALSE(store->find_winner("k1", "dev-h100", "t1").has_value());
+  CHECK(store->trials("k1", "dev-h100", "t1").empty());
+  CHECK(store->trials("k2", "dev-h100", "t1").size() == 3);
+  CHECK(store->find_binary("b1").has_value());  // binaries stay
+
+  CHECK(store->remove_binaries({"b1", "nope"}) == 1);
+  CHECK_FALSE(store->find_binary("b1").has_value());
+  CHECK(store->integrity_check().empty());
+
+  store->clear();
+  CHECK(store->winners().empty());
+  CHECK(store->devices().empty());
+  CHECK(store->binary_infos().empty());
+  CHECK(store->all_ceilings().empty());
+  CHECK(store->trials("k2", "dev-h100", "t1").empty());
+  CHECK(store->schema_version() == Store::kSchemaVersion);
+}

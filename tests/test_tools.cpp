@@ -1,0 +1,960 @@
+// Tools: kvtune-tune and kvtune-cache run as a user runs them (separate processes, exit codes,
+// stdout and stderr), on caches populated by importing bench/examples/export-example.json; plus
+// the pieces behind them (staleness rules, shapes parsing, JSON positions) as unit tests.
+// No GPU is needed except in the [gpu] cases at the end, which skip without one.
+
+#if defined(KVTUNE_TUNE_EXE) && defined(KVTUNE_CACHE_EXE)
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sqlite3.h>  // damages a binary by hand, as another program would
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/store.h"
+#include "gpu_support.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kvtune/kvtune.h"
+#include "lib/src/device.h"
+#include "lib/src/nvrtc.h"
+#include "tools/cache_view.h"
+#include "tools/common.h"
+#include "tools/ops.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device entropy;
+    path_ = fs::temp_directory_path() / ("kvtune-tools-test-" + std::to_string(::getpid()) + "-" +
+                                         std::to_string(counter++) + "-" + std::to_string(entropy()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+  std::vector<std::string> out_lines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  json out_json() const {
+    INFO("stdout: " << out << "\nstderr: " << err);
+    return json::parse(out);
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// Runs a tool with `args`; `env` entries "NAME=value" replace the environment's, "NAME" unsets it.
+Run run(const std::string& exe, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  static std::atomic<int> counter{0};
+  const std::string base =
+      (fs::temp_directory_path() / ("kvtune-tools-run-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+          .string();
+  const std::string out_path = base + ".out", err_path = base + ".err";
+  std::vector<std::string> argv_storage = {exe};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (std::none_of(env.begin(), env.end(),
+                     [&](const std::string& o) { return o == name || o.rfind(name + "=", 0) == 0; }))
+      env_storage.push_back(entry);
+  }
+  for (const auto& e : env)
+    if (e.find('=') != std::string::npos) env_storage.push_back(e);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  ::unlink(out_path.c_str());
+  ::unlink(err_path.c_str());
+  return r;
+}
+
+Run tune(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  return run(KVTUNE_TUNE_EXE, args, env);
+}
+Run cache(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  return run(KVTUNE_CACHE_EXE, args, env);
+}
+
+// A bad-input failure: exit status 2 and exactly one line on stderr that says `what`.
+void check_usage_error(const Run& r, const std::string& what) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains(what));
+  CHECK_THAT(r.err, !Catch::Contains("terminate called"));
+}
+
+void check_ok(const Run& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+}
+
+std::string example_path() { return std::string(KVTUNE_SOURCE_DIR) + "/bench/examples/export-example.json"; }
+
+// The checked-in example, brought to this build's NVRTC, kvtune and template versions (so that
+// its entries are fresh here), with creation times spread over the last 20 days.
+json current_example() {
+  json doc = json::parse(read_file(example_path()));
+  for (auto& d : doc["devices"]) {
+    d["nvrtc_version"] = kvtune::detail::nvrtc_version();
+    d["kvtune_version"] = kvtune::version();
+  }
+  const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+  int i = 0;
+  for (auto& e : doc["entries"]) {
+    e["template_hash"] = kvtune::normalize::template_hash();
+    e["created_at"] = now - (i++ % 2 == 0 ? 10 : 1) * 86400;  // even entries 10 days old, odd ones 1 day
+  }
+  return doc;
+}
+
+std::string write_example(const TempDir& dir, const json& doc, const std::string& name = "example.json") {
+  const std::string path = dir.file(name);
+  write_file(path, doc.dump(1));
+  return path;
+}
+
+// A cache holding the example.
+std::string example_cache(const TempDir& dir, const json& doc, const std::string& name = "cache.db") {
+  const std::string db = dir.file(name);
+  check_ok(cache({"import", write_example(dir, doc, name + ".json"), "--cache", db}));
+  return db;
+}
+
+std::size_t trial_count(const json& doc) {
+  std::size_t n = 0;
+  for (const auto& e : doc["entries"]) n += e["trials"].size();
+  return n;
+}
+
+json list_json(const std::string& db, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"list", "--cache", db, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Run r = cache(args);
+  check_ok(r);
+  return r.out_json()["entries"];
+}
+
+std::string shapes_file(const TempDir& dir, const std::string& text, const std::string& name = "shapes.json") {
+  const std::string path = dir.file(name);
+  write_file(path, text);
+  return path;
+}
+
+// Two problems with few variants: CI compiles them in seconds.
+constexpr char kSmallShapes[] = R"({"problems": [
+  {"op": "normalize", "rows": 4096, "cols": 65536, "dtype": "f32", "mode": "rmsnorm"},
+  {"op": "normalize", "rows": 1024, "cols": 1, "dtype": "f32", "mode": "standardize"}
+]})";
+
+}  // namespace
+
+// --- help and usage -------------------------------------------------------------------------------
+
+TEST_CASE("tools: every command has --help and exits 0", "[tools]") {
+  for (const auto& r : {tune({"--help"}), cache({"--help"})}) {
+    check_ok(r);
+    CHECK_THAT(r.out, Catch::Contains("Exit status"));
+  }
+  for (const char* sub : {"list", "show", "stats", "export", "import", "merge", "prune", "verify", "clear", "report"}) {
+    const Run r = cache({sub, "--help"});
+    INFO(sub);
+    check_ok(r);
+    CHECK_THAT(r.out, Catch::Contains("--cache"));
+  }
+}
+
+TEST_CASE("tools: bad usage is one line on stderr and exit status 2", "[tools]") {
+  check_usage_error(tune({}), "no problems");
+  check_usage_error(tune({"--bogus"}), "--bogus");
+  check_usage_error(tune({"--suite", "ids", "--dry-run", "--compile-only"}), "exclude each other");
+  check_usage_error(tune({"--suite", "nosuch", "--dry-run"}), "unknown suite 'nosuch'");
+  check_usage_error(tune({"--suite", "ids", "--dry-run", "--shard", "3/3"}), "--shard");
+  check_usage_error(tune({"--suite", "ids", "--dry-run", "--shard", "x"}), "--shard");
+  check_usage_error(cache({}), "");
+  check_usage_error(cache({"frobnicate"}), "frobnicate");
+  check_usage_error(cache({"show"}), "id");
+  check_usage_error(cache({"clear", "--cache", "/nonexistent/x.db"}), "--yes");
+}
+
+// --- kvtune-tune --dry-run --------------------------------------------------------------------------
+
+TEST_CASE("tools: --dry-run sizes every problem's space without a GPU", "[tools]") {
+  const Run r = tune({"--suite", "ids", "--dry-run", "--json"});
+  check_ok(r);
+  const json doc = r.out_json();
+  REQUIRE(doc["problems"].size() == 10);
+  std::int64_t total = 0;
+  for (const auto& p : doc["problems"]) {
+    const auto problems = kvtune::tools::parse_entries(json::array({p["problem"]}), "test");
+    const auto* problem = problems.front().get();
+    CHECK(p["key"] == problem->key());
+    CHECK(p["template_hash"] == kvtune::normalize::template_hash());
+    // After pruning: exactly what the library would tune.
+    const auto& j = p["problem"];
+    kvtune::normalize::Problem np;
+    np.dtype = j["dtype"] == "f32" ? kvtune::DType::f32 : j["dtype"] == "f16" ? kvtune::DType::f16 : kvtune::DType::bf16;
+    np.mode = j["mode"] == "standardize" ? kvtune::NormMode::standardize
+              : j["mode"] == "layernorm" ? kvtune::NormMode::layernorm
+                                         : kvtune::NormMode::rmsnorm;
+    np.cols = j["cols"];
+    np.rows = kvtune::normalize::rows_bucket(j["rows"]);
+    np.align_bytes = j["align"];
+    np.gamma = j["gamma"];
+    np.beta = j["beta"];
+    np.mean_out = j["mean"];
+    np.rstd_out = j["rstd"];
+    CHECK(np.key() == p["key"]);
+    const auto expected = kvtune::normalize::enumerate(np).size();
+    CHECK(p["space"]["tuned"].get<std::size_t>() == expected);
+    CHECK(p["space"]["tuned"] <= p["space"]["runnable"]);
+    CHECK(p["space"]["runnable"] <= p["space"]["total"]);
+    total += p["space"]["tuned"].get<std::int64_t>();
+  }
+  CHECK(doc["variants"] == total);
+
+  // The human form: a table and a total.
+  const Run human = tune({"--suite", "ids", "--dry-run"});
+  check_ok(human);
+  CHECK_THAT(human.out, Catch::Contains("16384x1024 f32 standardize"));
+  CHECK_THAT(human.out, Catch::Contains(std::to_string(total) + " variants to tune"));
+}
+
+TEST_CASE("tools: suites large and narrow are what they say", "[tools]") {
+  const Run large = tune({"--suite", "large", "--dry-run", "--json"});
+  check_ok(large);
+  const json large_doc = large.out_json();  // kept alive: a range-for does not extend a temporary's member
+  for (const auto& p : large_doc["problems"]) {
+    const auto& j = p["problem"];
+    const double elem = j["dtype"] == "f32" ? 4 : 2;
+    const double bytes = 2.0 * j["rows"].get<double>() * j["cols"].get<double>() * elem;
+    INFO(p["describe"]);
+    CHECK(bytes >= 256.0 * 1024 * 1024);
+  }
+  const Run narrow = tune({"--suite", "narrow", "--dry-run", "--json"});
+  check_ok(narrow);
+  const json narrow_doc = narrow.out_json();
+  for (const auto& p : narrow_doc["problems"]) CHECK(p["problem"]["cols"].get<int>() < 64);
+  // Several suites at once, comma-separated or repeated; duplicate keys are dropped.
+  const Run both = tune({"--suite", "ids,narrow", "--suite", "ids", "--dry-run", "--json"});
+  check_ok(both);
+  CHECK(both.out_json()["duplicates"].get<int>() >= 10);
+}
+
+TEST_CASE("tools: --shard i/n slices are disjoint and cover the list", "[tools]") {
+  const json all = tune({"--suite", "ids,narrow,large", "--dry-run", "--json"}).out_json();
+  std::multiset<std::string> seen;
+  for (int i = 0; i < 3; ++i) {
+    const Run r = tune({"--suite", "ids,narrow,large", "--dry-run", "--json", "--shard", std::to_string(i) + "/3"});
+    check_ok(r);
+    const json slice = r.out_json();
+    for (const auto& p : slice["problems"]) seen.insert(p["key"].get<std::string>());
+    // Deterministic: the same slice twice is the same list.
+    CHECK(r.out_json()["problems"] ==
+          tune({"--suite", "ids,narrow,large", "--dry-run", "--json", "--shard", std::to_string(i) + "/3"})
+              .out_json()["problems"]);
+  }
+  std::multiset<std::string> expected;
+  for (const auto& p : all["problems"]) expected.insert(p["key"].get<std::string>());
+  CHECK(seen == expected);
+}
+
+TEST_CASE("tools: dwconv suites and entries are recognized and refused until dwconv has a handler", "[tools]") {
+  if (kvtune::tools::find_handler("dwconv") != nullptr) {
+    WARN("this build has a dwconv handler: nothing to refuse");
+    return;
+  }
+  for (const char* suite : {"mobilenetv2", "convnext", "mamba", "s4"}) {
+    INFO(suite);
+    check_usage_error(tune({"--suite", suite, "--dry-run"}), "operator dwconv is not available in this build yet");
+  }
+  TempDir dir;
+  const auto shapes = shapes_file(dir, R"([{"op": "normalize", "rows": 8, "cols": 8},
+    {"op": "dwconv", "direction": "forward", "layout": "nchw", "dtype": "f32"}])");
+  check_usage_error(tune({"--shapes", shapes, "--dry-run"}), "problems[1]: operator dwconv is not available");
+}
+
+// --- kvtune-tune --compile-only ---------------------------------------------------------------------
+
+TEST_CASE("tools: --compile-only stores every variant's cubin without a GPU", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, kSmallShapes);
+  const std::string db = dir.file("cubins.db");
+  const json dry = tune({"--shapes", shapes, "--dry-run", "--json"}).out_json();
+  const auto variants = dry["variants"].get<std::int64_t>();
+  REQUIRE(variants > 0);
+  const std::string last = "compiled " + std::to_string(variants) + " variants, 0 failed";
+
+  const Run first = tune({"--shapes", shapes, "--compile-only", "--arch", "sm_90", "--cache", db});
+  check_ok(first);
+  REQUIRE_FALSE(first.out_lines().empty());
+  CHECK(first.out_lines().back() == last);
+  auto store = kvtune::cache::Store::open_existing(db, false);
+  const auto binaries = store->binary_infos();
+  CHECK(static_cast<std::int64_t>(binaries.size()) == variants);
+  for (const auto& b : binaries) {
+    CHECK(b.arch == "sm_90");
+    CHECK(store->find_binary(b.hash).has_value());  // intact
+  }
+  // Again: everything is already there, nothing is compiled twice.
+  const Run second = tune({"--shapes", shapes, "--compile-only", "--arch", "sm_90", "--cache", db, "--json"});
+  check_ok(second);
+  const json j = second.out_json();
+  CHECK(j["variants"] == variants);
+  CHECK(j["already_cached"] == variants);
+  CHECK(j["failed"] == 0);
+
+  // --cache after the flags or before: the same file.
+  CHECK(kvtune::cache::Store::open_existing(db, false)->binary_infos().size() == binaries.size());
+}
+
+TEST_CASE("tools: --compile-only refuses a bad --arch", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, kSmallShapes);
+  const std::string db = dir.file("c.db");
+  check_usage_error(tune({"--shapes", shapes, "--compile-only", "--cache", db}), "needs --arch");
+  for (const char* arch : {"sm_12", "sm_75", "banana", "compute_90"}) {
+    INFO(arch);
+    check_usage_error(tune({"--shapes", shapes, "--compile-only", "--arch", arch, "--cache", db}),
+                      std::string("--arch ") + arch);
+  }
+  CHECK_FALSE(fs::exists(db));  // refused before the cache was created
+}
+
+// --- bad input ---------------------------------------------------------------------------------------
+
+TEST_CASE("tools: JSON positions are line and column", "[tools]") {
+  using kvtune::tools::position_of;
+  const std::string text = "{\n  \"a\": 1,\n  \"b\": x\n}";
+  const auto at = position_of(text, text.find('x'));
+  CHECK(at.line == 3);
+  CHECK(at.column == 8);
+  CHECK(position_of(text, 0).line == 1);
+  CHECK(position_of(text, 0).column == 1);
+  CHECK(position_of("ä\nb", 3).column == 1);  // UTF-8 continuation bytes are not columns
+}
+
+TEST_CASE("tools: bad shapes files are refused with the reason", "[tools]") {
+  TempDir dir;
+  const auto bad = [&](const std::string& text, const std::string& what) {
+    INFO(text);
+    check_usage_error(tune({"--shapes", shapes_file(dir, text), "--dry-run"}), what);
+  };
+  check_usage_error(tune({"--shapes", dir.file("missing.json"), "--dry-run"}), "cannot read");
+  bad("{\"problems\": [\n  {\"op\": \"normalize\", \"rows\": 8,\n   \"cols\": ,}\n]}", "shapes.json:3:12: malformed JSON");
+  bad("[{\"op\": \"normalize\", \"rows\": 8, \"cols\": 8}", "shapes.json:1:43: malformed JSON");
+  bad("", "shapes.json:1:1: malformed JSON");
+  bad(R"([{"op": "conv3d", "rows": 8}])", "unknown operator 'conv3d'");
+  bad(R"([{"rows": 8, "cols": 8}])", "missing field 'op'");
+  bad(R"([{"op": "normalize", "rows": 8, "colz": 8}])", "unknown field 'colz'");
+  bad(R"([{"op": "normalize", "rows": 8}])", "missing field 'cols'");
+  bad(R"([{"op": "normalize", "rows": -4, "cols": 8}])", "'rows' must be positive");
+  bad(R"([{"op": "normalize", "rows": 0, "cols": 8}])", "'rows' must be positive");
+  bad(R"([{"op": "normalize", "rows": 1000000000000, "cols": 1000000}])", "absurd");
+  bad(R"([{"op": "normalize", "rows": 4096, "cols": 1e300}])", "must be an integer");
+  bad(R"([{"op": "normalize", "rows": 18446744073709551615, "cols": 8}])", "absurd");
+  bad(R"([{"op": "normalize", "rows": "8", "cols": 8}])", "'rows' must be an integer");
+  bad(R"([{"op": "normalize", "rows": 8.5, "cols": 8}])", "'rows' must be an integer");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "dtype": "f64"}])", "unknown dtype 'f64'");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "mode": "batchnorm"}])", "unknown mode 'batchnorm'");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "align": 3}])", "'align' must be 2, 4, 8 or 16");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "align": 2}])", "below the 4-byte element");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "mode": "rmsnorm", "beta": true}])", "rmsnorm takes no beta");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "gamma": "yes"}])", "'gamma' must be true or false");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "direction": "backward_data"}])", "direction 'forward' only");
+  bad(R"({"problems": [], "extra": 1})", "unknown top-level field 'extra'");
+  bad(R"("just a string")", "expected an array");
+  bad(R"([42])", "problems[0]: expected an object");
+}
+
+TEST_CASE("tools: shapes entries round-trip and keep alignment", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, R"({"problems": [
+    {"op": "normalize", "rows": 100000, "cols": 37},
+    {"op": "normalize", "rows": 1000, "cols": 37, "align": 16, "dtype": "f16", "mode": "layernorm",
+     "gamma": true, "beta": true, "mean": true, "rstd": true, "eps": 1e-6},
+    {"op": "normalize", "direction": "forward", "layout": "row_major", "rows": 3, "cols": 1024, "align": 4,
+     "mode": "standardize", "ddof": 1}]})");
+  const auto problems = kvtune::tools::load_shapes(shapes);
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0]->key() == "normalize,f32,standardize,cols=37,rows<=131072,align=4,affine=,stats=");
+  CHECK(problems[1]->key() == "normalize,f16,layernorm,cols=37,rows<=1024,align=16,affine=gb,stats=mr");
+  CHECK(problems[2]->key() == "normalize,f32,standardize,cols=1024,rows<=4,align=4,affine=,stats=");
+  for (const auto& p : problems) {
+    const auto again = kvtune::tools::parse_entries(json::array({p->to_json()}), "again");
+    CHECK(again.front()->key() == p->key());
+    CHECK(again.front()->to_json() == p->to_json());
+  }
+}
+
+TEST_CASE("tools: a cache file that is not a kvtune database is refused, not replaced", "[tools]") {
+  TempDir dir;
+  const std::string text = dir.file("notes.txt");
+  write_file(text, "these are my notes, not a database\n");
+  ::chmod(text.c_str(), 0600);
+  check_usage_error(cache({"list", "--cache", text}), "is not a kvtune cache");
+  check_usage_error(tune({"--suite", "ids", "--compile-only", "--arch", "sm_90", "--cache", text}),
+                    "is not a kvtune cache");
+  CHECK(read_file(text) == "these are my notes, not a database\n");  // untouched, not set aside
+
+  const std::string other = dir.file("other.db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(other.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "CREATE TABLE photos(id INTEGER, path TEXT)", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  ::chmod(other.c_str(), 0600);
+  check_usage_error(cache({"stats", "--cache", other}), "is not a kvtune cache");
+  check_usage_error(cache({"import", example_path(), "--cache", other}), "is not a kvtune cache");
+
+  check_usage_error(cache({"list", "--cache", dir.file("absent.db")}), "does not exist");
+  CHECK_FALSE(fs::exists(dir.file("absent.db")));
+
+  const std::string shared = dir.file("shared.db");
+  check_ok(cache({"import", example_path(), "--cache", shared}));
+  ::chmod(shared.c_str(), 0666);
+  check_usage_error(cache({"list", "--cache", shared}), "writable by group or others");
+}
+
+TEST_CASE("tools: bad export files import nothing", "[tools]") {
+  TempDir dir;
+  const json good = current_example();
+  const std::string db = example_cache(dir, good);
+  const auto before = list_json(db).size();
+  const auto bad = [&](const json& doc, const std::string& what) {
+    INFO(what);
+    check_usage_error(cache({"import", write_example(dir, doc, "bad.json"), "--cache", db, "--overwrite"}), what);
+    CHECK(list_json(db).size() == before);
+  };
+  check_usage_error(cache({"import", dir.file("missing.json"), "--cache", db}), "cannot read");
+  write_file(dir.file("broken.json"), "{\n \"kvtune_export\": 1,\n \"devices\": [}\n");
+  check_usage_error(cache({"import", dir.file("broken.json"), "--cache", db}), "broken.json:3:14: malformed JSON");
+
+  json doc = good;
+  doc["kvtune_export"] = 99;
+  bad(doc, "export format 99");
+  doc = good;
+  doc["entries"][3]["op"] = "conv3d";
+  bad(doc, "entries[3]: unknown operator 'conv3d'");
+  doc = good;
+  doc["entries"][3]["op"] = "dwconv";
+  if (kvtune::tools::find_handler("dwconv") == nullptr) bad(doc, "operator dwconv is not available in this build yet");
+  doc = good;
+  doc["entries"][2]["config"]["tpr"] = 3;
+  bad(doc, "entries[2]");
+  doc = good;
+  doc["entries"][2]["problem_key"] = "normalize,f32,nonsense";
+  bad(doc, "is not a problem key of operator normalize");
+  doc = good;
+  doc["entries"][1]["label"] = "tpr=1,rpb=1,vw=4B,keep=reg,stat=twopass";
+  bad(doc, "does not match its config");
+  doc = good;
+  doc["entries"][1]["device_id"] = "feedfeedfeedfeed";
+  bad(doc, "is not among the file's devices");
+  doc = good;
+  doc["entries"][0]["trials"][0]["status"] = "fine";
+  bad(doc, "entries[0].trials[0]: unknown status 'fine'");
+  doc = good;
+  doc["devices"][0]["colour"] = "green";
+  bad(doc, "devices[0]: unknown field 'colour'");
+}
+
+// --- kvtune-cache on an imported example ---------------------------------------------------------------
+
+TEST_CASE("tools: import, list, show, stats and export of the example", "[tools]") {
+  TempDir dir;
+  const json doc = current_example();
+  const std::string db = dir.file("cache.db");
+  const Run imported = cache({"import", write_example(dir, doc), "--cache", db});
+  check_ok(imported);
+  CHECK_THAT(imported.out, Catch::Contains("imported 14 entries"));
+
+  const json entries = list_json(db);
+  REQUIRE(entries.size() == doc["entries"].size());
+  for (const auto& e : entries) {
+    CHECK(e["origin"] == "imported");
+    CHECK(e["binary_hash"] == "");  // never binaries: the importing machine compiles
+    CHECK(e["stale"] == false);
+  }
+  // --cache before or after the subcommand.
+  CHECK(cache({"--cache", db, "list"}).out == cache({"list", "--cache", db}).out);
+  CHECK(cache({"--cache", db, "--json", "list"}).out == cache({"list", "--json", "--cache", db}).out);
+  const Run human = cache({"list", "--cache", db});
+  check_ok(human);
+  CHECK(human.out_lines().size() == entries.size() + 2);  // header, rows, count
+  CHECK_THAT(human.out, Catch::Contains("16384x1024 f32 standardize"));
+
+  // Filters.
+  CHECK(list_json(db, {"--device", "H100"}).size() == 4);
+  CHECK(list_json(db, {"--device", entries[0]["device_id"].get<std::string>().substr(0, 6)}).size() >= 1);
+  CHECK(list_json(db, {"--op", "normalize"}).size() == entries.size());
+  CHECK(list_json(db, {"--stale"}).empty());
+  CHECK(list_json(db, {"--fresh"}).size() == entries.size());
+  check_usage_error(cache({"list", "--cache", db, "--op", "conv3d"}), "unknown operator");
+
+  // show: by id prefix, with every trial of the run.
+  const json& first = doc["entries"][0];
+  std::string id;
+  for (const auto& e : entries)
+    if (e["problem_key"] == first["problem_key"] && e["device_id"] == first["device_id"]) id = e["id"];
+  REQUIRE_FALSE(id.empty());
+  const Run show = cache({"show", id.substr(0, 6), "--cache", db, "--json"});
+  check_ok(show);
+  const json shown = show.out_json();
+  CHECK(shown["variant"] == first["label"]);
+  CHECK(shown["trials"].size() == first["trials"].size());
+  int winners = 0;
+  for (const auto& t : shown["trials"]) {
+    if (t["role"].get<std::string>().find("winner") != std::string::npos) ++winners;
+    CHECK(!t["status"].get<std::string>().empty());
+  }
+  CHECK(winners == 1);
+  CHECK(shown["seed_variant"] != "");
+  const Run show_human = cache({"show", id, "--cache", db});
+  check_ok(show_human);
+  CHECK_THAT(show_human.out, Catch::Contains("winner") && Catch::Contains("resources_exceeded"));
+  // The same key on two devices is ambiguous; an unknown id is an error.
+  check_usage_error(cache({"show", "normalize,f32,standardize,cols=128,rows<=1024,align=16,affine=,stats=", "--cache", db}),
+                    "matches 2 entries");
+  check_usage_error(cache({"show", "zzzzzz", "--cache", db}), "no cache entry");
+
+  // stats
+  const Run stats = cache({"stats", "--cache", db, "--json"});
+  check_ok(stats);
+  const json s = stats.out_json();
+  CHECK(s["entries"] == entries.size());
+  CHECK(s["devices"] == 2);
+  CHECK(s["trials"] == trial_count(doc));
+  CHECK(s["schema_version"] == kvtune::cache::Store::kSchemaVersion);
+  check_ok(cache({"stats", "--cache", db}));
+
+  // export -> import elsewhere gives the same entries, times and trials.
+  const std::string exported = dir.file("exported.json");
+  check_ok(cache({"export", exported, "--cache", db}));
+  const json again = json::parse(read_file(exported));
+  CHECK(again["entries"].size() == doc["entries"].size());
+  CHECK_THAT(read_file(exported), !Catch::Contains("image"));
+  const std::string db2 = dir.file("second.db");
+  check_ok(cache({"import", exported, "--cache", db2}));
+  const json entries2 = list_json(db2);
+  REQUIRE(entries2.size() == entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    CHECK(entries2[i]["id"] == entries[i]["id"]);
+    CHECK(entries2[i]["variant"] == entries[i]["variant"]);
+    CHECK(entries2[i]["median_ms"] == entries[i]["median_ms"]);
+  }
+  CHECK(cache({"stats", "--cache", db2, "--json"}).out_json()["trials"] == trial_count(doc));
+  const Run to_stdout = cache({"export", "-", "--cache", db});
+  check_ok(to_stdout);
+  CHECK(json::parse(to_stdout.out)["entries"].size() == entries.size());
+
+  // Importing again: present entries are kept unless --overwrite.
+  const Run twice = cache({"import", exported, "--cache", db, "--json"});
+  check_ok(twice);
+  CHECK(twice.out_json()["skipped"] == entries.size());
+  const Run overwrite = cache({"import", exported, "--cache", db, "--json", "--overwrite"});
+  check_ok(overwrite);
+  CHECK(overwrite.out_json()["replaced"] == entries.size());
+  CHECK(cache({"stats", "--cache", db, "--json"}).out_json()["trials"] == trial_count(doc));
+}
+
+TEST_CASE("tools: the default cache is the library's", "[tools]") {
+  TempDir dir;
+  const std::string xdg = dir.file("xdg");
+  const std::vector<std::string> env = {"XDG_CACHE_HOME=" + xdg, "KVTUNE_CACHE"};
+  check_ok(cache({"import", example_path()}, env));
+  const Run r = cache({"stats", "--json"}, env);
+  check_ok(r);
+  CHECK(r.out_json()["cache"] == xdg + "/kvtune/cache.sqlite");
+  CHECK(r.out_json()["entries"] == json::parse(read_file(example_path()))["entries"].size());
+  // KVTUNE_CACHE="" is the library's in-memory cache: there is no file to inspect.
+  check_usage_error(cache({"list"}, {"XDG_CACHE_HOME=" + xdg, "KVTUNE_CACHE="}), "KVTUNE_CACHE is empty");
+  const std::string explicit_path = dir.file("explicit.db");
+  check_ok(cache({"import", example_path()}, {"KVTUNE_CACHE=" + explicit_path}));
+  CHECK(fs::exists(explicit_path));
+}
+
+TEST_CASE("tools: staleness rules", "[tools]") {
+  using kvtune::cache::DeviceRow;
+  using kvtune::cache::Winner;
+  const kvtune::tools::CurrentVersions now{13000, "0.1.0"};
+  DeviceRow h200;
+  h200.id = "a";
+  h200.name = "NVIDIA H200";
+  h200.cc_major = 9;
+  h200.sm_count = 132;
+  h200.driver_version = 13000;
+  h200.nvrtc_version = 13000;
+  h200.kvtune_version = "0.1.0";
+  h200.updated_at = 100;
+  Winner w;
+  w.op = "normalize";
+  w.problem_key = "normalize,f32,standardize,cols=8,rows<=8,align=16,affine=,stats=";
+  w.device_id = "a";
+  w.template_hash = kvtune::normalize::template_hash();
+
+  using kvtune::tools::stale_reasons;
+  CHECK(stale_reasons(w, &h200, {h200}, now).empty());
+  Winner old_template = w;
+  old_template.template_hash = "0123456789abcdef";
+  REQUIRE(stale_reasons(old_template, &h200, {h200}, now).size() == 1);
+  CHECK(stale_reasons(old_template, &h200, {h200}, now)[0].rfind("template", 0) == 0);
+  DeviceRow old_nvrtc = h200;
+  old_nvrtc.nvrtc_version = 12040;
+  CHECK(stale_reasons(w, &old_nvrtc, {old_nvrtc}, now).at(0).rfind("nvrtc", 0) == 0);
+  DeviceRow old_kvtune = h200;
+  old_kvtune.kvtune_version = "0.0.9";
+  CHECK(stale_reasons(w, &old_kvtune, {old_kvtune}, now).at(0).rfind("kvtune", 0) == 0);
+  // The same GPU model recorded later with another driver supersedes the row.
+  DeviceRow newer_driver = h200;
+  newer_driver.id = "b";
+  newer_driver.driver_version = 13010;
+  newer_driver.updated_at = 200;
+  CHECK(stale_reasons(w, &h200, {h200, newer_driver}, now).at(0).rfind("driver", 0) == 0);
+  CHECK(stale_reasons(w, &newer_driver, {h200, newer_driver}, now).empty());
+  // Another model with another driver does not.
+  DeviceRow other_model = newer_driver;
+  other_model.name = "NVIDIA H100";
+  CHECK(stale_reasons(w, &h200, {h200, other_model}, now).empty());
+  // No device row: only the template can be judged.
+  CHECK(stale_reasons(w, nullptr, {}, now).empty());
+  // An operator this build does not have: its template cannot be judged.
+  Winner foreign = old_template;
+  foreign.op = "dwconv";
+  if (kvtune::tools::find_handler("dwconv") == nullptr) CHECK(stale_reasons(foreign, &h200, {h200}, now).empty());
+}
+
+TEST_CASE("tools: list --stale, prune and verify", "[tools]") {
+  TempDir dir;
+  json doc = current_example();
+  doc["entries"][0]["template_hash"] = "0123456789abcdef";  // an older template
+  const std::string db = example_cache(dir, doc);
+  const std::size_t total = doc["entries"].size();
+
+  const json stale = list_json(db, {"--stale"});
+  REQUIRE(stale.size() == 1);
+  CHECK(stale[0]["stale_reasons"][0].get<std::string>().rfind("template", 0) == 0);
+  const Run listed = cache({"list", "--cache", db});
+  CHECK_THAT(listed.out, Catch::Contains("template"));
+
+  const Run verify_stale = cache({"verify", "--cache", db});
+  INFO(verify_stale.out);
+  CHECK(verify_stale.code == 1);
+  CHECK_THAT(verify_stale.out, Catch::Contains("stale: template"));
+
+  check_usage_error(cache({"prune", "--cache", db}), "at least one of");
+  const Run dry = cache({"prune", "--stale", "--dry-run", "--cache", db});
+  check_ok(dry);
+  CHECK_THAT(dry.out, Catch::Contains("would prune 1 entries"));
+  CHECK(list_json(db).size() == total);
+  check_ok(cache({"prune", "--stale", "--cache", db}));
+  CHECK(list_json(db).size() == total - 1);
+  CHECK(list_json(db, {"--stale"}).empty());
+
+  const Run verify_clean = cache({"verify", "--cache", db});
+  INFO(verify_clean.out);
+  CHECK(verify_clean.code == 0);
+  CHECK_THAT(verify_clean.out, Catch::Contains("0 problems"));
+
+  // --older-than: the example's even entries are 10 days old, odd ones 1 day.
+  const Run old = cache({"prune", "--older-than", "5", "--cache", db, "--json"});
+  check_ok(old);
+  const auto after_age = list_json(db);
+  CHECK(after_age.size() == (total - 1) - old.out_json()["entries"].size());
+  CHECK(old.out_json()["entries"].size() == total / 2 - 1);  // entry 0 (even) was pruned as stale already
+  for (const auto& e : after_age) CHECK(e["created_at"].get<std::int64_t>() > std::time(nullptr) - 5 * 86400);
+
+  // --device, combined with nothing else: every entry of that device.
+  check_ok(cache({"prune", "--device", "H100", "--cache", db}));
+  CHECK(list_json(db, {"--device", "H100"}).empty());
+
+  // clear
+  check_ok(cache({"clear", "--yes", "--cache", db}));
+  CHECK(list_json(db).empty());
+  CHECK(cache({"stats", "--cache", db, "--json"}).out_json()["devices"] == 0);
+}
+
+TEST_CASE("tools: verify finds a damaged binary", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.file("bins.db");
+  check_ok(tune({"--shapes", shapes_file(dir, kSmallShapes), "--compile-only", "--arch", "sm_90", "--cache", db}));
+  check_ok(cache({"verify", "--cache", db}));
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &raw) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(raw, "UPDATE binaries SET image = X'00010203' WHERE rowid = (SELECT min(rowid) FROM binaries)",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(raw);
+  const Run r = cache({"verify", "--cache", db, "--json"});
+  CHECK(r.code == 1);
+  const json j = r.out_json();
+  CHECK(j["ok"] == false);
+  REQUIRE(j["problems"].size() == 1);
+  CHECK_THAT(j["problems"][0].get<std::string>(), Catch::Contains("does not match its hash"));
+}
+
+TEST_CASE("tools: merge joins shards; the newer entry wins", "[tools]") {
+  TempDir dir;
+  const json doc = current_example();
+  const std::string a = example_cache(dir, doc, "a.db");
+
+  // Shard b: the H100 entries only, one of them re-tuned later with another winner, plus cubins.
+  json shard = doc;
+  shard["entries"] = json::array();
+  std::string h100_id;
+  for (const auto& d : doc["devices"])
+    if (d["name"].get<std::string>().find("H100") != std::string::npos) h100_id = d["id"];
+  std::string changed_key, changed_label;
+  for (const auto& e : doc["entries"]) {
+    if (e["device_id"] != h100_id) continue;
+    json copy = e;
+    if (changed_key.empty()) {
+      // Take the H200's winner of the same problem: a valid, different config.
+      for (const auto& other : doc["entries"])
+        if (other["problem_key"] == e["problem_key"] && other["device_id"] != h100_id) {
+          copy["label"] = other["label"];
+          copy["config"] = other["config"];
+          changed_label = other["label"];
+        }
+      REQUIRE(changed_label != e["label"]);
+      copy["created_at"] = e["created_at"].get<std::int64_t>() + 1000;
+      changed_key = e["problem_key"];
+    }
+    shard["entries"].push_back(copy);
+  }
+  const std::string b = example_cache(dir, shard, "b.db");
+  check_ok(tune({"--shapes", shapes_file(dir, kSmallShapes), "--compile-only", "--arch", "sm_90", "--cache", b}));
+  const auto binaries = kvtune::cache::Store::open_existing(b, false)->binary_infos().size();
+
+  const Run merged = cache({"merge", b, "--cache", a, "--json"});
+  check_ok(merged);
+  const json m = merged.out_json()["sources"][0];
+  CHECK(m["added"] == 0);
+  CHECK(m["replaced"] == 1);
+  CHECK(m["kept"] == shard["entries"].size() - 1);
+  CHECK(m["binaries"] == binaries);
+  const json entries = list_json(a);
+  CHECK(entries.size() == doc["entries"].size());
+  int found = 0;
+  for (const auto& e : entries)
+    if (e["problem_key"] == changed_key && e["device_id"] == h100_id) {
+      CHECK(e["variant"] == changed_label);
+      ++found;
+    }
+  CHECK(found == 1);
+  CHECK(kvtune::cache::Store::open_existing(a, false)->binary_infos().size() == binaries);
+
+  // Into an empty cache: everything is added.
+  const std::string c = dir.file("c.db");
+  const Run into_new = cache({"merge", a, b, "--cache", c, "--json"});
+  check_ok(into_new);
+  CHECK(into_new.out_json()["sources"][0]["added"] == doc["entries"].size());
+  CHECK(list_json(c).size() == doc["entries"].size());
+
+  check_usage_error(cache({"merge", dir.file("nope.db"), "--cache", a}), "does not exist");
+  check_usage_error(cache({"merge", a, "--cache", a}), "is the target cache itself");
+  write_file(dir.file("junk.db"), "junk junk junk junk");
+  ::chmod(dir.file("junk.db").c_str(), 0600);
+  check_usage_error(cache({"merge", dir.file("junk.db"), "--cache", a}), "is not a kvtune cache");
+}
+
+TEST_CASE("tools: report is one self-contained HTML file with its charts", "[tools]") {
+  TempDir dir;
+  const json doc = current_example();
+  const std::string db = example_cache(dir, doc);
+  const std::string out = dir.file("report.html");
+  const Run r = cache({"report", "--html", out, "--cache", db});
+  check_ok(r);
+  const std::string html = read_file(out);
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(count("<svg class=\"roofline\"") == 2);  // one per device
+  CHECK(count("<svg class=\"bandwidth\"") == 2);
+  CHECK(count("<svg class=\"speedup\"") == 2);
+  CHECK(count("<svg class=\"distribution\"") == doc["entries"].size());
+  CHECK(count("class=\"point winner\"") == doc["entries"].size());
+  CHECK(count("<path class=\"winner\"") == doc["entries"].size());  // marked in each distribution
+  CHECK(count("<path class=\"seed\"") >= 10);
+  CHECK(count("ceiling copy") >= 2);      // the H200's measured ceilings, in two charts
+  CHECK(count("ceiling not measured") >= 1);  // the H100 has none
+  CHECK(count("<table class=\"winners\"") == 2);
+  // Self-contained: no script, no external resource.
+  CHECK(count("<script") == 0);
+  CHECK(count("src=") == 0);
+  CHECK(count("href=\"http") == 0);
+  CHECK(count("@import") == 0);
+
+  // Filters narrow it to one device.
+  const std::string h100 = dir.file("h100.html");
+  check_ok(cache({"report", "--html", h100, "--device", "H100", "--cache", db}));
+  CHECK(read_file(h100).find("<svg class=\"roofline\"") != std::string::npos);
+  CHECK(read_file(h100).find("NVIDIA H200") == std::string::npos);
+
+  // An empty cache still gives a page.
+  const std::string empty_db = dir.file("empty.db");
+  kvtune::cache::Store::open_existing(empty_db, true);
+  const std::string empty = dir.file("empty.html");
+  check_ok(cache({"report", "--html", empty, "--cache", empty_db}));
+  CHECK_THAT(read_file(empty), Catch::Contains("no tuned problems"));
+
+  check_usage_error(cache({"report", "--cache", db}), "--html");
+}
+
+// --- tuning ------------------------------------------------------------------------------------------
+
+TEST_CASE("tools: tuning without a GPU says so and exits 1", "[tools]") {
+  if (kvtune::test::gpu_available()) {
+    WARN("a GPU is present: the no-GPU path is not exercised here");
+    return;
+  }
+  TempDir dir;
+  for (const auto& extra : {std::vector<std::string>{}, std::vector<std::string>{"--isolate"}}) {
+    std::vector<std::string> args = {"--suite", "ids", "--cache", dir.file("t.db")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Run r = tune(args);
+    INFO(r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_THAT(r.err, Catch::Contains("no CUDA device available"));
+  }
+  CHECK_FALSE(fs::exists(dir.file("t.db")));
+  // Bad input still comes first, with status 2.
+  check_usage_error(tune({"--suite", "ids", "--arch", "sm_90", "--cache", dir.file("t.db")}), "--arch applies");
+}
+
+// --- [gpu]: the library side of imports, tuning, resume, isolation ----------------------------------------
+
+TEST_CASE("tools: an imported winner is compiled once and used without tuning", "[tools][gpu]") {
+  KVTUNE_REQUIRE_GPU();
+  TempDir dir;
+  const auto fp = kvtune::detail::read_fingerprint(kvtune::detail::current_device());
+  json doc = current_example();
+  // Pretend the H200 entries were tuned on this very GPU model.
+  const std::string from = doc["devices"][0]["id"];
+  doc["devices"][0]["id"] = fp.id();
+  for (auto& e : doc["entries"])
+    if (e["device_id"] == from) e["device_id"] = fp.id();
+  const std::string db = example_cache(dir, doc);
+
+  kvtune::ContextOptions options;
+  options.cache_path = db;
+  options.policy = kvtune::Policy::tune;
+  const auto problems = kvtune::tools::load_suite("ids");
+  const kvtune::tools::OpProblem* p = nullptr;
+  for (const auto& candidate : problems)
+    if (candidate->key() == doc["entries"][0]["problem_key"]) p = candidate.get();
+  REQUIRE(p != nullptr);
+  {
+    kvtune::Context context(options);
+    CHECK(p->run_library(context) == doc["entries"][0]["label"]);
+    CHECK(context.counters().tunes == 0);
+    CHECK(context.counters().compiles == 1);
+  }
+  kvtune::Context again(options);
+  CHECK(p->run_library(again) == doc["entries"][0]["label"]);
+  CHECK(again.counters().compiles == 0);  // the binary was stored
+  const auto winner =
+      kvtune::cache::Store::open_existing(db, false)->find_winner(p->key(), fp.id(), kvtune::normalize::template_hash());
+  REQUIRE(winner);
+  CHECK(winner->origin == "imported");
+  CHECK_FALSE(winner->binary_hash.empty());
+}
+
+TEST_CASE("tools: kvtune-tune tunes, resumes, forces, isolates and reports", "[tools][gpu]") {
+  KVTUNE_REQUIRE_GPU();
+  TempDir dir;
+  const std::string db = dir.file("tuned.db");
+  const auto shapes = shapes_file(dir, R"([{"op": "normalize", "rows": 2048, "cols": 37},
+                                           {"op": "normalize", "rows": 1024, "cols": 1}])");
+  const Run first = tune({"--shapes", shapes, "--cache", db, "--json", "--devices", "0", "--samples", "3"});
+  INFO(first.out << first.err);
+  REQUIRE(first.code == 0);
+  const json j = first.out_json();
+  CHECK(j["tuned"] == 2);
+  CHECK(j["devices"][0]["copy_gbps"].get<double>() > 0);
+  CHECK(j["devices"][0]["fma_gflops"].get<double>() > 0);
+  // Resumable: a second run skips both; --force tunes again.
+  CHECK(tune({"--shapes", shapes, "--cache", db, "--json", "--devices", "0"}).out_json()["skipped"] == 2);
+  CHECK(tune({"--shapes", shapes, "--cache", db, "--json", "--devices", "0", "--force", "--isolate", "--samples", "3"})
+            .out_json()["tuned"] == 2);
+  // A child that runs out of time is recorded as failed and the run goes on.
+  const Run slow = tune({"--suite", "large", "--shard", "0/7", "--cache", db, "--json", "--devices", "0", "--isolate",
+                         "--timeout", "1"});
+  CHECK(slow.code == 1);
+  CHECK_THAT(slow.out_json()["results"][0]["message"].get<std::string>(), Catch::Contains("timed out"));
+  // The report shows the measured ceilings.
+  check_ok(cache({"report", "--html", dir.file("r.html"), "--cache", db}));
+  CHECK_THAT(read_file(dir.file("r.html")), !Catch::Contains("ceiling not measured"));
+}
+
+#endif  // KVTUNE_TUNE_EXE && KVTUNE_CACHE_EXE

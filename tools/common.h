@@ -1,0 +1,78 @@
+#pragma once
+// What kvtune-tune and kvtune-cache share: exit codes and the two error kinds behind them, reading
+// JSON files with line/column diagnostics, human tables, and the outermost error handler that
+// turns every failure into one line on stderr.
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace kvtune::tools {
+
+/// Exit statuses of every tool.
+enum ExitCode : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
+
+/// Bad usage or bad input (files, JSON, sizes, options): the tool exits with status 2.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The whole file; InputError when it is missing or unreadable.
+std::string read_text_file(const std::string& path);
+/// Writes (replaces) the file; kvtune::Error on failure.
+void write_text_file(const std::string& path, const std::string& text);
+
+/// 1-based line and column of byte offset `byte` (0-based) in `text`.
+struct TextPosition {
+  std::size_t line = 1;
+  std::size_t column = 1;
+};
+TextPosition position_of(const std::string& text, std::size_t byte);
+
+/// Parses JSON; on malformed input throws InputError "NAME:LINE:COLUMN: malformed JSON: ...".
+nlohmann::json parse_json_text(const std::string& text, const std::string& name);
+nlohmann::json parse_json_file(const std::string& path);
+
+/// A text table with a header row; numeric-looking cells are right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  bool empty() const { return rows_.empty(); }
+  std::string render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+bool stdout_is_terminal();
+/// "1h02m", "3m20s", "12.3s"
+std::string format_duration(double seconds);
+/// "3.1 MiB"
+std::string format_bytes(double bytes);
+/// Microseconds with 2 decimals from milliseconds; "-" for a negative (untimed) value.
+std::string format_us(double ms);
+/// Current unix time in seconds.
+std::int64_t unix_now();
+/// "2026-11-21 14:03" (UTC) of unix seconds.
+std::string format_time(std::int64_t unix_seconds);
+
+/// Parses the command line. Help prints and returns 0; a parse error prints one line to stderr
+/// and returns kExitUsage. Returns -1 when the program should go on.
+int parse_command_line(CLI::App& app, int argc, char** argv, const char* tool);
+
+/// Runs `body`, mapping exceptions to one line on stderr and an exit status: InputError and
+/// invalid kvtune::cache::OpenError reasons -> 2, everything else -> 1.
+int guarded_main(const char* tool, const std::function<int()>& body);
+
+}  // namespace kvtune::tools

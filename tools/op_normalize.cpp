@@ -1,0 +1,414 @@
+// The tools' handler of the normalize operator: shapes entries, suites, space sizes, variants,
+// tuning through the library, and stored keys.
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kernel_templates/normalize/normalize_family.h"
+#include "lib/src/cuda_check.h"
+#include "tools/common.h"
+#include "tools/ops.h"
+
+namespace kvtune::tools {
+namespace {
+
+namespace nz = kvtune::normalize;
+
+// Sizes beyond these are refused as absurd before anything is allocated: the library's own limit
+// on a dimension, and 2^34 elements per tensor (64 GiB of f32, more than any GPU holds twice).
+constexpr std::int64_t kMaxDimension = std::int64_t(1) << 31;
+constexpr std::int64_t kMaxElements = std::int64_t(1) << 34;
+
+const std::set<std::string> kFields = {"op",   "direction", "layout", "rows", "cols", "dtype", "mode",
+                                       "gamma", "beta",     "mean",   "rstd", "align", "eps",  "ddof"};
+
+struct Entry {
+  nz::Problem problem;     // rows is the bucket, as in the library
+  std::int64_t rows = 0;   // the rows of the call the tool makes
+  float eps = 1e-5f;
+  int ddof = 0;
+};
+
+int natural_align(DType dtype, std::int64_t cols) {
+  const int elem = dtype == DType::f32 ? 4 : 2;
+  for (int v = 16; v > elem; v /= 2)
+    if ((cols * elem) % v == 0) return v;
+  return elem;
+}
+
+std::string dtype_name(DType d) { return to_string(d); }
+
+std::int64_t get_integer(const nlohmann::json& entry, const char* field, const std::string& where) {
+  const auto& v = entry.at(field);
+  if (v.is_number_unsigned()) {  // before is_number_integer(), which is true for unsigned numbers too
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, u));
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
+    throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.dump()));
+  }
+  throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.type_name()));
+}
+
+bool get_bool(const nlohmann::json& entry, const char* field, const std::string& where) {
+  if (!entry.contains(field)) return false;
+  const auto& v = entry.at(field);
+  if (!v.is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false, got {}", where, field, v.dump()));
+  return v.get<bool>();
+}
+
+std::string get_string(const nlohmann::json& entry, const char* field, const std::string& where,
+                       const std::string& fallback) {
+  if (!entry.contains(field)) return fallback;
+  const auto& v = entry.at(field);
+  if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", where, field, v.dump()));
+  return v.get<std::string>();
+}
+
+DType parse_dtype(const std::string& text, const std::string& where) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    if (text == to_string(d)) return d;
+  throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
+}
+
+NormMode parse_mode(const std::string& text, const std::string& where) {
+  for (NormMode m : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+    if (text == to_string(m)) return m;
+  throw InputError(fmt::format("{}: unknown mode '{}' (standardize, layernorm, rmsnorm)", where, text));
+}
+
+Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
+  for (const auto& [name, value] : entry.items()) {
+    (void)value;
+    if (kFields.count(name) == 0) {
+      std::string known;
+      for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+      throw InputError(fmt::format("{}: unknown field '{}' for operator normalize (known: {})", where, name, known));
+    }
+  }
+  if (const std::string d = get_string(entry, "direction", where, "forward"); d != "forward")
+    throw InputError(fmt::format("{}: normalize has direction 'forward' only, got '{}'", where, d));
+  if (const std::string l = get_string(entry, "layout", where, "row_major"); l != "row_major")
+    throw InputError(fmt::format("{}: normalize has layout 'row_major' only, got '{}'", where, l));
+  for (const char* field : {"rows", "cols"})
+    if (!entry.contains(field)) throw InputError(fmt::format("{}: missing field '{}'", where, field));
+
+  Entry e;
+  e.rows = get_integer(entry, "rows", where);
+  const std::int64_t cols = get_integer(entry, "cols", where);
+  if (e.rows <= 0) throw InputError(fmt::format("{}: 'rows' must be positive, got {}", where, e.rows));
+  if (cols <= 0) throw InputError(fmt::format("{}: 'cols' must be positive, got {}", where, cols));
+  if (e.rows > kMaxDimension || cols > kMaxDimension)
+    throw InputError(fmt::format("{}: {} x {} is absurd: each dimension is at most 2^31", where, e.rows, cols));
+  if (e.rows > kMaxElements / cols)
+    throw InputError(fmt::format("{}: {} x {} = {:.3g} elements is absurd: at most 2^34 per tensor", where, e.rows,
+                                 cols, double(e.rows) * double(cols)));
+
+  nz::Problem& p = e.problem;
+  p.dtype = parse_dtype(get_string(entry, "dtype", where, "f32"), where);
+  p.mode = parse_mode(get_string(entry, "mode", where, "standardize"), where);
+  p.cols = cols;
+  p.rows = nz::rows_bucket(e.rows);
+  p.gamma = get_bool(entry, "gamma", where);
+  p.beta = get_bool(entry, "beta", where);
+  p.mean_out = get_bool(entry, "mean", where);
+  p.rstd_out = get_bool(entry, "rstd", where);
+  if (p.mode == NormMode::rmsnorm && p.beta) throw InputError(fmt::format("{}: rmsnorm takes no beta", where));
+  if (p.mode == NormMode::rmsnorm && p.mean_out) throw InputError(fmt::format("{}: rmsnorm has no mean output", where));
+  p.align_bytes = natural_align(p.dtype, cols);
+  if (entry.contains("align")) {
+    const std::int64_t align = get_integer(entry, "align", where);
+    if (align != 2 && align != 4 && align != 8 && align != 16)
+      throw InputError(fmt::format("{}: 'align' must be 2, 4, 8 or 16 bytes, got {}", where, align));
+    if (align < p.element_bytes())
+      throw InputError(fmt::format("{}: 'align' {} is below the {}-byte element of {}", where, align,
+                                   p.element_bytes(), dtype_name(p.dtype)));
+    p.align_bytes = static_cast<int>(align);
+  }
+  if (entry.contains("eps")) {
+    const auto& v = entry.at("eps");
+    if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+      throw InputError(fmt::format("{}: 'eps' must be a finite number >= 0, got {}", where, v.dump()));
+    e.eps = v.get<float>();
+  }
+  if (entry.contains("ddof")) {
+    const std::int64_t ddof = get_integer(entry, "ddof", where);
+    if (ddof != 0 && ddof != 1) throw InputError(fmt::format("{}: 'ddof' must be 0 or 1, got {}", where, ddof));
+    if (ddof != 0 && p.mode != NormMode::standardize)
+      throw InputError(fmt::format("{}: 'ddof' applies to standardize only", where));
+    e.ddof = static_cast<int>(ddof);
+  }
+  return e;
+}
+
+std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
+  std::string s = fmt::format("{}x{} {} {}", rows, p.cols, dtype_name(p.dtype), to_string(p.mode));
+  if (p.gamma) s += " +gamma";
+  if (p.beta) s += " +beta";
+  if (p.mean_out) s += " +mean";
+  if (p.rstd_out) s += " +rstd";
+  if (p.align_bytes != natural_align(p.dtype, p.cols)) s += fmt::format(" align={}", p.align_bytes);
+  return s;
+}
+
+// Inverse of Problem::key(); nullopt for anything that is not exactly such a key.
+std::optional<nz::Problem> parse_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1)
+    parts.push_back(key.substr(start, comma - start));
+  parts.push_back(key.substr(start));
+  if (parts.size() != 8 || parts[0] != "normalize") return std::nullopt;
+  const auto value = [](const std::string& part, const std::string& prefix) -> std::optional<std::string> {
+    if (part.rfind(prefix, 0) != 0) return std::nullopt;
+    return part.substr(prefix.size());
+  };
+  const auto number = [](const std::optional<std::string>& text) -> std::optional<std::int64_t> {
+    if (!text || text->empty() || text->size() > 18) return std::nullopt;
+    for (char c : *text)
+      if (c < '0' || c > '9') return std::nullopt;
+    return std::stoll(*text);
+  };
+  nz::Problem p;
+  try {
+    p.dtype = parse_dtype(parts[1], "");
+    p.mode = parse_mode(parts[2], "");
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  const auto cols = number(value(parts[3], "cols="));
+  const auto rows = number(value(parts[4], "rows<="));
+  const auto align = number(value(parts[5], "align="));
+  const auto affine = value(parts[6], "affine=");
+  const auto stats = value(parts[7], "stats=");
+  if (!cols || !rows || !align || !affine || !stats || *cols <= 0 || *rows <= 0) return std::nullopt;
+  p.cols = *cols;
+  p.rows = *rows;
+  p.align_bytes = static_cast<int>(*align);
+  p.gamma = affine->find('g') != std::string::npos;
+  p.beta = affine->find('b') != std::string::npos;
+  p.mean_out = stats->find('m') != std::string::npos;
+  p.rstd_out = stats->find('r') != std::string::npos;
+  if (p.key() != key) return std::nullopt;
+  return p;
+}
+
+// One device allocation, freed on scope exit.
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(std::size_t bytes) {
+    detail::cuda_check(cudaMalloc(&ptr, bytes), fmt::format("cudaMalloc of {}", format_bytes(double(bytes))).c_str());
+    detail::cuda_check(cudaMemset(ptr, 0, bytes), "cudaMemset");
+  }
+  ~DeviceMemory() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  char* bytes() const { return static_cast<char*>(ptr); }
+};
+
+class NormalizeProblem final : public OpProblem {
+ public:
+  explicit NormalizeProblem(Entry entry) : e_(std::move(entry)) {}
+
+  std::string op() const override { return "normalize"; }
+  std::string key() const override { return e_.problem.key(); }
+  std::string describe() const override { return describe_problem(e_.problem, e_.rows); }
+
+  nlohmann::json to_json() const override {
+    const nz::Problem& p = e_.problem;
+    nlohmann::json j = {{"op", "normalize"}, {"rows", e_.rows},          {"cols", p.cols},
+                        {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)}, {"gamma", p.gamma},
+                        {"beta", p.beta},      {"mean", p.mean_out},     {"rstd", p.rstd_out},
+                        {"align", p.align_bytes}};
+    if (e_.eps != 1e-5f) j["eps"] = e_.eps;
+    if (e_.ddof != 0) j["ddof"] = e_.ddof;
+    return j;
+  }
+
+  SpaceSize space() const override {
+    // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
+    // width 2..16 bytes, three places to keep the row, two statistics algorithms.
+    const nz::Problem& p = e_.problem;
+    SpaceSize s;
+    for (int tpr = 1; tpr <= 1024; tpr *= 2)
+      for (int rpb = 1; rpb <= 1024; rpb *= 2)
+        for (int vb = 2; vb <= 16; vb *= 2)
+          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
+            for (nz::Stat stat : {nz::Stat::two_pass, nz::Stat::welford}) {
+              nz::Config c;
+              c.threads_per_row = tpr;
+              c.rows_per_block = rpb;
+              c.vector_bytes = vb;
+              c.keep = keep;
+              c.stat = stat;
+              const std::int64_t ve = std::max(1, vb / p.element_bytes());
+              c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
+              ++s.total;
+              if (nz::is_runnable(p, c)) ++s.runnable;
+            }
+    s.tuned = static_cast<std::int64_t>(nz::enumerate(p).size());
+    return s;
+  }
+
+  std::vector<Variant> variants(const std::string& arch) const override {
+    std::vector<Variant> out;
+    for (const auto& config : nz::enumerate(e_.problem))
+      out.push_back(Variant{config.label(), config.to_json(), nz::compile_request(e_.problem, config, arch)});
+    return out;
+  }
+
+  double model_bytes() const override { return nz::model_bytes(e_.problem, e_.problem.rows); }
+
+  std::string run_library(Context& context) const override {
+    const nz::Problem& p = e_.problem;
+    const std::int64_t elem = p.element_bytes();
+    // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
+    // `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
+    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
+    const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
+    DeviceMemory x(plane), y(plane);
+    std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
+    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4);
+    if (p.rstd_out) rstd = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4);
+
+    NormalizeArgs args;
+    args.x = x.bytes() + offset;
+    args.y = y.bytes() + offset;
+    args.rows = e_.rows;
+    args.cols = p.cols;
+    args.ld_x = ld;
+    args.ld_y = ld;
+    args.dtype = p.dtype;
+    args.mode = p.mode;
+    args.eps = e_.eps;
+    args.ddof = e_.ddof;
+    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
+    args.beta = beta ? beta->bytes() + offset : nullptr;
+    args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
+    args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
+    nz::validate(args);
+    const std::string got = nz::make_problem(args).key();
+    if (got != key())
+      throw Error(Error::Context{"normalize", key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.normalize_variant(args);
+    context.normalize(args);  // one real call through the dispatch path
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
+  }
+
+ private:
+  Entry e_;
+};
+
+nlohmann::json entry(std::int64_t rows, std::int64_t cols, const char* dtype, const char* mode, bool gamma = false,
+                     bool beta = false, bool mean = false, bool rstd = false) {
+  return {{"op", "normalize"}, {"rows", rows}, {"cols", cols}, {"dtype", dtype}, {"mode", mode},
+          {"gamma", gamma},     {"beta", beta}, {"mean", mean}, {"rstd", rstd}};
+}
+
+class NormalizeHandler final : public OpHandler {
+ public:
+  std::string name() const override { return "normalize"; }
+  std::string template_hash() const override { return nz::template_hash(); }
+
+  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow"}; }
+
+  std::vector<nlohmann::json> suite(const std::string& name) const override {
+    if (name == "ids") {
+      // Packet normalization for intrusion detection: per-row standardize of feature vectors,
+      // batches of 1k-100k packets, 37-1024 features (37 and 78: common flow-feature sets).
+      std::vector<nlohmann::json> out;
+      for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+               {1024, 128}, {4096, 256}, {8192, 512}, {16384, 1024}, {1024, 37},
+               {2048, 37}, {16384, 37}, {100000, 37}, {4096, 78}, {1500, 1024}})
+        out.push_back(entry(rows, cols, "f32", "standardize"));
+      return out;
+    }
+    if (name == "large") {
+      // At least 256 MiB moved per call: bandwidth-bound at full occupancy.
+      return {entry(65536, 1024, "f32", "layernorm", true, true),
+              entry(32768, 4096, "bf16", "rmsnorm", true),
+              entry(16384, 8192, "f16", "layernorm", true, true),
+              entry(262144, 256, "f32", "standardize"),
+              entry(1048576, 37, "f32", "standardize", false, false, true, true),
+              entry(131072, 1024, "bf16", "layernorm", true, true, true, true),
+              entry(2048, 65536, "f32", "rmsnorm")};
+    }
+    if (name == "narrow") {
+      // Fewer than 64 columns: many rows per block, short vectors, idle-lane pruning at work.
+      return {entry(100000, 37, "f32", "standardize"),
+              entry(65536, 1, "f32", "standardize"),
+              entry(131072, 3, "f32", "layernorm"),
+              entry(262144, 7, "f16", "rmsnorm"),
+              entry(65536, 16, "bf16", "layernorm", true, true),
+              entry(32768, 33, "f32", "standardize", false, false, true, true),
+              entry(16384, 63, "bf16", "rmsnorm", true),
+              entry(1000000, 8, "f32", "standardize")};
+    }
+    throw InputError(fmt::format("normalize has no suite '{}'", name));
+  }
+
+  std::string fields() const override {
+    return "rows, cols (required), dtype (f32|f16|bf16), mode (standardize|layernorm|rmsnorm), gamma, beta, mean, "
+           "rstd (booleans), align (2|4|8|16), eps, ddof, direction (forward), layout (row_major)";
+  }
+
+  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
+    return std::make_unique<NormalizeProblem>(parse_entry(entry, where));
+  }
+
+  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
+    const auto p = parse_key(problem_key);
+    if (!p) return std::nullopt;
+    KeyInfo info;
+    info.describe = describe_problem(*p, p->rows);
+    try {
+      info.seed_label = nz::seed_config(*p).label();
+      info.heuristic_label = nz::heuristic_config(*p, cc_major).label();
+    } catch (const Error&) {
+      // A key with no valid variant (hand-made): no designs to compare with.
+    }
+    info.model_bytes = nz::model_bytes(*p, p->rows);
+    info.model_flops = nz::model_flops(*p, p->rows);
+    return info;
+  }
+
+  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
+    const auto p = parse_key(problem_key);
+    if (!p) throw InputError(fmt::format("'{}' is not a normalize problem key", problem_key));
+    nz::Config c;
+    try {
+      c = nz::Config::from_json(config);
+    } catch (const Error& e) {
+      throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
+    }
+    std::string why;
+    if (!nz::is_runnable(*p, c, &why))
+      throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
+    return c.label();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OpHandler> make_normalize_handler() { return std::make_unique<NormalizeHandler>(); }
+
+}  // namespace kvtune::tools

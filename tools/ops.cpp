@@ -1,0 +1,127 @@
+#include "tools/ops.h"
+
+#include <fmt/format.h>
+
+#include "tools/common.h"
+
+namespace kvtune::tools {
+
+std::unique_ptr<OpHandler> make_normalize_handler();  // op_normalize.cpp
+
+namespace {
+
+// The registration list: one line per operator.
+std::vector<std::unique_ptr<OpHandler>> make_handlers() {
+  std::vector<std::unique_ptr<OpHandler>> all;
+  all.push_back(make_normalize_handler());
+  return all;
+}
+
+const PlannedOperator* find_planned(const std::string& op) {
+  if (find_handler(op) != nullptr) return nullptr;  // a handler supersedes the announcement
+  for (const auto& planned : kPlannedOperators)
+    if (op == planned.name) return &planned;
+  return nullptr;
+}
+
+[[noreturn]] void not_available(const std::string& where, const std::string& op) {
+  std::string available;
+  for (const auto& h : handlers()) available += (available.empty() ? "" : ", ") + h->name();
+  throw InputError(fmt::format("{}operator {} is not available in this build yet (this build has: {})", where, op,
+                               available));
+}
+
+}  // namespace
+
+const std::vector<PlannedOperator> kPlannedOperators = {
+    {"dwconv", {"mobilenetv2", "convnext", "mamba", "s4"}},
+};
+
+const std::vector<std::unique_ptr<OpHandler>>& handlers() {
+  static const auto all = make_handlers();
+  return all;
+}
+
+const OpHandler* find_handler(const std::string& op) {
+  for (const auto& h : handlers())
+    if (h->name() == op) return h.get();
+  return nullptr;
+}
+
+const OpHandler& require_handler(const std::string& op, const std::string& where) {
+  if (const OpHandler* h = find_handler(op)) return *h;
+  const std::string prefix = where.empty() ? "" : where + ": ";
+  if (find_planned(op) != nullptr) not_available(prefix, op);
+  throw InputError(fmt::format("{}unknown operator '{}' (known: {})", prefix, op, describe_operators()));
+}
+
+const OpHandler& handler_for_suite(const std::string& suite) {
+  for (const auto& h : handlers())
+    for (const auto& name : h->suite_names())
+      if (name == suite) return *h;
+  for (const auto& planned : kPlannedOperators)
+    for (const auto& name : planned.suites)
+      if (name == suite && find_handler(planned.name) == nullptr)
+        not_available(fmt::format("suite '{}': ", suite), planned.name);
+  throw InputError(fmt::format("unknown suite '{}' (known: {})", suite, describe_suites()));
+}
+
+std::string describe_suites() {
+  std::string out;
+  const auto add = [&out](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
+  for (const auto& h : handlers())
+    for (const auto& name : h->suite_names()) add(name);
+  for (const auto& planned : kPlannedOperators)
+    if (find_handler(planned.name) == nullptr)
+      for (const auto& name : planned.suites) add(fmt::format("{} ({}, not available yet)", name, planned.name));
+  return out;
+}
+
+std::string describe_operators() {
+  std::string out;
+  const auto add = [&out](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
+  for (const auto& h : handlers()) add(h->name());
+  for (const auto& planned : kPlannedOperators)
+    if (find_handler(planned.name) == nullptr) add(fmt::format("{} (not available yet)", planned.name));
+  return out;
+}
+
+std::vector<std::unique_ptr<OpProblem>> parse_entries(const nlohmann::json& entries, const std::string& source) {
+  if (!entries.is_array())
+    throw InputError(fmt::format("{}: expected an array of problems or {{\"problems\": [...]}}, got {}", source,
+                                 entries.type_name()));
+  std::vector<std::unique_ptr<OpProblem>> problems;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& entry = entries[i];
+    const std::string where = fmt::format("{}: problems[{}]", source, i);
+    if (!entry.is_object()) throw InputError(fmt::format("{}: expected an object, got {}", where, entry.type_name()));
+    const auto op = entry.find("op");
+    if (op == entry.end()) throw InputError(fmt::format("{}: missing field 'op' ({})", where, describe_operators()));
+    if (!op->is_string()) throw InputError(fmt::format("{}: 'op' must be a string", where));
+    problems.push_back(require_handler(op->get<std::string>(), where).parse(entry, where));
+  }
+  return problems;
+}
+
+std::vector<std::unique_ptr<OpProblem>> load_shapes(const std::string& path) {
+  const nlohmann::json document = parse_json_file(path);
+  if (document.is_object()) {
+    for (const auto& [name, value] : document.items()) {
+      (void)value;
+      if (name != "problems")
+        throw InputError(fmt::format("{}: unknown top-level field '{}' (expected 'problems')", path, name));
+    }
+    if (!document.contains("problems")) throw InputError(fmt::format("{}: missing field 'problems'", path));
+    return parse_entries(document.at("problems"), path);
+  }
+  return parse_entries(document, path);
+}
+
+std::vector<std::unique_ptr<OpProblem>> load_suite(const std::string& suite) {
+  const OpHandler& handler = handler_for_suite(suite);
+  nlohmann::json entries = nlohmann::json::array();
+  for (auto& entry : handler.suite(suite)) entries.push_back(std::move(entry));
+  return parse_entries(entries, "suite " + suite);
+}
+
+}  // namespace kvtune::tools

@@ -1,0 +1,122 @@
+#pragma once
+// The tools' view of an operator. Everything kvtune-tune and kvtune-cache need to know about one
+// operator family sits behind OpHandler: parsing a problem from a shapes-file entry, its built-in
+// suites, the size of its tuning space, its variants as NVRTC requests, calling the library on a
+// GPU so that it tunes, and interpreting stored cache keys for the report. The tools themselves
+// never name an operator.
+//
+// Adding an operator = one handler file (see op_normalize.cpp) and one line in make_handlers()
+// (ops.cpp). Operators the project has announced but this build has no handler for are listed in
+// kPlannedOperators, so that their shapes and suites are recognized and refused with a clear
+// message instead of "unknown operator".
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvtune/kvtune.h"
+#include "lib/src/nvrtc.h"
+
+namespace kvtune::tools {
+
+/// Sizes of a problem's tuning space, for --dry-run.
+struct SpaceSize {
+  std::int64_t total = 0;     ///< the cross product of every axis of the operator's config
+  std::int64_t runnable = 0;  ///< after the hard constraints (what could run correctly)
+  std::int64_t tuned = 0;     ///< after pruning: the variants tuning compiles and benchmarks
+};
+
+/// One variant of one problem, ready to compile.
+struct Variant {
+  std::string label;
+  nlohmann::json config;
+  detail::CompileRequest request;
+};
+
+/// One problem of one operator, parsed from a shapes entry or a built-in suite.
+class OpProblem {
+ public:
+  virtual ~OpProblem() = default;
+  virtual std::string op() const = 0;
+  /// The library's cache key of this problem.
+  virtual std::string key() const = 0;
+  /// One short human line, e.g. "16384x1024 f32 layernorm +gamma+beta".
+  virtual std::string describe() const = 0;
+  /// The shapes-file entry (every field explicit); parsing it gives the same problem.
+  virtual nlohmann::json to_json() const = 0;
+  virtual SpaceSize space() const = 0;
+  /// Every variant tuning would try, for `arch` ("sm_90").
+  virtual std::vector<Variant> variants(const std::string& arch) const = 0;
+  /// Bytes one call must move (the model the library uses for GB/s).
+  virtual double model_bytes() const = 0;
+  /// On the calling thread's current device: allocates the problem's tensors and calls the
+  /// library through `context`, so that it tunes (or loads) this problem and stores the result.
+  /// Returns the label of the variant the library dispatched. Throws kvtune::Error.
+  virtual std::string run_library(Context& context) const = 0;
+};
+
+/// What an operator knows about one of its stored problem keys (for reports and imports).
+struct KeyInfo {
+  std::string describe;         ///< as OpProblem::describe
+  std::string seed_label;       ///< the operator's seed design for this problem
+  std::string heuristic_label;  ///< the library's heuristic choice on the device
+  double model_bytes = 0;       ///< per call
+  double model_flops = 0;       ///< per call
+};
+
+class OpHandler {
+ public:
+  virtual ~OpHandler() = default;
+  virtual std::string name() const = 0;
+  /// Hash of the operator's template and description: part of every cache key.
+  virtual std::string template_hash() const = 0;
+  /// Built-in suites and their entries (shapes-file objects, parsed like a file's).
+  virtual std::vector<std::string> suite_names() const = 0;
+  virtual std::vector<nlohmann::json> suite(const std::string& name) const = 0;
+  /// Documents the entry fields for error messages: "rows, cols, dtype, ...".
+  virtual std::string fields() const = 0;
+  /// Parses one shapes entry. `where` (e.g. "shapes.json: problems[3]") starts every message.
+  /// Throws InputError.
+  virtual std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const = 0;
+  /// Interprets a stored key; nullopt when it is not a well-formed key of this operator.
+  /// `cc_major` is the device's for the heuristic choice (0 when unknown).
+  virtual std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const = 0;
+  /// Checks a stored config against its problem key and returns the config's canonical label;
+  /// throws InputError naming what is wrong.
+  virtual std::string check_config(const std::string& problem_key, const nlohmann::json& config) const = 0;
+};
+
+/// An operator the project has announced whose handler this build does not have yet.
+struct PlannedOperator {
+  const char* name;
+  std::vector<std::string> suites;
+};
+extern const std::vector<PlannedOperator> kPlannedOperators;
+
+/// Every registered handler, in registration order.
+const std::vector<std::unique_ptr<OpHandler>>& handlers();
+/// The handler of `op`, or nullptr.
+const OpHandler* find_handler(const std::string& op);
+/// The handler of `op`; InputError "WHERE: operator dwconv is not available in this build yet" for
+/// a planned operator, "unknown operator" (listing the known ones) otherwise.
+const OpHandler& require_handler(const std::string& op, const std::string& where);
+/// The handler that owns `suite`; InputError for a planned operator's suite or an unknown name.
+const OpHandler& handler_for_suite(const std::string& suite);
+/// Every suite name, available ones first ("ids, large, narrow, mobilenetv2 (dwconv, not available)").
+std::string describe_suites();
+/// "normalize" plus planned ones marked.
+std::string describe_operators();
+
+/// Reads every problem of a shapes file: {"problems": [ENTRY, ...]} or a bare [ENTRY, ...].
+/// InputError for a missing file, malformed JSON (with line and column) or a bad entry.
+std::vector<std::unique_ptr<OpProblem>> load_shapes(const std::string& path);
+/// Parses entries (a file's or a suite's); `source` names them in messages.
+std::vector<std::unique_ptr<OpProblem>> parse_entries(const nlohmann::json& entries, const std::string& source);
+/// The entries of a built-in suite, parsed.
+std::vector<std::unique_ptr<OpProblem>> load_suite(const std::string& suite);
+
+}  // namespace kvtune::tools
