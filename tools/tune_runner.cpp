@@ -268,6 +268,7 @@ class Runner {
         const auto start = Clock::now();
         const std::string template_hash = require_handler(problem.op(), "").template_hash();
         const bool skipped = prepare(r, group.device_id, template_hash);
+        if (skipped && copy_gbps(group) > 0) r.copy_fraction = r.gbps / copy_gbps(group);
         if (!skipped) {
           // A child's variants are not visible from here: isolated problems show no variant count.
           progress_->start(ordinal, problem.describe(),
