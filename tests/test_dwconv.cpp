@@ -12,6 +12,7 @@
 
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
+#include "compile_batches.h"
 #include "lib/src/nvrtc.h"
 
 using namespace kvtune;
@@ -273,35 +274,17 @@ TEST_CASE("every valid dwconv variant compiles for sm_90", "[dwconv][nvrtc][slow
         const auto configs = dwconv::enumerate(p);
         variants += configs.size();
         ++problems;
-        for (std::size_t j = 0; j < configs.size(); j += 64) {
-          auto request = dwconv::compile_request(p, configs[j], "sm_90");
-          for (std::size_t m = j + 1; m < std::min(configs.size(), j + 64); ++m)
-            request.name_expressions.push_back(dwconv::compile_request(p, configs[m], "sm_90").name_expressions[0]);
-          batches.push_back(std::move(request));
-        }
+        std::vector<detail::CompileRequest> requests;
+        for (const auto& c : configs) requests.push_back(dwconv::compile_request(p, c, "sm_90"));
+        test::add_batched(batches, requests, 64);
       }
     }
-  std::vector<std::string> failures(batches.size());
-  std::vector<std::size_t> compiled(batches.size(), 0);
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t b = next++; b < batches.size(); b = next++) {
-      try {
-        compiled[b] = detail::nvrtc_compile(batches[b]).lowered_names.size();
-      } catch (const std::exception& e) {
-        failures[b] = std::string(e.what()).substr(0, 4000);
-      }
-    }
-  };
-  std::thread helper(worker);
-  worker();
-  helper.join();
-  std::size_t total = 0;
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    INFO(failures[b]);
-    CHECK(failures[b].empty());
-    total += compiled[b];
+  const auto results = test::compile_batches(batches);
+  for (const auto& failure : results.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
   }
+  const std::size_t total = results.compiled;
   CHECK(total == variants);
   WARN("compiled " << total << " dwconv variants of " << problems << " problems for sm_90");
 }

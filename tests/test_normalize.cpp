@@ -13,6 +13,7 @@
 
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
+#include "compile_batches.h"
 #include "lib/src/nvrtc.h"
 
 using namespace kvtune;
@@ -337,35 +338,17 @@ TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[normal
     for (const auto& p : all_problems) {
       const auto configs = normalize::enumerate(p);
       variants += configs.size();
-      for (std::size_t i = 0; i < configs.size(); i += 48) {
-        auto request = normalize::compile_request(p, configs[i], arch);
-        for (std::size_t j = i + 1; j < std::min(configs.size(), i + 48); ++j)
-          request.name_expressions.push_back(normalize::compile_request(p, configs[j], arch).name_expressions[0]);
-        batches.push_back(std::move(request));
-      }
+      std::vector<detail::CompileRequest> requests;
+      for (const auto& c : configs) requests.push_back(normalize::compile_request(p, c, arch));
+      test::add_batched(batches, requests, 48);
     }
   }
-  std::vector<std::string> failures(batches.size());
-  std::vector<std::size_t> compiled(batches.size(), 0);
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t b = next++; b < batches.size(); b = next++) {
-      try {
-        compiled[b] = detail::nvrtc_compile(batches[b]).lowered_names.size();
-      } catch (const std::exception& e) {
-        failures[b] = e.what();
-      }
-    }
-  };
-  std::thread helper(worker);
-  worker();
-  helper.join();
-  std::size_t total = 0;
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    INFO(failures[b]);
-    CHECK(failures[b].empty());
-    total += compiled[b];
+  const auto results = test::compile_batches(batches);
+  for (const auto& failure : results.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
   }
+  const std::size_t total = results.compiled;
   CHECK(total == variants);
   WARN("compiled " << total << " normalize variants for sm_80 and sm_90");
 }

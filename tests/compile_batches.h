@@ -1,0 +1,51 @@
+#pragma once
+// Compiling many variants in CPU tests: variants are grouped many to an NVRTC program (the front
+// end runs once per program) and the programs compiled on two threads.
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/src/nvrtc.h"
+
+namespace kvtune::test {
+
+/// Adds `requests` (one name expression each, same source and arch) to `batches`, `per_batch`
+/// name expressions to a program.
+inline void add_batched(std::vector<detail::CompileRequest>& batches, const std::vector<detail::CompileRequest>& requests,
+                        std::size_t per_batch) {
+  for (std::size_t i = 0; i < requests.size(); i += per_batch) {
+    detail::CompileRequest batch = requests[i];
+    for (std::size_t j = i + 1; j < std::min(requests.size(), i + per_batch); ++j)
+      batch.name_expressions.push_back(requests[j].name_expressions.at(0));
+    batches.push_back(std::move(batch));
+  }
+}
+
+struct BatchResults {
+  std::vector<std::string> failures;  // per batch, empty when it compiled
+  std::size_t compiled = 0;           // kernels compiled in total
+};
+
+inline BatchResults compile_batches(const std::vector<detail::CompileRequest>& batches) {
+  BatchResults r;
+  r.failures.resize(batches.size());
+  std::vector<std::size_t> counts(batches.size(), 0);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t b = next++; b < batches.size(); b = next++) {
+      try {
+        counts[b] = detail::nvrtc_compile(batches[b]).lowered_names.size();
+      } catch (const std::exception& e) {
+        r.failures[b] = std::string(e.what()).substr(0, 4000);
+      }
+    }
+  };
+  std::thread helper(worker);
+  worker();
+  helper.join();
+  for (std::size_t c : counts) r.compiled += c;
+  return r;
+}
+
+}  // namespace kvtune::test
