@@ -159,7 +159,8 @@ void check_ok(const Run& r) {
 
 std::string example_path() { return std::string(KVTUNE_SOURCE_DIR) + "/bench/examples/export-example.json"; }
 
-// The checked-in example, brought to this build's NVRTC, kvtune and template versions (so that
+// The checked-in example (normalize entries on an H200 and an H100, two dwconv entries on the H200),
+// brought to this build's NVRTC, kvtune and template versions (so that
 // its entries are fresh here), with creation times spread over the last 20 days.
 json current_example() {
   json doc = json::parse(read_file(example_path()));
@@ -170,7 +171,7 @@ json current_example() {
   const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
   int i = 0;
   for (auto& e : doc["entries"]) {
-    e["template_hash"] = kvtune::normalize::template_hash();
+    e["template_hash"] = kvtune::tools::find_handler(e["op"].get<std::string>())->template_hash();
     e["created_at"] = now - (i++ % 2 == 0 ? 10 : 1) * 86400;  // even entries 10 days old, odd ones 1 day
   }
   return doc;
@@ -327,19 +328,148 @@ TEST_CASE("tools: --shard i/n slices are disjoint and cover the list", "[tools]"
   CHECK(seen == expected);
 }
 
-TEST_CASE("tools: dwconv suites and entries are recognized and refused until dwconv has a handler", "[tools]") {
-  if (kvtune::tools::find_handler("dwconv") != nullptr) {
-    WARN("this build has a dwconv handler: nothing to refuse");
-    return;
-  }
-  for (const char* suite : {"mobilenetv2", "convnext", "mamba", "s4"}) {
+TEST_CASE("tools: dwconv suites size their problems without a GPU", "[tools]") {
+  for (const char* suite : {"mobilenetv2", "convnext", "mamba", "s4", "large31"}) {
     INFO(suite);
-    check_usage_error(tune({"--suite", suite, "--dry-run"}), "operator dwconv is not available in this build yet");
+    const Run r = tune({"--suite", suite, "--dry-run", "--json"});
+    check_ok(r);
+    const json doc = r.out_json();
+    REQUIRE(doc["problems"].size() >= 4);
+    REQUIRE(doc["problems"].size() <= 6);
+    std::set<std::string> directions;
+    std::int64_t total = 0;
+    for (const auto& p : doc["problems"]) {
+      INFO(p["describe"]);
+      CHECK(p["op"] == "dwconv");
+      CHECK(p["template_hash"] == kvtune::tools::find_handler("dwconv")->template_hash());
+      CHECK(p["space"]["tuned"].get<std::int64_t>() > 0);
+      CHECK(p["space"]["tuned"] <= p["space"]["runnable"]);
+      CHECK(p["space"]["runnable"] <= p["space"]["total"]);
+      directions.insert(p["problem"]["direction"].get<std::string>());
+      total += p["space"]["tuned"].get<std::int64_t>();
+      // The explicit entry parses back to the same key.
+      const auto again = kvtune::tools::parse_entries(json::array({p["problem"]}), "test");
+      CHECK(again.front()->key() == p["key"]);
+      const auto info = kvtune::tools::find_handler("dwconv")->key_info(p["key"], 9);
+      REQUIRE(info);
+      CHECK(info->describe == p["describe"]);
+      CHECK_FALSE(info->seed_label.empty());
+      CHECK_FALSE(info->heuristic_label.empty());
+      CHECK(info->model_bytes > 0);
+      CHECK(info->model_flops > 0);
+    }
+    CHECK(doc["variants"] == total);
+    if (std::string(suite) != "large31") CHECK(directions.size() == 3);
   }
+  const json mamba = tune({"--suite", "mamba", "--dry-run", "--json"}).out_json();
+  for (const auto& p : mamba["problems"]) {
+    CHECK(p["problem"]["layout"] == "ncl");
+    CHECK(p["problem"]["causal"] == true);
+    CHECK(p["problem"]["kernel"] == 4);
+  }
+  const Run convnext = tune({"--suite", "convnext", "--dry-run"});
+  check_ok(convnext);
+  CHECK_THAT(convnext.out, Catch::Contains("forward nchw f32 32x96x56x56 k=7x7 pad=3 +bias"));
+}
+
+TEST_CASE("tools: dwconv shapes entries parse; bad ones are refused with the field", "[tools]") {
   TempDir dir;
-  const auto shapes = shapes_file(dir, R"([{"op": "normalize", "rows": 8, "cols": 8},
-    {"op": "dwconv", "direction": "forward", "layout": "nchw", "dtype": "f32"}])");
-  check_usage_error(tune({"--shapes", shapes, "--dry-run"}), "problems[1]: operator dwconv is not available");
+  const auto shapes = shapes_file(dir, R"({"problems": [
+    {"op": "normalize", "rows": 8, "cols": 8},
+    {"op": "dwconv", "direction": "backward_data", "layout": "nhwc", "dtype": "bf16", "n": 3, "c": 64, "h": 28,
+     "w": 28, "kernel": [3, 5], "stride": [1, 2], "dilation": 1, "padding": [1, 1, 2, 2]},
+    {"op": "dwconv", "direction": "backward_weight", "layout": "nlc", "n": 4, "c": 256, "l": 1024, "kernel": 4,
+     "causal": true, "bias": true, "deterministic": false}
+  ]})");
+  const Run r = tune({"--shapes", shapes, "--dry-run", "--json"});
+  check_ok(r);
+  const json doc = r.out_json();
+  REQUIRE(doc["problems"].size() == 3);
+  CHECK(doc["problems"][1]["key"] ==
+        "dwconv,backward_data,nhwc,bf16,n<=4,c=64,h=28,w=28,k=3x5,s=1x2,d=1x1,pad=1,1,2,2,bias=0,det=1,align=16");
+  CHECK(doc["problems"][2]["key"] ==
+        "dwconv,backward_weight,nlc,f32,n<=4,c=256,h=1,w=1024,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=0,align=16");
+  CHECK(doc["problems"][2]["describe"] == "backward_weight nlc f32 4x256x1024 k=4 causal +dbias nondet");
+  for (int i : {1, 2}) {
+    CHECK(doc["problems"][i]["space"]["tuned"].get<std::int64_t>() > 0);
+    const auto again = kvtune::tools::parse_entries(json::array({doc["problems"][i]["problem"]}), "test");
+    CHECK(again.front()->key() == doc["problems"][i]["key"]);
+  }
+
+  const auto bad = [&](const std::string& entry, const std::string& what) {
+    INFO(entry);
+    check_usage_error(tune({"--shapes", shapes_file(dir, "[" + entry + "]", "bad.json"), "--dry-run"}),
+                      "problems[0]: " + what);
+  };
+  const std::string ncl = R"("op": "dwconv", "layout": "ncl", "n": 2, "c": 64, "l": 256)";
+  bad("{" + ncl + R"(, "kernel": 3, "colour": "red"})", "unknown field 'colour' for operator dwconv");
+  bad("{" + ncl + R"(, "kernel": 0})", "'kernel' must be at least 1");
+  bad(R"({"op": "dwconv", "layout": "ncl", "n": 2, "c": 64, "l": 8, "kernel": 11, "padding": 1})",
+      "'kernel': the dilated kernel is larger than the padded input");
+  bad("{" + ncl + R"(, "h": 4, "kernel": 3})", "'h' must be omitted or 1");
+  bad(R"({"op": "dwconv", "layout": "nchv", "n": 2, "c": 64, "h": 8, "w": 8, "kernel": 3})", "unknown layout 'nchv'");
+  bad("{" + ncl + R"(})", "missing field 'kernel'");
+  bad("{" + ncl + R"(, "kernel": 64})", "'kernel': kernel_w must be in 1..63");
+  bad("{" + ncl + R"(, "kernel": [3, 3]})", "'kernel' must be an integer or [k] (1D)");
+  bad("{" + ncl + R"(, "kernel": 3, "direction": "sideways"})", "unknown direction 'sideways'");
+  bad("{" + ncl + R"(, "kernel": 3, "direction": "backward_data", "bias": true})", "'bias' is for forward");
+  bad("{" + ncl + R"(, "kernel": 3, "causal": true, "padding": [1, 0]})", "'causal' sets the padding itself");
+  bad(R"({"op": "dwconv", "layout": "nchw", "n": 2, "c": 64, "h": 8, "w": 8, "kernel": 3, "causal": true})",
+      "'causal' applies to the 1D layouts");
+  bad(R"({"op": "dwconv", "layout": "nchw", "n": 2, "c": 64, "w": 8, "kernel": 3})", "missing field 'h'");
+  bad(R"({"op": "dwconv", "layout": "nchw", "n": 1000000, "c": 100000, "h": 1000, "w": 1000, "kernel": 3})",
+      "1000000 x 100000 x 1000 x 1000 = 1e+17 elements is absurd");
+  bad("{" + ncl + R"(, "kernel": 3, "stride": -2})", "'stride' must be at least 1");
+  bad(R"({"op": "dwconv", "layout": "ncl", "n": -2, "c": 64, "l": 256, "kernel": 3})", "'n' must be positive");
+
+  // An operator nobody has announced is unknown, listing the known ones.
+  check_usage_error(tune({"--shapes", shapes_file(dir, R"([{"op": "matmul", "m": 8}])", "mm.json"), "--dry-run"}),
+                    "problems[0]: unknown operator 'matmul' (known: normalize, dwconv)");
+  CHECK(kvtune::tools::kPlannedOperators.empty());
+}
+
+TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {
+  const auto* h = kvtune::tools::find_handler("dwconv");
+  REQUIRE(h != nullptr);
+  const std::string key =
+      "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16";
+  const auto info = h->key_info(key, 9);
+  REQUIRE(info);
+  CHECK(info->describe == "forward ncl bf16 8x2048x2048 k=4 causal +bias");
+  CHECK(info->seed_label == "tiled,rw=1,tx=32,ty=8,vc=1,halo=smem,filter=smem");  // smem-blocked
+  for (const std::string& not_a_key : std::vector<std::string>{"dwconv,forward", key + ",", "normalize" + key.substr(6),
+        "dwconv,forward,ncl,bf16,n<=08,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16",
+        "dwconv,forward,ncl,bf16,n<=6,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=2,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x0,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=2,det=1,align=16",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=32",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=0,align=16",
+        "dwconv,forward,ncl,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16 "}) {
+    INFO(not_a_key);
+    CHECK_FALSE(h->key_info(not_a_key, 9));
+  }
+  const json seed = {{"kernel", "direct"}, {"rw", 0}, {"tx", 0}, {"ty", 0}, {"vc", 0}, {"halo", 0}, {"filter", 0},
+                     {"coalesced", 1}, {"ct", 0}, {"py", 0}, {"tg", 0}, {"splits", 0}, {"atomic", 0}};
+  CHECK(h->check_config(key, seed) == "direct,order=coalesced");
+  json wgrad = seed;
+  wgrad["kernel"] = "wgrad";
+  CHECK_THROWS_AS(h->check_config(key, wgrad), kvtune::tools::InputError);
+  CHECK_THROWS_AS(h->check_config(key, json{{"kernel", "tiled"}}), kvtune::tools::InputError);
+  CHECK_THROWS_AS(h->check_config("dwconv,nonsense", seed), kvtune::tools::InputError);
+}
+
+TEST_CASE("tools: --compile-only compiles a dwconv problem's variants without a GPU", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(
+      dir, R"([{"op": "dwconv", "direction": "forward", "layout": "ncl", "n": 2, "c": 64, "l": 256, "kernel": 3}])");
+  const json dry = tune({"--shapes", shapes, "--dry-run", "--json"}).out_json();
+  const auto variants = dry["variants"].get<std::int64_t>();
+  REQUIRE(variants > 0);
+  const Run r = tune({"--shapes", shapes, "--compile-only", "--arch", "sm_90", "--cache", dir.file("dw.db")});
+  check_ok(r);
+  REQUIRE_FALSE(r.out_lines().empty());
+  CHECK(r.out_lines().back() == "compiled " + std::to_string(variants) + " variants, 0 failed");
 }
 
 // --- kvtune-tune --compile-only ---------------------------------------------------------------------
@@ -504,8 +634,8 @@ TEST_CASE("tools: bad export files import nothing", "[tools]") {
   doc["entries"][3]["op"] = "conv3d";
   bad(doc, "entries[3]: unknown operator 'conv3d'");
   doc = good;
-  doc["entries"][3]["op"] = "dwconv";
-  if (kvtune::tools::find_handler("dwconv") == nullptr) bad(doc, "operator dwconv is not available in this build yet");
+  doc["entries"][3]["op"] = "dwconv";  // a normalize key under the dwconv operator
+  bad(doc, "is not a problem key of operator dwconv");
   doc = good;
   doc["entries"][2]["config"]["tpr"] = 3;
   bad(doc, "entries[2]");
@@ -534,7 +664,7 @@ TEST_CASE("tools: import, list, show, stats and export of the example", "[tools]
   const std::string db = dir.file("cache.db");
   const Run imported = cache({"import", write_example(dir, doc), "--cache", db});
   check_ok(imported);
-  CHECK_THAT(imported.out, Catch::Contains("imported 14 entries"));
+  CHECK_THAT(imported.out, Catch::Contains("imported 16 entries"));
 
   const json entries = list_json(db);
   REQUIRE(entries.size() == doc["entries"].size());
@@ -554,7 +684,11 @@ TEST_CASE("tools: import, list, show, stats and export of the example", "[tools]
   // Filters.
   CHECK(list_json(db, {"--device", "H100"}).size() == 4);
   CHECK(list_json(db, {"--device", entries[0]["device_id"].get<std::string>().substr(0, 6)}).size() >= 1);
-  CHECK(list_json(db, {"--op", "normalize"}).size() == entries.size());
+  CHECK(list_json(db, {"--op", "normalize"}).size() == entries.size() - 2);
+  const json dwconv = list_json(db, {"--op", "dwconv"});
+  REQUIRE(dwconv.size() == 2);
+  for (const auto& e : dwconv) CHECK(e["stale"] == false);
+  CHECK_THAT(human.out, Catch::Contains("forward ncl bf16 8x2048x2048 k=4 causal +bias"));
   CHECK(list_json(db, {"--stale"}).empty());
   CHECK(list_json(db, {"--fresh"}).size() == entries.size());
   check_usage_error(cache({"list", "--cache", db, "--op", "conv3d"}), "unknown operator");
@@ -687,8 +821,14 @@ TEST_CASE("tools: staleness rules", "[tools]") {
   CHECK(stale_reasons(w, nullptr, {}, now).empty());
   // An operator this build does not have: its template cannot be judged.
   Winner foreign = old_template;
-  foreign.op = "dwconv";
-  if (kvtune::tools::find_handler("dwconv") == nullptr) CHECK(stale_reasons(foreign, &h200, {h200}, now).empty());
+  foreign.op = "matmul";
+  CHECK(stale_reasons(foreign, &h200, {h200}, now).empty());
+  // dwconv's template is judged like normalize's.
+  Winner dwconv = old_template;
+  dwconv.op = "dwconv";
+  REQUIRE(stale_reasons(dwconv, &h200, {h200}, now).size() == 1);
+  dwconv.template_hash = kvtune::tools::find_handler("dwconv")->template_hash();
+  CHECK(stale_reasons(dwconv, &h200, {h200}, now).empty());
 }
 
 TEST_CASE("tools: list --stale, prune and verify", "[tools]") {

@@ -7,6 +7,7 @@
 namespace kvtune::tools {
 
 std::unique_ptr<OpHandler> make_normalize_handler();  // op_normalize.cpp
+std::unique_ptr<OpHandler> make_dwconv_handler();     // op_dwconv.cpp
 
 namespace {
 
@@ -14,6 +15,7 @@ namespace {
 std::vector<std::unique_ptr<OpHandler>> make_handlers() {
   std::vector<std::unique_ptr<OpHandler>> all;
   all.push_back(make_normalize_handler());
+  all.push_back(make_dwconv_handler());
   return all;
 }
 
@@ -33,9 +35,8 @@ const PlannedOperator* find_planned(const std::string& op) {
 
 }  // namespace
 
-const std::vector<PlannedOperator> kPlannedOperators = {
-    {"dwconv", {"mobilenetv2", "convnext", "mamba", "s4"}},
-};
+// Empty while every announced operator has a handler.
+const std::vector<PlannedOperator> kPlannedOperators = {};
 
 const std::vector<std::unique_ptr<OpHandler>>& handlers() {
   static const auto all = make_handlers();

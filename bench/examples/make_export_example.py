@@ -51,6 +51,47 @@ def model_bytes(p, rows):
     return b + (p["mean"] + p["rstd"]) * rows * 4.0
 
 
+def dwconv_dims(p, n_bucket):
+    """Input and output elements, taps and channels of a dwconv shapes entry (as dwconv::Problem)."""
+    one_d = p["layout"] in ("ncl", "nlc")
+    if one_d:
+        h, w, kh, kw, sh, sw, dh, dw = 1, p["l"], 1, p["kernel"], 1, p["stride"], 1, p["dilation"]
+        pad_l, pad_r = ((kw - 1) * dw, 0) if p["causal"] else tuple(p["padding"])
+        pad_t = pad_b = 0
+    else:
+        h, w = p["h"], p["w"]
+        (kh, kw), (sh, sw), (dh, dw) = p["kernel"], p["stride"], p["dilation"]
+        pad_t, pad_b, pad_l, pad_r = p["padding"]
+    oh = (h + pad_t + pad_b - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pad_l + pad_r - dw * (kw - 1) - 1) // sw + 1
+    return n_bucket * p["c"] * h * w, n_bucket * p["c"] * oh * ow, kh * kw, p["c"]
+
+
+def dwconv_model_bytes(p, n_bucket):
+    inputs, outputs, taps, c = dwconv_dims(p, n_bucket)
+    return elem_bytes(p["dtype"]) * (inputs + outputs + c * taps + (c if p["bias"] else 0))
+
+
+def dwconv_model_ms(p, n_bucket, config, copy_gbps, seed):
+    """Time of one dwconv variant: launch latency + traffic at an efficiency + FMAs at a rate."""
+    inputs, outputs, taps, c = dwconv_dims(p, n_bucket)
+    traffic = dwconv_model_bytes(p, n_bucket)
+    flops = 2.0 * outputs * taps
+    kind = config["kernel"]
+    if kind == "direct":
+        efficiency, fma_rate = (0.45, 0.10) if config["coalesced"] else (0.12, 0.05)
+    elif kind == "tiled":
+        efficiency = 0.55 + 0.08 * min(config["rw"], 4) / 4 + 0.1 * config["halo"] + 0.05 * (config["vc"] > 1)
+        efficiency *= 1.0 if config["tx"] * config["ty"] >= 128 else 0.85
+        fma_rate = 0.25 + 0.1 * config["filter"] + 0.05 * min(config["rw"], 4)
+    else:  # wgrad: a reduction over N x H x W per tap
+        efficiency = 0.35 + 0.1 * min(config["splits"], 32) / 32 + 0.05 * config["atomic"]
+        efficiency *= 1.0 if config["ct"] * config["py"] >= 128 else 0.8
+        fma_rate = 0.15 + 0.1 * min(config["tg"], 16) / 16
+    us = 3.0 + traffic / (copy_gbps * 1e9 * efficiency) * 1e6 + flops / (61240e9 * fma_rate) * 1e6
+    return us / 1000.0 * noise(seed, 0.03)
+
+
 def noise(seed, sigma):
     # Deterministic, roughly normal, from the hash of the seed text.
     h = int(fnv_hex(seed), 16)
@@ -106,6 +147,11 @@ def main():
         {"op": "normalize", "rows": 32768, "cols": 4096, "dtype": "bf16", "mode": "rmsnorm", "gamma": True},
         {"op": "normalize", "rows": 65536, "cols": 16, "dtype": "bf16", "mode": "layernorm", "gamma": True,
          "beta": True},
+        # dwconv, tuned on the H200 only: Mamba's causal conv1d and a ConvNeXt weight gradient.
+        {"op": "dwconv", "direction": "forward", "layout": "ncl", "dtype": "bf16", "n": 8, "c": 2048, "l": 2048,
+         "kernel": 4, "causal": True, "bias": True},
+        {"op": "dwconv", "direction": "backward_weight", "layout": "nchw", "dtype": "f32", "n": 32, "c": 384,
+         "h": 14, "w": 14, "kernel": [7, 7], "padding": 3, "bias": True},
     ]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(shapes, f)
@@ -125,23 +171,32 @@ def main():
     for dev, copy_gbps, offset, count in gpus:
         for index, item in enumerate(dry["problems"][:count]):
             p = item["problem"]
-            rows_bucket = int(item["key"].split("rows<=")[1].split(",")[0])
             trials = []
             for v in item["variants"]:
                 seed = f"{dev['id']}|{item['key']}|{v['label']}"
-                status, message = trial_status(p, v["config"], seed)
+                if item["op"] == "dwconv":
+                    n_bucket = int(item["key"].split("n<=")[1].split(",")[0])
+                    status, message = "ok", ""
+                else:
+                    rows_bucket = int(item["key"].split("rows<=")[1].split(",")[0])
+                    status, message = trial_status(p, v["config"], seed)
                 trial = {"label": v["label"], "status": status}
                 if status == "ok":
-                    ms = model_ms(p, rows_bucket, v["config"], copy_gbps, dev["sm_count"], dev["l2_bytes"], seed)
+                    if item["op"] == "dwconv":
+                        ms = dwconv_model_ms(p, n_bucket, v["config"], copy_gbps, seed)
+                        moved = dwconv_model_bytes(p, n_bucket)
+                    else:
+                        ms = model_ms(p, rows_bucket, v["config"], copy_gbps, dev["sm_count"], dev["l2_bytes"], seed)
+                        moved = model_bytes(p, rows_bucket)
                     trial.update({"median_ms": round(ms, 6), "spread": round(0.01 + 0.03 * noise(seed + "s", 0.5) - 0.02, 4),
-                                  "gbps": round(model_bytes(p, rows_bucket) / (ms * 1e-3) / 1e9, 1)})
+                                  "gbps": round(moved / (ms * 1e-3) / 1e9, 1)})
                 else:
                     trial["message"] = message
                 trials.append(trial)
             best = min((t for t in trials if t["status"] == "ok"), key=lambda t: t["median_ms"])
             config = next(v["config"] for v in item["variants"] if v["label"] == best["label"])
             entries.append({
-                "op": "normalize", "problem_key": item["key"], "device_id": dev["id"],
+                "op": item["op"], "problem_key": item["key"], "device_id": dev["id"],
                 "template_hash": item["template_hash"], "label": best["label"], "config": config,
                 "origin": "tuned", "median_ms": best["median_ms"], "gbps": best["gbps"],
                 "created_at": 1795251600 + 60 * index + 3600 * offset, "trials": trials,

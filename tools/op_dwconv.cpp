@@ -1,0 +1,646 @@
+// The tools' handler of the depthwise-convolution operator (dwconv): shapes entries, suites, space
+// sizes, variants, tuning through the library, and stored keys.
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kernel_templates/dwconv/dwconv_family.h"
+#include "lib/src/cuda_check.h"
+#include "tools/common.h"
+#include "tools/ops.h"
+
+namespace kvtune::tools {
+namespace {
+
+namespace dw = kvtune::dwconv;
+
+// Sizes beyond these are refused as absurd before anything is allocated (as for normalize): each
+// dimension at most 2^31, each tensor (input and output) at most 2^34 elements.
+constexpr std::int64_t kMaxDimension = std::int64_t(1) << 31;
+constexpr std::int64_t kMaxElements = std::int64_t(1) << 34;
+
+const std::set<std::string> kFields = {"op",     "direction", "layout",  "dtype", "n",    "c",
+                                       "h",      "w",         "l",       "kernel", "stride", "dilation",
+                                       "padding", "causal",   "bias",    "deterministic"};
+
+struct Entry {
+  DwConvArgs args;  // pointers null; n is the call's batch
+  dw::Problem problem;
+};
+
+bool one_d(DwLayout layout) { return layout == DwLayout::ncl || layout == DwLayout::nlc; }
+
+std::int64_t to_integer(const nlohmann::json& v, const std::string& field, const std::string& where) {
+  if (v.is_number_unsigned()) {  // before is_number_integer(), which is true for unsigned numbers too
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, u));
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
+    throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.dump()));
+  }
+  throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.type_name()));
+}
+
+// A small integer field (kernel, stride, dilation, padding): refused as absurd beyond int.
+int to_small(const nlohmann::json& v, const std::string& field, const std::string& where) {
+  const std::int64_t value = to_integer(v, field, where);
+  if (value < -65536 || value > 65536) throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, value));
+  return static_cast<int>(value);
+}
+
+// An int, or an array of exactly `count` ints, for `field`. An int stands for all of them.
+std::vector<int> get_ints(const nlohmann::json& entry, const char* field, std::size_t count, const std::string& what,
+                          const std::string& where, int fallback) {
+  if (!entry.contains(field)) return std::vector<int>(count, fallback);
+  const auto& v = entry.at(field);
+  if (v.is_number()) return std::vector<int>(count, to_small(v, field, where));
+  if (!v.is_array() || v.size() != count)
+    throw InputError(fmt::format("{}: '{}' must be an integer or {}, got {}", where, field, what, v.dump()));
+  std::vector<int> out;
+  for (const auto& item : v) out.push_back(to_small(item, field, where));
+  return out;
+}
+
+bool get_bool(const nlohmann::json& entry, const char* field, const std::string& where, bool fallback) {
+  if (!entry.contains(field)) return fallback;
+  const auto& v = entry.at(field);
+  if (!v.is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false, got {}", where, field, v.dump()));
+  return v.get<bool>();
+}
+
+std::string get_string(const nlohmann::json& entry, const char* field, const std::string& where,
+                       const std::string& fallback) {
+  if (!entry.contains(field)) return fallback;
+  const auto& v = entry.at(field);
+  if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", where, field, v.dump()));
+  return v.get<std::string>();
+}
+
+DType parse_dtype(const std::string& text, const std::string& where) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    if (text == to_string(d)) return d;
+  throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
+}
+
+DwLayout parse_layout(const std::string& text, const std::string& where) {
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
+    if (text == to_string(l)) return l;
+  throw InputError(fmt::format("{}: unknown layout '{}' (ncl, nlc, nchw, nhwc)", where, text));
+}
+
+DwDirection parse_direction(const std::string& text, const std::string& where) {
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    if (text == to_string(d)) return d;
+  throw InputError(
+      fmt::format("{}: unknown direction '{}' (forward, backward_data, backward_weight)", where, text));
+}
+
+// The shapes-entry field behind one of DwConvArgs' fields, for the library's validation messages.
+std::string entry_field(const std::string& args_field, bool w_named_l) {
+  if (args_field.rfind("kernel", 0) == 0) return "kernel";
+  if (args_field.rfind("stride", 0) == 0) return "stride";
+  if (args_field.rfind("dilation", 0) == 0) return "dilation";
+  if (args_field.rfind("pad", 0) == 0) return "padding";
+  if (args_field == "w" && w_named_l) return "l";
+  return args_field;
+}
+
+// Placeholder pointers, 256-byte aligned as cudaMalloc's are, for the library's checks.
+void set_placeholders(DwConvArgs& a, bool bias) {
+  const auto at = [](std::uintptr_t v) { return reinterpret_cast<void*>(v); };
+  a.x = a.weight = a.dy = nullptr;
+  a.y = a.dx = a.dweight = a.dbias = nullptr;
+  a.bias = nullptr;
+  switch (a.direction) {
+    case DwDirection::forward:
+      a.x = at(0x10000), a.weight = at(0x20000), a.y = at(0x30000);
+      if (bias) a.bias = at(0x40000);
+      break;
+    case DwDirection::backward_data:
+      a.dy = at(0x10000), a.weight = at(0x20000), a.dx = at(0x30000);
+      break;
+    case DwDirection::backward_weight:
+      a.x = at(0x10000), a.dy = at(0x20000), a.dweight = at(0x30000);
+      if (bias) a.dbias = at(0x40000);
+      break;
+  }
+}
+
+Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
+  for (const auto& [name, value] : entry.items()) {
+    (void)value;
+    if (kFields.count(name) == 0) {
+      std::string known;
+      for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+      throw InputError(fmt::format("{}: unknown field '{}' for operator dwconv (known: {})", where, name, known));
+    }
+  }
+  DwConvArgs a;
+  a.direction = parse_direction(get_string(entry, "direction", where, "forward"), where);
+  a.layout = parse_layout(get_string(entry, "layout", where, "nchw"), where);
+  a.dtype = parse_dtype(get_string(entry, "dtype", where, "f32"), where);
+  const bool is_1d = one_d(a.layout);
+  const std::string layout = to_string(a.layout);
+
+  // Sizes.
+  if (entry.contains("w") && entry.contains("l"))
+    throw InputError(fmt::format("{}: give 'w' or 'l', not both", where));
+  if (entry.contains("l") && !is_1d)
+    throw InputError(fmt::format("{}: 'l' is for 1D layouts (ncl, nlc); layout {} takes 'h' and 'w'", where, layout));
+  const char* w_name = entry.contains("l") ? "l" : "w";
+  for (const char* field : {"n", "c"})
+    if (!entry.contains(field)) throw InputError(fmt::format("{}: missing field '{}'", where, field));
+  if (!entry.contains(w_name))
+    throw InputError(fmt::format("{}: missing field '{}'", where, is_1d ? "l' (or 'w" : "w"));
+  if (!is_1d && !entry.contains("h")) throw InputError(fmt::format("{}: missing field 'h'", where));
+  if (!entry.contains("kernel")) throw InputError(fmt::format("{}: missing field 'kernel'", where));
+  a.n = to_integer(entry.at("n"), "n", where);
+  a.c = to_integer(entry.at("c"), "c", where);
+  a.h = entry.contains("h") ? to_integer(entry.at("h"), "h", where) : 1;
+  a.w = to_integer(entry.at(w_name), w_name, where);
+  if (is_1d && a.h != 1)
+    throw InputError(fmt::format("{}: 'h' must be omitted or 1 for the 1D layout {}, got {}", where, layout, a.h));
+  for (auto [value, field] : {std::pair{a.n, "n"}, std::pair{a.c, "c"}, std::pair{a.h, "h"}, std::pair{a.w, w_name}}) {
+    if (value <= 0) throw InputError(fmt::format("{}: '{}' must be positive, got {}", where, field, value));
+    if (value > kMaxDimension)
+      throw InputError(fmt::format("{}: '{}' = {} is absurd: each dimension is at most 2^31", where, field, value));
+  }
+  if (a.c > kMaxElements / a.n || a.h > kMaxElements / (a.n * a.c) || a.w > kMaxElements / (a.n * a.c * a.h))
+    throw InputError(fmt::format("{}: {} x {} x {} x {} = {:.3g} elements is absurd: at most 2^34 per tensor", where,
+                                 a.n, a.c, a.h, a.w, double(a.n) * double(a.c) * double(a.h) * double(a.w)));
+
+  // Kernel, stride, dilation, padding: [h, w] in 2D, one value in 1D.
+  const std::size_t dims = is_1d ? 1 : 2;
+  const char* pair = is_1d ? "[k] (1D)" : "[h, w]";
+  const auto kernel = get_ints(entry, "kernel", dims, pair, where, 1);
+  const auto stride = get_ints(entry, "stride", dims, pair, where, 1);
+  const auto dilation = get_ints(entry, "dilation", dims, pair, where, 1);
+  a.kernel_w = kernel.back(), a.stride_w = stride.back(), a.dilation_w = dilation.back();
+  if (!is_1d) a.kernel_h = kernel[0], a.stride_h = stride[0], a.dilation_h = dilation[0];
+  for (auto [values, field] : {std::pair{&kernel, "kernel"}, std::pair{&stride, "stride"},
+                               std::pair{&dilation, "dilation"}})
+    for (int v : *values)
+      if (v < 1) throw InputError(fmt::format("{}: '{}' must be at least 1, got {}", where, field, v));
+  const auto padding = get_ints(entry, "padding", is_1d ? 2 : 4,
+                                is_1d ? "[left, right] (1D)" : "[top, bottom, left, right]", where, 0);
+  for (int v : padding)
+    if (v < 0) throw InputError(fmt::format("{}: 'padding' must not be negative, got {}", where, v));
+  if (is_1d) {
+    a.pad_left = padding[0], a.pad_right = padding[1];
+  } else {
+    a.pad_top = padding[0], a.pad_bottom = padding[1], a.pad_left = padding[2], a.pad_right = padding[3];
+  }
+  a.causal = get_bool(entry, "causal", where, false);
+  if (a.causal && !is_1d)
+    throw InputError(fmt::format("{}: 'causal' applies to the 1D layouts (ncl, nlc) only, not {}", where, layout));
+  if (a.causal && (a.pad_left != 0 || a.pad_right != 0))
+    throw InputError(fmt::format("{}: 'causal' sets the padding itself ((k - 1) x dilation on the left): omit "
+                                 "'padding' or give 0",
+                                 where));
+  const bool bias = get_bool(entry, "bias", where, false);
+  if (bias && a.direction == DwDirection::backward_data)
+    throw InputError(fmt::format("{}: 'bias' is for forward (bias input) and backward_weight (dbias output), not "
+                                 "backward_data",
+                                 where));
+  a.deterministic = get_bool(entry, "deterministic", where, true);
+
+  // The library's own checks, on placeholder pointers; the output tensor's size last.
+  set_placeholders(a, bias);
+  try {
+    dw::validate(a);
+  } catch (const Error& e) {
+    throw InputError(
+        fmt::format("{}: '{}': {}", where, entry_field(e.context().field, std::string(w_name) == "l"), e.cause()));
+  }
+  Entry out;
+  out.problem = dw::make_problem(a);
+  const std::int64_t oh = out.problem.out_h(), ow = out.problem.out_w();
+  if (oh > kMaxDimension || ow > kMaxDimension || a.c * oh > kMaxElements / a.n ||
+      ow > kMaxElements / (a.n * a.c * oh))
+    throw InputError(fmt::format("{}: the output {} x {} x {} x {} is absurd: at most 2^34 elements per tensor", where,
+                                 a.n, a.c, oh, ow));
+  a.x = a.weight = a.bias = a.dy = nullptr;
+  a.y = a.dx = a.dweight = a.dbias = nullptr;
+  out.args = a;
+  return out;
+}
+
+bool is_causal(const dw::Problem& p) {
+  return (p.layout == DwLayout::ncl || p.layout == DwLayout::nlc) && p.kw > 1 &&
+         p.pad_left == (p.kw - 1) * p.dw && p.pad_right == 0;
+}
+
+std::string describe_problem(const dw::Problem& p, std::int64_t n) {
+  const bool is_1d = one_d(p.layout);
+  std::string s = fmt::format("{} {} {} ", to_string(p.direction), to_string(p.layout), to_string(p.dtype));
+  if (is_1d) {
+    s += fmt::format("{}x{}x{} k={}", n, p.c, p.w, p.kw);
+    if (p.sw != 1) s += fmt::format(" s={}", p.sw);
+    if (p.dw != 1) s += fmt::format(" d={}", p.dw);
+    if (is_causal(p))
+      s += " causal";
+    else if (p.pad_left != 0 || p.pad_right != 0)
+      s += p.pad_left == p.pad_right ? fmt::format(" pad={}", p.pad_left)
+                                     : fmt::format(" pad={},{}", p.pad_left, p.pad_right);
+  } else {
+    s += fmt::format("{}x{}x{}x{} k={}x{}", n, p.c, p.h, p.w, p.kh, p.kw);
+    if (p.sh != 1 || p.sw != 1) s += p.sh == p.sw ? fmt::format(" s={}", p.sw) : fmt::format(" s={}x{}", p.sh, p.sw);
+    if (p.dh != 1 || p.dw != 1) s += p.dh == p.dw ? fmt::format(" d={}", p.dw) : fmt::format(" d={}x{}", p.dh, p.dw);
+    const bool symmetric = p.pad_top == p.pad_bottom && p.pad_top == p.pad_left && p.pad_top == p.pad_right;
+    if (symmetric && p.pad_top != 0)
+      s += fmt::format(" pad={}", p.pad_top);
+    else if (!symmetric)
+      s += fmt::format(" pad={},{},{},{}", p.pad_top, p.pad_bottom, p.pad_left, p.pad_right);
+  }
+  if (p.bias) s += p.direction == DwDirection::backward_weight ? " +dbias" : " +bias";
+  if (!p.deterministic) s += " nondet";
+  const int natural = [&] {
+    for (int v = 16; v > p.element_bytes(); v /= 2)
+      if ((p.c * p.element_bytes()) % v == 0) return v;
+    return p.element_bytes();
+  }();
+  if (p.align_bytes != natural) s += fmt::format(" align={}", p.align_bytes);
+  return s;
+}
+
+// Inverse of Problem::key(); nullopt for anything that is not exactly such a key of a problem the
+// library accepts.
+std::optional<dw::Problem> parse_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1)
+    parts.push_back(key.substr(start, comma - start));
+  parts.push_back(key.substr(start));
+  if (parts.size() != 18 || parts[0] != "dwconv") return std::nullopt;
+  const auto value = [](const std::string& part, const std::string& prefix) -> std::optional<std::string> {
+    if (part.rfind(prefix, 0) != 0) return std::nullopt;
+    return part.substr(prefix.size());
+  };
+  const auto number = [](const std::optional<std::string>& text) -> std::optional<std::int64_t> {
+    if (!text || text->empty() || text->size() > 18) return std::nullopt;
+    for (char c : *text)
+      if (c < '0' || c > '9') return std::nullopt;
+    return std::stoll(*text);
+  };
+  // "AxB" with small numbers.
+  const auto two = [&](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
+    if (!text) return std::nullopt;
+    const auto x = text->find('x');
+    if (x == std::string::npos) return std::nullopt;
+    const auto a = number(text->substr(0, x)), b = number(text->substr(x + 1));
+    if (!a || !b || *a > 65536 || *b > 65536) return std::nullopt;
+    return std::pair{static_cast<int>(*a), static_cast<int>(*b)};
+  };
+  dw::Problem p;
+  try {
+    p.direction = parse_direction(parts[1], "");
+    p.layout = parse_layout(parts[2], "");
+    p.dtype = parse_dtype(parts[3], "");
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  const auto n = number(value(parts[4], "n<="));
+  const auto c = number(value(parts[5], "c="));
+  const auto h = number(value(parts[6], "h="));
+  const auto w = number(value(parts[7], "w="));
+  const auto k = two(value(parts[8], "k="));
+  const auto s = two(value(parts[9], "s="));
+  const auto d = two(value(parts[10], "d="));
+  const auto top = number(value(parts[11], "pad="));
+  const auto bottom = number(parts[12]), left = number(parts[13]), right = number(parts[14]);
+  const auto bias = number(value(parts[15], "bias="));
+  const auto det = number(value(parts[16], "det="));
+  const auto align = number(value(parts[17], "align="));
+  if (!n || !c || !h || !w || !k || !s || !d || !top || !bottom || !left || !right || !bias || !det || !align)
+    return std::nullopt;
+  for (std::int64_t v : {*top, *bottom, *left, *right, *align})
+    if (v > 65536) return std::nullopt;
+  if (*n < 1 || (*n & (*n - 1)) != 0 || *bias > 1 || *det > 1) return std::nullopt;
+  p.n = *n, p.c = *c, p.h = *h, p.w = *w;
+  p.kh = k->first, p.kw = k->second, p.sh = s->first, p.sw = s->second, p.dh = d->first, p.dw = d->second;
+  p.pad_top = static_cast<int>(*top), p.pad_bottom = static_cast<int>(*bottom);
+  p.pad_left = static_cast<int>(*left), p.pad_right = static_cast<int>(*right);
+  p.bias = *bias == 1;
+  p.deterministic = *det == 1;
+  p.align_bytes = static_cast<int>(*align);
+  if (p.key() != key) return std::nullopt;
+  // What the library would accept: its argument checks, and the fields make_problem fixes.
+  if (p.bias && p.direction == DwDirection::backward_data) return std::nullopt;
+  if (!p.deterministic && p.direction != DwDirection::backward_weight) return std::nullopt;
+  if (p.align_bytes < p.element_bytes() || p.align_bytes > 16 || (p.align_bytes & (p.align_bytes - 1)) != 0 ||
+      (p.c * p.element_bytes()) % p.align_bytes != 0)
+    return std::nullopt;
+  DwConvArgs a;
+  a.direction = p.direction, a.layout = p.layout, a.dtype = p.dtype;
+  a.n = p.n, a.c = p.c, a.h = p.h, a.w = p.w;
+  a.kernel_h = p.kh, a.kernel_w = p.kw, a.stride_h = p.sh, a.stride_w = p.sw, a.dilation_h = p.dh,
+  a.dilation_w = p.dw;
+  a.pad_top = p.pad_top, a.pad_bottom = p.pad_bottom, a.pad_left = p.pad_left, a.pad_right = p.pad_right;
+  a.deterministic = p.deterministic;
+  set_placeholders(a, p.bias);
+  try {
+    dw::validate(a);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+// The label of the seed design reports compare with: smem-blocked where it runs, else the first.
+std::string seed_label(const dw::Problem& p) {
+  const auto seeds = dw::seed_configs(p);
+  for (const auto& [name, config] : seeds)
+    if (name == "smem-blocked") return config.label();
+  return seeds.empty() ? std::string() : seeds.front().second.label();
+}
+
+// One device allocation, filled with a non-zero byte pattern, freed on scope exit. 0x3c gives
+// small finite values in every dtype (f32 ~0.0115, f16 ~1.06, bf16 ~0.0115).
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(std::size_t bytes) {
+    detail::cuda_check(cudaMalloc(&ptr, bytes), fmt::format("cudaMalloc of {}", format_bytes(double(bytes))).c_str());
+    detail::cuda_check(cudaMemset(ptr, 0x3c, bytes), "cudaMemset");
+  }
+  ~DeviceMemory() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+};
+
+class DwConvProblem final : public OpProblem {
+ public:
+  explicit DwConvProblem(Entry entry) : e_(std::move(entry)) {}
+
+  std::string op() const override { return "dwconv"; }
+  std::string key() const override { return e_.problem.key(); }
+  std::string describe() const override { return describe_problem(e_.problem, e_.args.n); }
+
+  nlohmann::json to_json() const override {
+    const dw::Problem& p = e_.problem;
+    const DwConvArgs& a = e_.args;
+    nlohmann::json j = {{"op", "dwconv"},
+                        {"direction", to_string(p.direction)},
+                        {"layout", to_string(p.layout)},
+                        {"dtype", to_string(p.dtype)},
+                        {"n", a.n},
+                        {"c", p.c},
+                        {"bias", p.bias},
+                        {"deterministic", p.deterministic}};
+    if (one_d(p.layout)) {
+      j["l"] = p.w;
+      j["kernel"] = p.kw;
+      j["stride"] = p.sw;
+      j["dilation"] = p.dw;
+      j["causal"] = a.causal;
+      j["padding"] = a.causal ? nlohmann::json::array({0, 0}) : nlohmann::json::array({p.pad_left, p.pad_right});
+    } else {
+      j["h"] = p.h;
+      j["w"] = p.w;
+      j["kernel"] = {p.kh, p.kw};
+      j["stride"] = {p.sh, p.sw};
+      j["dilation"] = {p.dh, p.dw};
+      j["padding"] = {p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
+    }
+    return j;
+  }
+
+  SpaceSize space() const override {
+    // The declared axes. tiled: outputs per thread 1..16, threads along W (or C) and rows per block
+    // 1..1024 (powers of two), vector channels 1..8, halo and filter staging; plus the two direct
+    // designs. wgrad: channels per block and position threads 1..1024, taps per block 1..32,
+    // splits 1..32768 (powers of two), ordered or atomic reduction. Seeds outside the axes count too.
+    const dw::Problem& p = e_.problem;
+    std::set<std::string> total, runnable;
+    const auto consider = [&](const dw::Config& c) {
+      const std::string label = c.label();
+      total.insert(label);
+      if (dw::is_valid(p, c)) runnable.insert(label);
+    };
+    if (p.direction == DwDirection::backward_weight) {
+      for (int ct = 1; ct <= 1024; ct *= 2)
+        for (int py = 1; py <= 1024; py *= 2)
+          for (int tg = 1; tg <= 32; ++tg)
+            for (int splits = 1; splits <= 32768; splits *= 2)
+              for (int atomic : {0, 1}) {
+                dw::Config c;
+                c.kernel = dw::Kernel::wgrad;
+                c.channels_per_block = ct;
+                c.position_threads = py;
+                c.taps_per_block = tg;
+                c.splits = splits;
+                c.atomic = atomic;
+                consider(c);
+              }
+    } else {
+      for (int coalesced : {0, 1}) {
+        dw::Config c;
+        c.kernel = dw::Kernel::direct;
+        c.coalesced = coalesced;
+        consider(c);
+      }
+      for (int rw = 1; rw <= 16; ++rw)
+        for (int tx = 1; tx <= 1024; tx *= 2)
+          for (int ty = 1; ty <= 1024; ty *= 2)
+            for (int vc = 1; vc <= 8; vc *= 2)
+              for (int halo : {0, 1})
+                for (int filter : {0, 1}) {
+                  dw::Config c;
+                  c.outputs_per_thread = rw;
+                  c.threads_x = tx;
+                  c.threads_y = ty;
+                  c.vector_channels = vc;
+                  c.smem_halo = halo;
+                  c.smem_filter = filter;
+                  consider(c);
+                }
+    }
+    const auto tuned = dw::enumerate(p);
+    for (const auto& c : tuned) {
+      total.insert(c.label());
+      runnable.insert(c.label());  // the seeds run even where pruning would drop them
+    }
+    SpaceSize s;
+    s.total = static_cast<std::int64_t>(total.size());
+    s.runnable = static_cast<std::int64_t>(runnable.size());
+    s.tuned = static_cast<std::int64_t>(tuned.size());
+    return s;
+  }
+
+  std::vector<Variant> variants(const std::string& arch) const override {
+    std::vector<Variant> out;
+    for (const auto& config : dw::enumerate(e_.problem))
+      out.push_back(Variant{config.label(), config.to_json(), dw::compile_request(e_.problem, config, arch)});
+    return out;
+  }
+
+  double model_bytes() const override { return dw::model_bytes(e_.problem, e_.problem.n); }
+
+  std::string run_library(Context& context) const override {
+    const dw::Problem& p = e_.problem;
+    const std::size_t elem = static_cast<std::size_t>(p.element_bytes());
+    const std::size_t in_elems = static_cast<std::size_t>(e_.args.n * p.c * p.h * p.w);
+    const std::size_t out_elems = static_cast<std::size_t>(e_.args.n * p.c * p.out_h() * p.out_w());
+    const std::size_t weight_elems = static_cast<std::size_t>(p.c) * static_cast<std::size_t>(p.kh * p.kw);
+    DwConvArgs args = e_.args;
+    std::vector<std::unique_ptr<DeviceMemory>> buffers;
+    const auto alloc = [&](std::size_t elems) {
+      buffers.push_back(std::make_unique<DeviceMemory>(elems * elem));
+      return buffers.back()->ptr;
+    };
+    switch (p.direction) {
+      case DwDirection::forward:
+        args.x = alloc(in_elems), args.weight = alloc(weight_elems), args.y = alloc(out_elems);
+        if (p.bias) args.bias = alloc(static_cast<std::size_t>(p.c));
+        break;
+      case DwDirection::backward_data:
+        args.dy = alloc(out_elems), args.weight = alloc(weight_elems), args.dx = alloc(in_elems);
+        break;
+      case DwDirection::backward_weight:
+        args.x = alloc(in_elems), args.dy = alloc(out_elems), args.dweight = alloc(weight_elems);
+        if (p.bias) args.dbias = alloc(static_cast<std::size_t>(p.c));
+        break;
+    }
+    dw::validate(args);
+    const std::string got = dw::make_problem(args).key();
+    if (got != key())
+      throw Error(Error::Context{"dwconv", key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.dwconv_variant(args);
+    context.dwconv(args);  // one real call through the dispatch path
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
+  }
+
+ private:
+  Entry e_;
+};
+
+// Suite entries.
+nlohmann::json conv2d(const char* direction, const char* layout, const char* dtype, std::int64_t n, std::int64_t c,
+                      std::int64_t hw, int k, int stride, int pad, bool bias = false) {
+  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype},
+          {"n", n},         {"c", c},                 {"h", hw},         {"w", hw},
+          {"kernel", {k, k}}, {"stride", stride},     {"padding", pad},  {"bias", bias}};
+}
+
+nlohmann::json conv1d_causal(const char* direction, const char* layout, const char* dtype, std::int64_t n,
+                             std::int64_t c, std::int64_t l, int k, bool bias = false) {
+  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype}, {"n", n},
+          {"c", c},         {"l", l},                 {"kernel", k},     {"causal", true},  {"bias", bias}};
+}
+
+class DwConvHandler final : public OpHandler {
+ public:
+  std::string name() const override { return "dwconv"; }
+  std::string template_hash() const override { return dw::template_hash(); }
+
+  std::vector<std::string> suite_names() const override { return {"mobilenetv2", "convnext", "mamba", "s4", "large31"}; }
+
+  std::vector<nlohmann::json> suite(const std::string& name) const override {
+    if (name == "mobilenetv2") {
+      // MobileNetV2's 3x3 depthwise layers at batch 32 (pad 1), training directions mixed.
+      return {conv2d("forward", "nchw", "f32", 32, 32, 112, 3, 1, 1),
+              conv2d("forward", "nchw", "f32", 32, 96, 112, 3, 2, 1),
+              conv2d("backward_data", "nchw", "f32", 32, 144, 56, 3, 1, 1),
+              conv2d("backward_weight", "nchw", "f32", 32, 192, 28, 3, 1, 1),
+              conv2d("forward", "nhwc", "bf16", 32, 576, 14, 3, 1, 1),
+              conv2d("backward_data", "nhwc", "bf16", 32, 96, 112, 3, 2, 1)};
+    }
+    if (name == "convnext") {
+      // ConvNeXt-T's 7x7 depthwise layers (pad 3, with bias) at batch 32, NCHW and NHWC.
+      return {conv2d("forward", "nchw", "f32", 32, 96, 56, 7, 1, 3, true),
+              conv2d("backward_data", "nchw", "f32", 32, 192, 28, 7, 1, 3),
+              conv2d("backward_weight", "nchw", "f32", 32, 384, 14, 7, 1, 3, true),
+              conv2d("forward", "nhwc", "f32", 32, 192, 28, 7, 1, 3, true),
+              conv2d("backward_data", "nhwc", "f32", 32, 384, 14, 7, 1, 3),
+              conv2d("backward_weight", "nhwc", "f32", 32, 96, 56, 7, 1, 3, true)};
+    }
+    if (name == "mamba") {
+      // Mamba's causal conv1d (K = 4, with bias), NCL: d_inner 2048 at L 2048 (bf16) and 4096 at
+      // L 4096 (f32).
+      return {conv1d_causal("forward", "ncl", "bf16", 8, 2048, 2048, 4, true),
+              conv1d_causal("backward_data", "ncl", "bf16", 8, 2048, 2048, 4),
+              conv1d_causal("backward_weight", "ncl", "bf16", 8, 2048, 2048, 4, true),
+              conv1d_causal("forward", "ncl", "f32", 4, 4096, 4096, 4, true),
+              conv1d_causal("backward_data", "ncl", "f32", 4, 4096, 4096, 4),
+              conv1d_causal("backward_weight", "ncl", "f32", 4, 4096, 4096, 4, true)};
+    }
+    if (name == "s4") {
+      // Long causal kernels (S4ConvD-style short convolutions), f32, N 8, C 1024, L 4096.
+      return {conv1d_causal("forward", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("forward", "nlc", "f32", 8, 1024, 4096, 63),
+              conv1d_causal("backward_data", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("backward_data", "nlc", "f32", 8, 1024, 4096, 63),
+              conv1d_causal("backward_weight", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("backward_weight", "nlc", "f32", 8, 1024, 4096, 63)};
+    }
+    if (name == "large31") {
+      // RepLKNet-style 31x31 depthwise kernels (pad 15), NCHW f32, batch 16, C 128.
+      return {conv2d("forward", "nchw", "f32", 16, 128, 14, 31, 1, 15),
+              conv2d("backward_data", "nchw", "f32", 16, 128, 14, 31, 1, 15),
+              conv2d("forward", "nchw", "f32", 16, 128, 56, 31, 1, 15),
+              conv2d("backward_data", "nchw", "f32", 16, 128, 56, 31, 1, 15)};
+    }
+    throw InputError(fmt::format("dwconv has no suite '{}'", name));
+  }
+
+  std::string fields() const override {
+    return "n, c, w (or l in 1D), h (2D), kernel (required), direction (forward|backward_data|backward_weight), "
+           "layout (ncl|nlc|nchw|nhwc), dtype (f32|f16|bf16), stride, dilation, padding, causal, bias, "
+           "deterministic";
+  }
+
+  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
+    return std::make_unique<DwConvProblem>(parse_entry(entry, where));
+  }
+
+  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
+    const auto p = parse_key(problem_key);
+    if (!p) return std::nullopt;
+    KeyInfo info;
+    info.describe = describe_problem(*p, p->n);
+    try {
+      info.seed_label = seed_label(*p);
+      info.heuristic_label = dw::heuristic_config(*p, cc_major).label();
+    } catch (const Error&) {
+      // A key with no valid variant (hand-made): no designs to compare with.
+    }
+    info.model_bytes = dw::model_bytes(*p, p->n);
+    info.model_flops = dw::model_flops(*p, p->n);
+    return info;
+  }
+
+  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
+    const auto p = parse_key(problem_key);
+    if (!p) throw InputError(fmt::format("'{}' is not a dwconv problem key", problem_key));
+    dw::Config c;
+    try {
+      c = dw::Config::from_json(config);
+    } catch (const Error& e) {
+      throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
+    }
+    std::string why;
+    if (dw::is_valid(*p, c, &why)) return c.label();
+    for (const auto& [name, seed] : dw::seed_configs(*p))
+      if (seed == c) return c.label();  // a seed design runs even where pruning would drop it
+    throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OpHandler> make_dwconv_handler() { return std::make_unique<DwConvHandler>(); }
+
+}  // namespace kvtune::tools
