@@ -1,5 +1,7 @@
 #include "tools/common.h"
 
+#include <limits>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,6 +187,43 @@ int guarded_main(const char* tool, const std::function<int()>& body) {
     std::fprintf(stderr, "%s: %s\n", tool, first_line(e.what()).c_str());
     return kExitFailure;
   }
+}
+
+std::int64_t json_integer(const nlohmann::json& v, const std::string& field, const std::string& where) {
+  if (v.is_number_unsigned()) {  // before is_number_integer(), which is true for unsigned numbers too
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, u));
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
+    throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.dump()));
+  }
+  throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.type_name()));
+}
+
+bool json_bool(const nlohmann::json& entry, const char* field, const std::string& where, bool fallback) {
+  if (!entry.contains(field)) return fallback;
+  const auto& v = entry.at(field);
+  if (!v.is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false, got {}", where, field, v.dump()));
+  return v.get<bool>();
+}
+
+std::string json_string(const nlohmann::json& entry, const char* field, const std::string& where,
+                        const std::string& fallback) {
+  if (!entry.contains(field)) return fallback;
+  const auto& v = entry.at(field);
+  if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", where, field, v.dump()));
+  return v.get<std::string>();
+}
+
+DType parse_dtype_name(const std::string& text, const std::string& where) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    if (text == to_string(d)) return d;
+  throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
 }
 
 }  // namespace kvtune::tools

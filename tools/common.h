@@ -1,4 +1,6 @@
 #pragma once
+
+#include "kvtune/kvtune.h"
 // What kvtune-tune and kvtune-cache share: exit codes and the two error kinds behind them, reading
 // JSON files with line/column diagnostics, human tables, and the outermost error handler that
 // turns every failure into one line on stderr.
@@ -74,5 +76,17 @@ int parse_command_line(CLI::App& app, int argc, char** argv, const char* tool);
 /// Runs `body`, mapping exceptions to one line on stderr and an exit status: InputError and
 /// invalid kvtune::cache::OpenError reasons -> 2, everything else -> 1.
 int guarded_main(const char* tool, const std::function<int()>& body);
+
+/// Shapes-entry field readers shared by the operator handlers. Each throws InputError starting
+/// with `where` and naming the field.
+/// An integer (a float with an integral value is accepted); absurd values are refused.
+std::int64_t json_integer(const nlohmann::json& value, const std::string& field, const std::string& where);
+/// entry[field] as a bool, `fallback` when absent.
+bool json_bool(const nlohmann::json& entry, const char* field, const std::string& where, bool fallback);
+/// entry[field] as a string, `fallback` when absent.
+std::string json_string(const nlohmann::json& entry, const char* field, const std::string& where,
+                        const std::string& fallback);
+/// "f32", "f16", "bf16".
+DType parse_dtype_name(const std::string& text, const std::string& where);
 
 }  // namespace kvtune::tools

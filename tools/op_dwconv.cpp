@@ -35,25 +35,10 @@ struct Entry {
 
 bool one_d(DwLayout layout) { return layout == DwLayout::ncl || layout == DwLayout::nlc; }
 
-std::int64_t to_integer(const nlohmann::json& v, const std::string& field, const std::string& where) {
-  if (v.is_number_unsigned()) {  // before is_number_integer(), which is true for unsigned numbers too
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, u));
-    return static_cast<std::int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
-    throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.dump()));
-  }
-  throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.type_name()));
-}
 
 // A small integer field (kernel, stride, dilation, padding): refused as absurd beyond int.
 int to_small(const nlohmann::json& v, const std::string& field, const std::string& where) {
-  const std::int64_t value = to_integer(v, field, where);
+  const std::int64_t value = json_integer(v, field, where);
   if (value < -65536 || value > 65536) throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, value));
   return static_cast<int>(value);
 }
@@ -71,26 +56,8 @@ std::vector<int> get_ints(const nlohmann::json& entry, const char* field, std::s
   return out;
 }
 
-bool get_bool(const nlohmann::json& entry, const char* field, const std::string& where, bool fallback) {
-  if (!entry.contains(field)) return fallback;
-  const auto& v = entry.at(field);
-  if (!v.is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false, got {}", where, field, v.dump()));
-  return v.get<bool>();
-}
 
-std::string get_string(const nlohmann::json& entry, const char* field, const std::string& where,
-                       const std::string& fallback) {
-  if (!entry.contains(field)) return fallback;
-  const auto& v = entry.at(field);
-  if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", where, field, v.dump()));
-  return v.get<std::string>();
-}
 
-DType parse_dtype(const std::string& text, const std::string& where) {
-  for (DType d : {DType::f32, DType::f16, DType::bf16})
-    if (text == to_string(d)) return d;
-  throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
-}
 
 DwLayout parse_layout(const std::string& text, const std::string& where) {
   for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
@@ -146,9 +113,9 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
     }
   }
   DwConvArgs a;
-  a.direction = parse_direction(get_string(entry, "direction", where, "forward"), where);
-  a.layout = parse_layout(get_string(entry, "layout", where, "nchw"), where);
-  a.dtype = parse_dtype(get_string(entry, "dtype", where, "f32"), where);
+  a.direction = parse_direction(json_string(entry, "direction", where, "forward"), where);
+  a.layout = parse_layout(json_string(entry, "layout", where, "nchw"), where);
+  a.dtype = parse_dtype_name(json_string(entry, "dtype", where, "f32"), where);
   const bool is_1d = one_d(a.layout);
   const std::string layout = to_string(a.layout);
 
@@ -164,10 +131,10 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
     throw InputError(fmt::format("{}: missing field '{}'", where, is_1d ? "l' (or 'w" : "w"));
   if (!is_1d && !entry.contains("h")) throw InputError(fmt::format("{}: missing field 'h'", where));
   if (!entry.contains("kernel")) throw InputError(fmt::format("{}: missing field 'kernel'", where));
-  a.n = to_integer(entry.at("n"), "n", where);
-  a.c = to_integer(entry.at("c"), "c", where);
-  a.h = entry.contains("h") ? to_integer(entry.at("h"), "h", where) : 1;
-  a.w = to_integer(entry.at(w_name), w_name, where);
+  a.n = json_integer(entry.at("n"), "n", where);
+  a.c = json_integer(entry.at("c"), "c", where);
+  a.h = entry.contains("h") ? json_integer(entry.at("h"), "h", where) : 1;
+  a.w = json_integer(entry.at(w_name), w_name, where);
   if (is_1d && a.h != 1)
     throw InputError(fmt::format("{}: 'h' must be omitted or 1 for the 1D layout {}, got {}", where, layout, a.h));
   for (auto [value, field] : {std::pair{a.n, "n"}, std::pair{a.c, "c"}, std::pair{a.h, "h"}, std::pair{a.w, w_name}}) {
@@ -200,19 +167,19 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   } else {
     a.pad_top = padding[0], a.pad_bottom = padding[1], a.pad_left = padding[2], a.pad_right = padding[3];
   }
-  a.causal = get_bool(entry, "causal", where, false);
+  a.causal = json_bool(entry, "causal", where, false);
   if (a.causal && !is_1d)
     throw InputError(fmt::format("{}: 'causal' applies to the 1D layouts (ncl, nlc) only, not {}", where, layout));
   if (a.causal && (a.pad_left != 0 || a.pad_right != 0))
     throw InputError(fmt::format("{}: 'causal' sets the padding itself ((k - 1) x dilation on the left): omit "
                                  "'padding' or give 0",
                                  where));
-  const bool bias = get_bool(entry, "bias", where, false);
+  const bool bias = json_bool(entry, "bias", where, false);
   if (bias && a.direction == DwDirection::backward_data)
     throw InputError(fmt::format("{}: 'bias' is for forward (bias input) and backward_weight (dbias output), not "
                                  "backward_data",
                                  where));
-  a.deterministic = get_bool(entry, "deterministic", where, true);
+  a.deterministic = json_bool(entry, "deterministic", where, true);
 
   // The library's own checks, on placeholder pointers; the output tensor's size last.
   set_placeholders(a, bias);
@@ -305,7 +272,7 @@ std::optional<dw::Problem> parse_key(const std::string& key) {
   try {
     p.direction = parse_direction(parts[1], "");
     p.layout = parse_layout(parts[2], "");
-    p.dtype = parse_dtype(parts[3], "");
+    p.dtype = parse_dtype_name(parts[3], "");
   } catch (const InputError&) {
     return std::nullopt;
   }

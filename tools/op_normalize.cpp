@@ -43,43 +43,9 @@ int natural_align(DType dtype, std::int64_t cols) {
 
 std::string dtype_name(DType d) { return to_string(d); }
 
-std::int64_t get_integer(const nlohmann::json& entry, const char* field, const std::string& where) {
-  const auto& v = entry.at(field);
-  if (v.is_number_unsigned()) {  // before is_number_integer(), which is true for unsigned numbers too
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw InputError(fmt::format("{}: '{}' = {} is absurd", where, field, u));
-    return static_cast<std::int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
-    throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.dump()));
-  }
-  throw InputError(fmt::format("{}: '{}' must be an integer, got {}", where, field, v.type_name()));
-}
 
-bool get_bool(const nlohmann::json& entry, const char* field, const std::string& where) {
-  if (!entry.contains(field)) return false;
-  const auto& v = entry.at(field);
-  if (!v.is_boolean()) throw InputError(fmt::format("{}: '{}' must be true or false, got {}", where, field, v.dump()));
-  return v.get<bool>();
-}
 
-std::string get_string(const nlohmann::json& entry, const char* field, const std::string& where,
-                       const std::string& fallback) {
-  if (!entry.contains(field)) return fallback;
-  const auto& v = entry.at(field);
-  if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", where, field, v.dump()));
-  return v.get<std::string>();
-}
 
-DType parse_dtype(const std::string& text, const std::string& where) {
-  for (DType d : {DType::f32, DType::f16, DType::bf16})
-    if (text == to_string(d)) return d;
-  throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
-}
 
 NormMode parse_mode(const std::string& text, const std::string& where) {
   for (NormMode m : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
@@ -96,16 +62,16 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
       throw InputError(fmt::format("{}: unknown field '{}' for operator normalize (known: {})", where, name, known));
     }
   }
-  if (const std::string d = get_string(entry, "direction", where, "forward"); d != "forward")
+  if (const std::string d = json_string(entry, "direction", where, "forward"); d != "forward")
     throw InputError(fmt::format("{}: normalize has direction 'forward' only, got '{}'", where, d));
-  if (const std::string l = get_string(entry, "layout", where, "row_major"); l != "row_major")
+  if (const std::string l = json_string(entry, "layout", where, "row_major"); l != "row_major")
     throw InputError(fmt::format("{}: normalize has layout 'row_major' only, got '{}'", where, l));
   for (const char* field : {"rows", "cols"})
     if (!entry.contains(field)) throw InputError(fmt::format("{}: missing field '{}'", where, field));
 
   Entry e;
-  e.rows = get_integer(entry, "rows", where);
-  const std::int64_t cols = get_integer(entry, "cols", where);
+  e.rows = json_integer(entry.at("rows"), "rows", where);
+  const std::int64_t cols = json_integer(entry.at("cols"), "cols", where);
   if (e.rows <= 0) throw InputError(fmt::format("{}: 'rows' must be positive, got {}", where, e.rows));
   if (cols <= 0) throw InputError(fmt::format("{}: 'cols' must be positive, got {}", where, cols));
   if (e.rows > kMaxDimension || cols > kMaxDimension)
@@ -115,19 +81,19 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
                                  cols, double(e.rows) * double(cols)));
 
   nz::Problem& p = e.problem;
-  p.dtype = parse_dtype(get_string(entry, "dtype", where, "f32"), where);
-  p.mode = parse_mode(get_string(entry, "mode", where, "standardize"), where);
+  p.dtype = parse_dtype_name(json_string(entry, "dtype", where, "f32"), where);
+  p.mode = parse_mode(json_string(entry, "mode", where, "standardize"), where);
   p.cols = cols;
   p.rows = nz::rows_bucket(e.rows);
-  p.gamma = get_bool(entry, "gamma", where);
-  p.beta = get_bool(entry, "beta", where);
-  p.mean_out = get_bool(entry, "mean", where);
-  p.rstd_out = get_bool(entry, "rstd", where);
+  p.gamma = json_bool(entry, "gamma", where, false);
+  p.beta = json_bool(entry, "beta", where, false);
+  p.mean_out = json_bool(entry, "mean", where, false);
+  p.rstd_out = json_bool(entry, "rstd", where, false);
   if (p.mode == NormMode::rmsnorm && p.beta) throw InputError(fmt::format("{}: rmsnorm takes no beta", where));
   if (p.mode == NormMode::rmsnorm && p.mean_out) throw InputError(fmt::format("{}: rmsnorm has no mean output", where));
   p.align_bytes = natural_align(p.dtype, cols);
   if (entry.contains("align")) {
-    const std::int64_t align = get_integer(entry, "align", where);
+    const std::int64_t align = json_integer(entry.at("align"), "align", where);
     if (align != 2 && align != 4 && align != 8 && align != 16)
       throw InputError(fmt::format("{}: 'align' must be 2, 4, 8 or 16 bytes, got {}", where, align));
     if (align < p.element_bytes())
@@ -142,7 +108,7 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
     e.eps = v.get<float>();
   }
   if (entry.contains("ddof")) {
-    const std::int64_t ddof = get_integer(entry, "ddof", where);
+    const std::int64_t ddof = json_integer(entry.at("ddof"), "ddof", where);
     if (ddof != 0 && ddof != 1) throw InputError(fmt::format("{}: 'ddof' must be 0 or 1, got {}", where, ddof));
     if (ddof != 0 && p.mode != NormMode::standardize)
       throw InputError(fmt::format("{}: 'ddof' applies to standardize only", where));
@@ -181,7 +147,7 @@ std::optional<nz::Problem> parse_key(const std::string& key) {
   };
   nz::Problem p;
   try {
-    p.dtype = parse_dtype(parts[1], "");
+    p.dtype = parse_dtype_name(parts[1], "");
     p.mode = parse_mode(parts[2], "");
   } catch (const InputError&) {
     return std::nullopt;
