@@ -288,3 +288,18 @@ TEST_CASE("every valid dwconv variant compiles for sm_90", "[dwconv][nvrtc][slow
   CHECK(total == variants);
   WARN("compiled " << total << " dwconv variants of " << problems << " problems for sm_90");
 }
+
+TEST_CASE("dwconv problem hash: equal problems hash equal, any field changes it", "[dwconv]") {
+  const Problem p = dwconv::make_problem(args_2d());
+  dwconv::ProblemHash hash;
+  CHECK(hash(p) == hash(dwconv::make_problem(args_2d())));
+  Problem q = p;
+  q.pad_right = 2;
+  CHECK(hash(q) != hash(p));
+  q = p;
+  q.layout = DwLayout::nhwc;
+  CHECK(hash(q) != hash(p));
+  q = p;
+  q.deterministic = false;
+  CHECK(hash(q) != hash(p));
+}

@@ -155,7 +155,18 @@ std::int64_t Problem::dst_h() const { return direction == DwDirection::backward_
 std::int64_t Problem::dst_w() const { return direction == DwDirection::backward_data ? w : out_w(); }
 
 std::size_t ProblemHash::operator()(const Problem& p) const {
-  return static_cast<std::size_t>(detail::hash64(p.key()));
+  // Over the fields, not key(): this runs on every dispatch, which must not format strings.
+  std::uint64_t h = detail::kFnvOffset;
+  const auto mix = [&h](std::int64_t v) {
+    h ^= static_cast<std::uint64_t>(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  };
+  for (std::int64_t v : {std::int64_t(p.direction), std::int64_t(p.layout), std::int64_t(p.dtype), p.n, p.c, p.h, p.w,
+                         std::int64_t(p.kh), std::int64_t(p.kw), std::int64_t(p.sh), std::int64_t(p.sw),
+                         std::int64_t(p.dh), std::int64_t(p.dw), std::int64_t(p.pad_top), std::int64_t(p.pad_bottom),
+                         std::int64_t(p.pad_left), std::int64_t(p.pad_right), std::int64_t(p.bias),
+                         std::int64_t(p.deterministic), std::int64_t(p.align_bytes)})
+    mix(v);
+  return static_cast<std::size_t>(h);
 }
 
 void validate(const DwConvArgs& a) {
