@@ -1,0 +1,105 @@
+// Reliability of the cache under a writer killed with SIGKILL at random points: the database
+// must open (not set aside), and every result the writer reported as committed must be there.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache/store.h"
+#include "lib/src/hash.h"
+
+using namespace kvtune;
+
+namespace {
+
+cache::Winner winner_for(int i) {
+  cache::Winner w;
+  w.op = "normalize";
+  w.problem_key = "normalize,f32,layernorm,cols=" + std::to_string(1 + i) + ",rows<=1024,align=16,affine=,stats=";
+  w.device_id = "crash-test-device";
+  w.template_hash = "0123456789abcdef";
+  w.label = "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass";
+  w.config_json = R"({"tpr":32})";
+  w.binary_hash = "binary-" + std::to_string(i);
+  w.origin = "tuned";
+  w.median_ms = 0.01 * (i + 1);
+  return w;
+}
+
+// The writer: stores result after result, and after each commit writes its index to `fd`.
+[[noreturn]] void writer(const std::string& path, int fd, int first) {
+  auto store = cache::Store::open(path);
+  for (int i = first;; ++i) {
+    const cache::Winner w = winner_for(i);
+    const std::string image(4096 + i % 512, static_cast<char>('a' + i % 26));
+    cache::Binary b{w.binary_hash, "sm_90", "_Zkernel", image, detail::hash_hex(image)};
+    std::vector<cache::Trial> trials(3);
+    for (auto& t : trials) t.label = w.label, t.status = "ok", t.median_ms = w.median_ms;
+    store->put_result(w, b, trials);
+    if (write(fd, &i, sizeof i) != sizeof i) _exit(3);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a cache writer killed with SIGKILL at random points loses nothing committed", "[reliability][cache]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("kvtune-kill-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "cache.sqlite").string();
+  std::mt19937 rng(20261122);  // fixed seed: the kill points are reproducible
+  std::uniform_int_distribution<int> delay_us(200, 20000);
+  std::set<int> committed;
+  int next = 0;
+  constexpr int kKills = 60;
+  for (int round = 0; round < kKills; ++round) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      close(fds[0]);
+      writer(path, fds[1], next);
+    }
+    close(fds[1]);
+    usleep(static_cast<useconds_t>(delay_us(rng)));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    INFO("round " << round);
+    CHECK(WIFSIGNALED(status));
+    int index = 0;
+    while (read(fds[0], &index, sizeof index) == sizeof index) committed.insert(index);
+    close(fds[0]);
+    if (!committed.empty()) next = *committed.rbegin() + 1;
+    next += 1000;  // keys of a killed, uncommitted transaction are never reused
+  }
+  std::vector<std::string> logs;
+  auto store = cache::Store::open(path, [&](const char* level, const std::string& m) { logs.push_back(std::string(level) + " " + m); });
+  INFO("store log: " << (logs.empty() ? "" : logs.front()));
+  REQUIRE_FALSE(store->in_memory());
+  REQUIRE(store->path() == path);  // opened, not set aside
+  std::set<std::string> keys;
+  for (const auto& w : store->winners()) keys.insert(w.problem_key);
+  std::size_t missing = 0;
+  for (int i : committed) {
+    if (keys.count(winner_for(i).problem_key) == 0) ++missing;
+    if (i % 7 == 0) {
+      const auto binary = store->find_binary(winner_for(i).binary_hash);
+      CHECK(binary.has_value());
+    }
+  }
+  CHECK(missing == 0);
+  CHECK(committed.size() > 10);  // the writer did get work done between kills
+  WARN(kKills << " SIGKILLs; " << committed.size() << " committed results, all present; " << keys.size()
+              << " rows in the database");
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
