@@ -243,22 +243,10 @@ std::string describe_problem(const dw::Problem& p, std::int64_t n) {
 // Inverse of Problem::key(); nullopt for anything that is not exactly such a key of a problem the
 // library accepts.
 std::optional<dw::Problem> parse_key(const std::string& key) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1)
-    parts.push_back(key.substr(start, comma - start));
-  parts.push_back(key.substr(start));
+  const std::vector<std::string> parts = split_key(key);
   if (parts.size() != 18 || parts[0] != "dwconv") return std::nullopt;
-  const auto value = [](const std::string& part, const std::string& prefix) -> std::optional<std::string> {
-    if (part.rfind(prefix, 0) != 0) return std::nullopt;
-    return part.substr(prefix.size());
-  };
-  const auto number = [](const std::optional<std::string>& text) -> std::optional<std::int64_t> {
-    if (!text || text->empty() || text->size() > 18) return std::nullopt;
-    for (char c : *text)
-      if (c < '0' || c > '9') return std::nullopt;
-    return std::stoll(*text);
-  };
+  const auto& value = key_value;
+  const auto& number = key_number;
   // "AxB" with small numbers.
   const auto two = [&](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
     if (!text) return std::nullopt;
