@@ -18,6 +18,6 @@ for s in ${suites//,/ }; do args+=(--suite "$s"); done
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null
 } > "$out/run.txt"
 start=$(date +%s)
-KVTUNE_POLICY=tune "$build/tools/kvtune-tune" "${args[@]}" --cache "$cache" 2>&1 | tee "$out/tune.log"
+KVTUNE_POLICY=tune timeout 470 "$build/tools/kvtune-tune" "${args[@]}" --cache "$cache" 2>&1 | tee "$out/tune.log"
 "$build/tools/kvtune-cache" export "$out/export.json" --cache "$cache"
 echo "total: $(( $(date +%s) - start )) s" >> "$out/run.txt"

@@ -226,25 +226,5 @@ DType parse_dtype_name(const std::string& text, const std::string& where) {
   throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
 }
 
-std::vector<std::string> split_key(const std::string& key) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1)
-    parts.push_back(key.substr(start, comma - start));
-  parts.push_back(key.substr(start));
-  return parts;
-}
-
-std::optional<std::string> key_value(const std::string& part, const std::string& prefix) {
-  if (part.rfind(prefix, 0) != 0) return std::nullopt;
-  return part.substr(prefix.size());
-}
-
-std::optional<std::int64_t> key_number(const std::optional<std::string>& text) {
-  if (!text || text->empty() || text->size() > 18) return std::nullopt;
-  for (char ch : *text)
-    if (ch < '0' || ch > '9') return std::nullopt;
-  return std::stoll(*text);
-}
 
 }  // namespace kvtune::tools

@@ -1,8 +1,4 @@
 #pragma once
-
-#include <optional>
-
-#include "kvtune/kvtune.h"
 // What kvtune-tune and kvtune-cache share: exit codes and the two error kinds behind them, reading
 // JSON files with line/column diagnostics, human tables, and the outermost error handler that
 // turns every failure into one line on stderr.
@@ -14,6 +10,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "kvtune/kvtune.h"
 
 namespace CLI {
 class App;
@@ -90,11 +88,5 @@ std::string json_string(const nlohmann::json& entry, const char* field, const st
                         const std::string& fallback);
 /// "f32", "f16", "bf16".
 DType parse_dtype_name(const std::string& text, const std::string& where);
-
-/// Stored problem keys ("op,field=value,..."): the comma-separated parts, the value after
-/// `prefix` (nullopt when the part does not start with it), and a non-negative decimal number.
-std::vector<std::string> split_key(const std::string& key);
-std::optional<std::string> key_value(const std::string& part, const std::string& prefix);
-std::optional<std::int64_t> key_number(const std::optional<std::string>& text);
 
 }  // namespace kvtune::tools

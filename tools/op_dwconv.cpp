@@ -82,26 +82,7 @@ std::string entry_field(const std::string& args_field, bool w_named_l) {
   return args_field;
 }
 
-// Placeholder pointers, 256-byte aligned as cudaMalloc's are, for the library's checks.
-void set_placeholders(DwConvArgs& a, bool bias) {
-  const auto at = [](std::uintptr_t v) { return reinterpret_cast<void*>(v); };
-  a.x = a.weight = a.dy = nullptr;
-  a.y = a.dx = a.dweight = a.dbias = nullptr;
-  a.bias = nullptr;
-  switch (a.direction) {
-    case DwDirection::forward:
-      a.x = at(0x10000), a.weight = at(0x20000), a.y = at(0x30000);
-      if (bias) a.bias = at(0x40000);
-      break;
-    case DwDirection::backward_data:
-      a.dy = at(0x10000), a.weight = at(0x20000), a.dx = at(0x30000);
-      break;
-    case DwDirection::backward_weight:
-      a.x = at(0x10000), a.dy = at(0x20000), a.dweight = at(0x30000);
-      if (bias) a.dbias = at(0x40000);
-      break;
-  }
-}
+using dw::set_placeholders;
 
 Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   for (const auto& [name, value] : entry.items()) {
@@ -240,76 +221,8 @@ std::string describe_problem(const dw::Problem& p, std::int64_t n) {
   return s;
 }
 
-// Inverse of Problem::key(); nullopt for anything that is not exactly such a key of a problem the
-// library accepts.
-std::optional<dw::Problem> parse_key(const std::string& key) {
-  const std::vector<std::string> parts = split_key(key);
-  if (parts.size() != 18 || parts[0] != "dwconv") return std::nullopt;
-  const auto& value = key_value;
-  const auto& number = key_number;
-  // "AxB" with small numbers.
-  const auto two = [&](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
-    if (!text) return std::nullopt;
-    const auto x = text->find('x');
-    if (x == std::string::npos) return std::nullopt;
-    const auto a = number(text->substr(0, x)), b = number(text->substr(x + 1));
-    if (!a || !b || *a > 65536 || *b > 65536) return std::nullopt;
-    return std::pair{static_cast<int>(*a), static_cast<int>(*b)};
-  };
-  dw::Problem p;
-  try {
-    p.direction = parse_direction(parts[1], "");
-    p.layout = parse_layout(parts[2], "");
-    p.dtype = parse_dtype_name(parts[3], "");
-  } catch (const InputError&) {
-    return std::nullopt;
-  }
-  const auto n = number(value(parts[4], "n<="));
-  const auto c = number(value(parts[5], "c="));
-  const auto h = number(value(parts[6], "h="));
-  const auto w = number(value(parts[7], "w="));
-  const auto k = two(value(parts[8], "k="));
-  const auto s = two(value(parts[9], "s="));
-  const auto d = two(value(parts[10], "d="));
-  const auto top = number(value(parts[11], "pad="));
-  const auto bottom = number(parts[12]), left = number(parts[13]), right = number(parts[14]);
-  const auto bias = number(value(parts[15], "bias="));
-  const auto det = number(value(parts[16], "det="));
-  const auto align = number(value(parts[17], "align="));
-  if (!n || !c || !h || !w || !k || !s || !d || !top || !bottom || !left || !right || !bias || !det || !align)
-    return std::nullopt;
-  for (std::int64_t v : {*top, *bottom, *left, *right, *align})
-    if (v > 65536) return std::nullopt;
-  if (*n < 1 || (*n & (*n - 1)) != 0 || *bias > 1 || *det > 1) return std::nullopt;
-  p.n = *n, p.c = *c, p.h = *h, p.w = *w;
-  p.kh = k->first, p.kw = k->second, p.sh = s->first, p.sw = s->second, p.dh = d->first, p.dw = d->second;
-  p.pad_top = static_cast<int>(*top), p.pad_bottom = static_cast<int>(*bottom);
-  p.pad_left = static_cast<int>(*left), p.pad_right = static_cast<int>(*right);
-  p.bias = *bias == 1;
-  p.deterministic = *det == 1;
-  p.align_bytes = static_cast<int>(*align);
-  if (p.key() != key) return std::nullopt;
-  // What the library would accept: its argument checks, and the fields make_problem fixes.
-  if (p.bias && p.direction == DwDirection::backward_data) return std::nullopt;
-  if (!p.deterministic && p.direction != DwDirection::backward_weight) return std::nullopt;
-  if (p.align_bytes < p.element_bytes() || p.align_bytes > 16 || (p.align_bytes & (p.align_bytes - 1)) != 0 ||
-      (p.c * p.element_bytes()) % p.align_bytes != 0)
-    return std::nullopt;
-  DwConvArgs a;
-  a.direction = p.direction, a.layout = p.layout, a.dtype = p.dtype;
-  a.n = p.n, a.c = p.c, a.h = p.h, a.w = p.w;
-  a.kernel_h = p.kh, a.kernel_w = p.kw, a.stride_h = p.sh, a.stride_w = p.sw, a.dilation_h = p.dh,
-  a.dilation_w = p.dw;
-  a.pad_top = p.pad_top, a.pad_bottom = p.pad_bottom, a.pad_left = p.pad_left, a.pad_right = p.pad_right;
-  a.deterministic = p.deterministic;
-  set_placeholders(a, p.bias);
-  try {
-    dw::validate(a);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  return p;
-}
+// Inverse of Problem::key() (the family's decoder).
+std::optional<dw::Problem> parse_key(const std::string& key) { return dw::problem_from_key(key); }
 
 // The label of the seed design reports compare with: smem-blocked where it runs, else the first.
 std::string seed_label(const dw::Problem& p) {

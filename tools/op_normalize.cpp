@@ -127,35 +127,8 @@ std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
   return s;
 }
 
-// Inverse of Problem::key(); nullopt for anything that is not exactly such a key.
-std::optional<nz::Problem> parse_key(const std::string& key) {
-  const std::vector<std::string> parts = split_key(key);
-  if (parts.size() != 8 || parts[0] != "normalize") return std::nullopt;
-  const auto& value = key_value;
-  const auto& number = key_number;
-  nz::Problem p;
-  try {
-    p.dtype = parse_dtype_name(parts[1], "");
-    p.mode = parse_mode(parts[2], "");
-  } catch (const InputError&) {
-    return std::nullopt;
-  }
-  const auto cols = number(value(parts[3], "cols="));
-  const auto rows = number(value(parts[4], "rows<="));
-  const auto align = number(value(parts[5], "align="));
-  const auto affine = value(parts[6], "affine=");
-  const auto stats = value(parts[7], "stats=");
-  if (!cols || !rows || !align || !affine || !stats || *cols <= 0 || *rows <= 0) return std::nullopt;
-  p.cols = *cols;
-  p.rows = *rows;
-  p.align_bytes = static_cast<int>(*align);
-  p.gamma = affine->find('g') != std::string::npos;
-  p.beta = affine->find('b') != std::string::npos;
-  p.mean_out = stats->find('m') != std::string::npos;
-  p.rstd_out = stats->find('r') != std::string::npos;
-  if (p.key() != key) return std::nullopt;
-  return p;
-}
+// Inverse of Problem::key() (the family's decoder).
+std::optional<nz::Problem> parse_key(const std::string& key) { return nz::problem_from_key(key); }
 
 // One device allocation, freed on scope exit.
 struct DeviceMemory {

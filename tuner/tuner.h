@@ -1,10 +1,13 @@
 #pragma once
-// The family-agnostic tuner: compile every candidate in parallel, verify each against the
-// family's reference, time the survivors with CUDA events on scratch buffers the family's harness
-// owns, and pick the winner. Failed variants are data (a Trial with a status), not exceptions.
+// The family-agnostic tuner: choose what to try (everything, or within a budget the cost model's
+// best plus exploration), compile on all cores while the GPU verifies and times what is ready
+// (reusing stored cubins), re-measure the finalists interleaved, and pick the winner; an
+// incumbent is replaced only by a variant faster beyond the noise. Failed variants are data (a
+// Trial with a status), not exceptions.
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +32,8 @@ struct Candidate {
   double tie_rank = 0;
   /// The family's index of this variant's config (the harness looks the config up by it).
   int index = -1;
+  /// The family's cost model (seconds, for ranking only); 0 when unknown.
+  double predicted_seconds = 0;
 };
 
 struct Compiled {
@@ -38,6 +43,7 @@ struct Compiled {
   std::string lowered_name;
   std::string binary_hash;
   double seconds = 0;
+  bool reused = false;  // came from the store instead of NVRTC
 };
 
 /// Compiles every candidate on `threads` threads (0: all cores). Never throws for a candidate
@@ -66,33 +72,75 @@ class Harness {
   virtual double model_bytes() const = 0;
 };
 
+/// Progress of one tuning, reported after each candidate (and once per finalist at the end).
+struct Progress {
+  int done = 0;       // candidates finished (timed or rejected)
+  int total = 0;      // candidates chosen for this run
+  const cache::Trial* trial = nullptr;
+  bool final = false;  // the interleaved re-measure of the finalists
+};
+
 struct Options {
   int samples = 15;              // timed batches per candidate; the median is kept
   double batch_ms = 0.25;        // each timed batch lasts at least this long
   double warmup_ms = 1.0;        // untimed launches first
   int compile_threads = 0;
   int max_dynamic_smem = 48 * 1024;  // the device's opt-in limit per block
+  /// Search budget: at most this many candidates (0: all). Beyond it the cost model's best
+  /// (1 - explore) share plus random picks (seeded by `seed`) are tried; `required` always are.
+  int budget_variants = 0;
+  /// Stop starting new candidates after this many milliseconds of tuning (0: no limit); at least
+  /// one candidate is always timed.
+  double budget_ms = 0;
+  double explore = 0.2;
+  std::uint64_t seed = 0;
+  std::vector<int> required;  // candidate indices always tried (the heuristic, the incumbent)
+  /// Kernels faster than this are timed as CUDA-graph replays of a captured batch (no launch gaps).
+  double graph_below_ms = 0.010;
+  /// Interleaved re-measure: the best `finalists` by median, `final_rounds` rounds of one batch each.
+  int finalists = 4;
+  int final_rounds = 9;
+  /// The currently stored winner (a candidate index, -1 none): it keeps its place unless the best
+  /// is faster by more than the measured noise.
+  int incumbent = -1;
+  /// Cubins already stored, looked up by compile hash (returns those found); null: compile all.
+  std::function<std::vector<cache::Binary>(const std::vector<std::string>&)> find_binaries;
+  std::function<void(const Progress&)> on_progress;
   std::function<void(const std::string&)> debug;  // optional log of each decision
 };
 
 struct Outcome {
   int winner = -1;  // index into the candidates, -1 when none survived
-  std::vector<cache::Trial> trials;
-  std::vector<Compiled> compiled;
-  double compile_seconds = 0;  // wall time of the parallel compile
+  std::vector<cache::Trial> trials;  // one per chosen candidate, in `chosen` order
+  std::vector<int> chosen;           // candidate indices tried (all of them when exhaustive)
+  std::vector<int> trial_index;      // per candidate: its index in `trials`, -1 when not tried
+  std::vector<Compiled> compiled;    // per candidate index; empty cubin for those not chosen
+  bool budgeted = false;             // a budget left candidates out
+  bool kept_incumbent = false;       // the incumbent stayed (within noise of the best)
+  double winner_ms = -1, winner_spread = 0;
+  double incumbent_ms = -1;
+  double compile_seconds = 0;  // CPU-side wall time until the last compile finished
   double bench_seconds = 0;
-  int compiles = 0;
+  int compiles = 0;            // NVRTC compilations done
+  int reused = 0;              // cubins taken from the store
 };
+
+/// The candidates a run tries, best predicted first: every one when the budget allows, else
+/// `required`, the cost model's top share and seeded random exploration.
+std::vector<int> choose(const std::vector<Candidate>& candidates, const Options& options);
 
 /// Tunes. Throws kvtune::Error only for broken infrastructure (a sticky CUDA error, no memory).
 Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const Options& options,
              cudaStream_t stream);
 
 /// Times one loaded kernel: median milliseconds per launch over `options.samples` batches, and
-/// the relative spread (p90 - p10) / median.
+/// the relative spread (p90 - p10) / median. Kernels under options.graph_below_ms are timed as
+/// graph replays (a captured batch launched as one graph).
 struct Timing {
   double median_ms = 0;
   double spread = 0;
+  int batch = 1;
+  bool graph = false;
 };
 Timing time_kernel(const Candidate& candidate, const detail::LoadedKernel& kernel, Harness& harness,
                    const Options& options, cudaStream_t stream);

@@ -1,6 +1,7 @@
 #include "kernel_templates/dwconv/dwconv_family.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -9,6 +10,7 @@
 
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
+#include "lib/src/key_text.h"
 
 namespace kvtune::dwconv {
 namespace {
@@ -137,12 +139,12 @@ bool Problem::operator==(const Problem& o) const {
   return direction == o.direction && layout == o.layout && dtype == o.dtype && n == o.n && c == o.c && h == o.h &&
          w == o.w && kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && dh == o.dh && dw == o.dw &&
          pad_top == o.pad_top && pad_bottom == o.pad_bottom && pad_left == o.pad_left && pad_right == o.pad_right &&
-         bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes;
+         bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes && n_exact == o.n_exact;
 }
 
 std::string Problem::key() const {
-  return fmt::format("dwconv,{},{},{},n<={},c={},h={},w={},k={}x{},s={}x{},d={}x{},pad={},{},{},{},bias={},det={},align={}",
-                     to_string(direction), to_string(layout), to_string(dtype), n, c, h, w, kh, kw, sh, sw, dh, dw,
+  return fmt::format("dwconv,{},{},{},n{}{},c={},h={},w={},k={}x{},s={}x{},d={}x{},pad={},{},{},{},bias={},det={},align={}",
+                     to_string(direction), to_string(layout), to_string(dtype), n_exact ? "=" : "<=", n, c, h, w, kh, kw, sh, sw, dh, dw,
                      pad_top, pad_bottom, pad_left, pad_right, bias ? 1 : 0, deterministic ? 1 : 0, align_bytes);
 }
 
@@ -164,7 +166,7 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
                          std::int64_t(p.kh), std::int64_t(p.kw), std::int64_t(p.sh), std::int64_t(p.sw),
                          std::int64_t(p.dh), std::int64_t(p.dw), std::int64_t(p.pad_top), std::int64_t(p.pad_bottom),
                          std::int64_t(p.pad_left), std::int64_t(p.pad_right), std::int64_t(p.bias),
-                         std::int64_t(p.deterministic), std::int64_t(p.align_bytes)})
+                         std::int64_t(p.deterministic), std::int64_t(p.align_bytes), std::int64_t(p.n_exact)})
     mix(v);
   return static_cast<std::size_t>(h);
 }
@@ -227,13 +229,13 @@ void validate(const DwConvArgs& a) {
   }
 }
 
-Problem make_problem(const DwConvArgs& a) {
+Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
   Problem p;
   p.direction = a.direction;
   p.layout = a.layout;
   p.dtype = a.dtype;
-  p.n = 1;
-  while (p.n < a.n) p.n <<= 1;
+  p.n = buckets.bucket(a.n);
+  p.n_exact = buckets.exact();
   p.c = a.c;
   p.h = a.h;
   p.w = a.w;
@@ -570,6 +572,175 @@ std::string template_hash() {
   h = detail::hash64(embedded::dwconv_params_h, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);
+}
+
+}  // namespace kvtune::dwconv
+
+namespace kvtune::dwconv {
+
+void set_placeholders(DwConvArgs& a, bool bias) {
+  const auto at = [](std::uintptr_t v) { return reinterpret_cast<void*>(v); };
+  a.x = a.weight = a.dy = nullptr;
+  a.y = a.dx = a.dweight = a.dbias = nullptr;
+  a.bias = nullptr;
+  switch (a.direction) {
+    case DwDirection::forward:
+      a.x = at(0x10000), a.weight = at(0x20000), a.y = at(0x30000);
+      if (bias) a.bias = at(0x40000);
+      break;
+    case DwDirection::backward_data:
+      a.dy = at(0x10000), a.weight = at(0x20000), a.dx = at(0x30000);
+      break;
+    case DwDirection::backward_weight:
+      a.x = at(0x10000), a.dy = at(0x20000), a.dweight = at(0x30000);
+      if (bias) a.dbias = at(0x40000);
+      break;
+  }
+}
+
+std::optional<Problem> problem_from_key(const std::string& key) {
+  using detail::key_number;
+  using detail::key_value;
+  const std::vector<std::string> parts = detail::split_key(key);
+  if (parts.size() != 18 || parts[0] != "dwconv") return std::nullopt;
+  // "AxB" with small numbers.
+  const auto two = [](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
+    if (!text) return std::nullopt;
+    const auto x = text->find('x');
+    if (x == std::string::npos) return std::nullopt;
+    const auto a = key_number(text->substr(0, x)), b = key_number(text->substr(x + 1));
+    if (!a || !b || *a > 65536 || *b > 65536) return std::nullopt;
+    return std::pair{static_cast<int>(*a), static_cast<int>(*b)};
+  };
+  static constexpr DwDirection kDirections[] = {DwDirection::forward, DwDirection::backward_data,
+                                                DwDirection::backward_weight};
+  static constexpr DwLayout kLayouts[] = {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc};
+  static constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
+  const auto direction = detail::key_enum(parts[1], kDirections);
+  const auto layout = detail::key_enum(parts[2], kLayouts);
+  const auto dtype = detail::key_enum(parts[3], kDTypes);
+  auto n = key_number(key_value(parts[4], "n<="));
+  const bool exact = !n;
+  if (exact) n = key_number(key_value(parts[4], "n="));
+  const auto c = key_number(key_value(parts[5], "c="));
+  const auto h = key_number(key_value(parts[6], "h="));
+  const auto w = key_number(key_value(parts[7], "w="));
+  const auto k = two(key_value(parts[8], "k="));
+  const auto s = two(key_value(parts[9], "s="));
+  const auto d = two(key_value(parts[10], "d="));
+  const auto top = key_number(key_value(parts[11], "pad="));
+  const auto bottom = key_number(parts[12]), left = key_number(parts[13]), right = key_number(parts[14]);
+  const auto bias = key_number(key_value(parts[15], "bias="));
+  const auto det = key_number(key_value(parts[16], "det="));
+  const auto align = key_number(key_value(parts[17], "align="));
+  if (!direction || !layout || !dtype || !n || !c || !h || !w || !k || !s || !d || !top || !bottom || !left ||
+      !right || !bias || !det || !align)
+    return std::nullopt;
+  for (std::int64_t v : {*top, *bottom, *left, *right, *align})
+    if (v > 65536) return std::nullopt;
+  if (*n < 1 || (!exact && (*n & (*n - 1)) != 0) || *bias > 1 || *det > 1) return std::nullopt;
+  Problem p;
+  p.direction = *direction, p.layout = *layout, p.dtype = *dtype;
+  p.n = *n, p.n_exact = exact, p.c = *c, p.h = *h, p.w = *w;
+  p.kh = k->first, p.kw = k->second, p.sh = s->first, p.sw = s->second, p.dh = d->first, p.dw = d->second;
+  p.pad_top = static_cast<int>(*top), p.pad_bottom = static_cast<int>(*bottom);
+  p.pad_left = static_cast<int>(*left), p.pad_right = static_cast<int>(*right);
+  p.bias = *bias == 1;
+  p.deterministic = *det == 1;
+  p.align_bytes = static_cast<int>(*align);
+  if (p.key() != key) return std::nullopt;
+  // What the library would accept: its argument checks, and the fields make_problem fixes.
+  if (p.bias && p.direction == DwDirection::backward_data) return std::nullopt;
+  if (!p.deterministic && p.direction != DwDirection::backward_weight) return std::nullopt;
+  if (p.align_bytes < p.element_bytes() || p.align_bytes > 16 || (p.align_bytes & (p.align_bytes - 1)) != 0 ||
+      (p.c * p.element_bytes()) % p.align_bytes != 0)
+    return std::nullopt;
+  DwConvArgs a;
+  a.direction = p.direction, a.layout = p.layout, a.dtype = p.dtype;
+  a.n = p.n, a.c = p.c, a.h = p.h, a.w = p.w;
+  a.kernel_h = p.kh, a.kernel_w = p.kw, a.stride_h = p.sh, a.stride_w = p.sw, a.dilation_h = p.dh,
+  a.dilation_w = p.dw;
+  a.pad_top = p.pad_top, a.pad_bottom = p.pad_bottom, a.pad_left = p.pad_left, a.pad_right = p.pad_right;
+  a.deterministic = p.deterministic;
+  set_placeholders(a, p.bias);
+  try {
+    validate(a);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  // Calibration (H200, the exhaustive trials of bench/results/2026-11-22-h200-exhaustive); costs
+  // are issue time per instruction and SM, divided over its 64 lanes' worth of throughput.
+  constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16, kShared = 1e-9 / 32, kFilterLoad = 1e-9 / 32;
+  constexpr double kSync = 6.25e-9, kNaive = 4.0, kLaunch = 2e-6, kReduce = 10e-9, kSplit = 1e-9;
+  const double elem = p.element_bytes();
+  const double sms = sm_count;
+  const int kh = p.kh, kw = p.kw, tap_count = kh * kw;
+  const double batch = double(p.n), channels = double(p.c);
+  const bool data = p.direction == DwDirection::backward_data;
+  const double dst_h = double(p.dst_h()), dst_w = double(p.dst_w());
+  const int sh = data ? 1 : p.sh, sw = data ? 1 : p.sw;
+  const double bytes = elem * batch * channels * double(p.h * p.w + p.out_h() * p.out_w());
+  const double outputs = batch * channels * dst_h * dst_w;
+  const auto fraction = [](double used, double tile) { return used / (std::ceil(used / tile) * tile); };
+  switch (c.kernel) {
+    case Kernel::direct: {
+      const double penalty = c.coalesced ? 1.0 : kNaive;
+      const double issue = outputs * (tap_count * kFma + tap_count * kLoad * penalty) / sms;
+      return std::max(bytes / bandwidth * penalty, issue) + kLaunch;
+    }
+    case Kernel::tiled: {
+      const double tx = c.threads_x, ty = c.threads_y, rw = c.outputs_per_thread;
+      const double vc = std::max(1, c.vector_channels);
+      const double block = tx * ty;
+      const double row_loads = (rw - 1) * sw + double(kw - 1) * p.dw + 1;
+      double cost = 0, efficiency = 1, blocks = 0, lanes = 1;
+      if (!p.channel_last()) {
+        efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty);
+        blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / ty);
+        const double per_output = kh * row_loads / rw;
+        if (c.smem_halo) {
+          const double tile = ((ty - 1) * sh + double(kh - 1) * p.dh + 1) * ((tx * rw - 1) * sw + double(kw - 1) * p.dw + 1);
+          cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);
+        } else {
+          cost = per_output * kLoad;
+        }
+        cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
+      } else {
+        lanes = vc;
+        efficiency = fraction(channels, tx * vc) * fraction(dst_w, rw) * fraction(dst_h, ty);
+        blocks = std::ceil(channels / (tx * vc)) * std::ceil(dst_w / rw) * batch * std::ceil(dst_h / ty);
+        cost = kh * row_loads / rw / vc * kLoad + tap_count * kFma + tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
+      }
+      const double threads = blocks * block;
+      const double registers = 24 + rw * lanes * (p.channel_last() ? elem / 4 : 1) * 2 +
+                               (c.smem_filter ? 0 : tap_count * lanes);
+      const double register_occupancy = std::min(1.0, 65536 / (std::max(registers, 16.0) * 2048));
+      const double issue = outputs / efficiency * cost / sms / std::sqrt(register_occupancy);
+      const double occupancy = std::min(1.0, threads / (sms * 2048)) * register_occupancy;
+      const double memory = bytes / bandwidth / efficiency / std::pow(std::max(occupancy, 1e-3), 2);
+      const double waves = blocks / (sms * std::max(1.0, std::floor(2048 / block)));
+      return std::max(memory, issue) * (waves < 1 ? 1.0 / waves : 1.0) + kLaunch;
+    }
+    case Kernel::wgrad: {
+      const double ct = c.channels_per_block, py = c.position_threads, tg = c.taps_per_block;
+      const double splits = c.splits;
+      const double blocks = std::ceil(channels / ct) * std::ceil(tap_count / tg) * splits;
+      const double positions = batch * double(p.out_h() * p.out_w());
+      const double occupancy = std::min(1.0, blocks * ct * py / (sms * 2048));
+      const double work = channels * tap_count * positions;
+      const double loads = channels * positions * (tap_count / tg);
+      const double issue = (work * kFma + loads * kLoad) / sms / std::max(occupancy, 1e-3);
+      const double reduce = blocks * ct * tg * kReduce * std::log2(std::max(py, 2.0)) / sms +
+                            (splits > 1 ? kSplit * channels * tap_count * splits / sms / 1000 : 0);
+      const double memory = bytes / bandwidth * std::sqrt(tap_count / tg) / std::max(occupancy, 1e-3);
+      return std::max(memory, issue) + reduce + kLaunch;
+    }
+  }
+  return 1.0;
 }
 
 }  // namespace kvtune::dwconv

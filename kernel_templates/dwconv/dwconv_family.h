@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "kvtune/kvtune.h"
+#include "lib/src/buckets.h"
 #include "lib/src/nvrtc.h"
 
 namespace kvtune::dwconv {
@@ -47,7 +49,8 @@ struct Problem {
   DwDirection direction = DwDirection::forward;
   DwLayout layout = DwLayout::nchw;
   DType dtype = DType::f32;
-  std::int64_t n = 1;  // bucket: smallest power of two >= the call's batch
+  std::int64_t n = 1;  // the batch bucket's upper bound (or the exact batch, with n_exact)
+  bool n_exact = false;  // "n=N" keys (exact bucketing) instead of "n<=N"
   std::int64_t c = 0, h = 1, w = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
@@ -73,7 +76,13 @@ struct ProblemHash {
 };
 
 void validate(const DwConvArgs& args);
-Problem make_problem(const DwConvArgs& args);
+/// The key of validated arguments; the batch bucketed by `buckets` (powers of two by default).
+Problem make_problem(const DwConvArgs& args, const detail::Buckets& buckets = {});
+/// The problem whose key() is `key` and which the library accepts; nullopt otherwise (never throws).
+std::optional<Problem> problem_from_key(const std::string& key);
+/// Arguments with placeholder (never dereferenced) pointers for the tensors `direction` uses,
+/// for checking a problem with validate() without memory.
+void set_placeholders(DwConvArgs& args, bool bias);
 
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Every valid variant; the seed study's designs first.
@@ -93,6 +102,10 @@ Geometry geometry(const Problem& problem, const Config& config, std::int64_t bat
 
 double model_bytes(const Problem& problem, std::int64_t batch);
 double model_flops(const Problem& problem, std::int64_t batch);
+/// The budgeted search's analytic estimate of a variant's time (seconds): useful-lane fraction of
+/// the tiles, loads and FMAs per output against the memory time, register-limited occupancy.
+/// Only its ranking matters; constants calibrated on an H200 (bench/NOTES.md, "cost model").
+double predicted_seconds(const Problem& problem, const Config& config, int sm_count, double bandwidth);
 
 detail::CompileRequest compile_request(const Problem& problem, const Config& config, const std::string& arch);
 /// The float64 reference kernel, comparison and fill kernels.

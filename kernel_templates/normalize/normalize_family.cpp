@@ -10,6 +10,7 @@
 
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
+#include "lib/src/key_text.h"
 
 namespace kvtune::normalize {
 namespace {
@@ -98,13 +99,13 @@ Config Config::from_json(const nlohmann::json& j) {
 }
 
 bool Problem::operator==(const Problem& o) const {
-  return dtype == o.dtype && mode == o.mode && cols == o.cols && rows == o.rows && align_bytes == o.align_bytes &&
-         gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out;
+  return dtype == o.dtype && mode == o.mode && cols == o.cols && rows == o.rows && rows_exact == o.rows_exact &&
+         align_bytes == o.align_bytes && gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out;
 }
 
 std::string Problem::key() const {
-  return fmt::format("normalize,{},{},cols={},rows<={},align={},affine={}{},stats={}{}", to_string(dtype),
-                     to_string(mode), cols, rows, align_bytes, gamma ? "g" : "", beta ? "b" : "",
+  return fmt::format("normalize,{},{},cols={},rows{}{},align={},affine={}{},stats={}{}", to_string(dtype),
+                     to_string(mode), cols, rows_exact ? "=" : "<=", rows, align_bytes, gamma ? "g" : "", beta ? "b" : "",
                      mean_out ? "m" : "", rstd_out ? "r" : "");
 }
 
@@ -116,7 +117,7 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
   const std::uint64_t small = static_cast<std::uint64_t>(p.dtype) | (static_cast<std::uint64_t>(p.mode) << 4) |
                               (static_cast<std::uint64_t>(p.align_bytes) << 8) | (std::uint64_t(p.gamma) << 16) |
                               (std::uint64_t(p.beta) << 17) | (std::uint64_t(p.mean_out) << 18) |
-                              (std::uint64_t(p.rstd_out) << 19);
+                              (std::uint64_t(p.rstd_out) << 19) | (std::uint64_t(p.rows_exact) << 20);
   h ^= small + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return static_cast<std::size_t>(h);
 }
@@ -174,12 +175,13 @@ void validate(const NormalizeArgs& a) {
   }
 }
 
-Problem make_problem(const NormalizeArgs& a) {
+Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
   Problem p;
   p.dtype = a.dtype;
   p.mode = a.mode;
   p.cols = a.cols;
-  p.rows = rows_bucket(a.rows);
+  p.rows = buckets.bucket(a.rows);
+  p.rows_exact = buckets.exact();
   p.gamma = a.gamma != nullptr;
   p.beta = a.beta != nullptr;
   p.mean_out = a.mean != nullptr;
@@ -366,6 +368,77 @@ std::string template_hash() {
   h = detail::hash64(embedded::normalize_params_h, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);
+}
+
+}  // namespace kvtune::normalize
+
+namespace kvtune::normalize {
+
+std::optional<Problem> problem_from_key(const std::string& key) {
+  using detail::key_number;
+  using detail::key_value;
+  const std::vector<std::string> parts = detail::split_key(key);
+  if (parts.size() != 8 || parts[0] != "normalize") return std::nullopt;
+  static constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
+  static constexpr NormMode kModes[] = {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm};
+  const auto dtype = detail::key_enum(parts[1], kDTypes);
+  const auto mode = detail::key_enum(parts[2], kModes);
+  const auto cols = key_number(key_value(parts[3], "cols="));
+  auto rows = key_number(key_value(parts[4], "rows<="));
+  const bool exact = !rows;
+  if (exact) rows = key_number(key_value(parts[4], "rows="));
+  const auto align = key_number(key_value(parts[5], "align="));
+  const auto affine = key_value(parts[6], "affine=");
+  const auto stats = key_value(parts[7], "stats=");
+  if (!dtype || !mode || !cols || !rows || !align || !affine || !stats || *cols <= 0 || *rows <= 0 || *align > 16)
+    return std::nullopt;
+  Problem p;
+  p.dtype = *dtype;
+  p.mode = *mode;
+  p.cols = *cols;
+  p.rows = *rows;
+  p.rows_exact = exact;
+  p.align_bytes = static_cast<int>(*align);
+  p.gamma = affine->find('g') != std::string::npos;
+  p.beta = affine->find('b') != std::string::npos;
+  p.mean_out = stats->find('m') != std::string::npos;
+  p.rstd_out = stats->find('r') != std::string::npos;
+  if (p.key() != key) return std::nullopt;
+  return p;
+}
+
+double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  // Calibration (H200, the exhaustive trials of bench/results/2026-11-22-h200-exhaustive):
+  constexpr double kLatency = 0.7e-6;       // DRAM load latency, s
+  constexpr double kShuffle = 10e-9;        // one warp-shuffle step of a reduction
+  constexpr double kBlockSync = 50e-9;      // a block-level reduction stage (threads per row > 32)
+  constexpr double kIteration = 60e-9;      // one vector iteration of a row pass, per thread
+  constexpr double kWelford = 5.0;          // Welford's per-element cost relative to two-pass
+  constexpr double kSharedPass = 100e-9;    // staging a row in shared memory
+  constexpr double kRereadFraction = 0.5;   // a re-read pass misses L2 about half the time
+  const double cols = double(p.cols), rows = double(p.rows), elem = p.element_bytes();
+  const std::int64_t ve = c.vector_bytes / p.element_bytes();
+  const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * ve);
+  const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
+  const std::int64_t regs = 32 + (c.keep == Keep::registers ? iterations * c.vector_bytes / 4 : 0);
+  const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
+  const std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
+  if (blocks_per_sm == 0) return 1.0;  // cannot be resident: last
+  const double blocks = std::ceil(rows / c.rows_per_block);
+  const double resident_blocks = std::min(blocks, double(sm_count * blocks_per_sm));
+  const double waves = blocks / double(sm_count * blocks_per_sm);
+  double bytes = 2 * rows * cols * elem;
+  if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction;
+  const double unrolled = c.keep == Keep::registers ? double(iterations) : 1.0;
+  const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
+  const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
+  const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  const double reduction = std::log2(double(c.threads_per_row)) * kShuffle + (c.threads_per_row > 32 ? kBlockSync : 0);
+  const int reductions = p.mode == NormMode::rmsnorm ? 1 : c.stat == Stat::two_pass ? 2 : 1;
+  const double chain = kLatency * (c.keep == Keep::reread ? 2 : 1) + reductions * reduction +
+                       double(iterations) * kIteration * (c.stat == Stat::welford ? kWelford : 1.0) +
+                       (c.keep == Keep::shared ? kSharedPass : 0);
+  return std::max(memory, std::ceil(waves) * chain) + chain;
 }
 
 }  // namespace kvtune::normalize

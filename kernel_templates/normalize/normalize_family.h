@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "kvtune/kvtune.h"
+#include "lib/src/buckets.h"
 #include "lib/src/nvrtc.h"
 
 namespace kvtune::normalize {
@@ -42,7 +44,8 @@ struct Problem {
   DType dtype = DType::f32;
   NormMode mode = NormMode::standardize;
   std::int64_t cols = 0;
-  std::int64_t rows = 0;   // the bucket: the smallest power of two >= the call's rows
+  std::int64_t rows = 0;   // the bucket's upper bound (or the exact rows, with rows_exact)
+  bool rows_exact = false;  // "rows=N" keys (exact bucketing) instead of "rows<=N"
   int align_bytes = 16;    // largest vector access (2..16 bytes) every pointer and row start allows
   bool gamma = false;
   bool beta = false;
@@ -62,10 +65,12 @@ struct ProblemHash {
 
 /// Checks every field (before touching the GPU); throws kvtune::Error naming the field.
 void validate(const NormalizeArgs& args);
-/// The key of validated arguments.
-Problem make_problem(const NormalizeArgs& args);
-/// Smallest power of two >= rows (the rows bucket).
+/// The key of validated arguments; rows bucketed by `buckets` (powers of two by default).
+Problem make_problem(const NormalizeArgs& args, const detail::Buckets& buckets = {});
+/// Smallest power of two >= rows (the default rows bucket).
 std::int64_t rows_bucket(std::int64_t rows);
+/// The problem whose key() is `key`; nullopt for anything else (never throws).
+std::optional<Problem> problem_from_key(const std::string& key);
 
 /// Whether `config` is a valid variant for `problem`; `why` gets the violated constraint.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
@@ -91,6 +96,11 @@ Geometry geometry(const Problem& problem, const Config& config, std::int64_t row
 double model_bytes(const Problem& problem, std::int64_t rows);
 /// Floating-point operations of a call (about 7 per element), for the roofline.
 double model_flops(const Problem& problem, std::int64_t rows);
+/// The budgeted search's analytic estimate of a variant's time (seconds): memory time with a
+/// latency-hiding factor (bytes in flight vs. bandwidth x latency), against a per-row dependency
+/// chain (loads, reductions, passes) times the waves of resident rows. Only its ranking matters;
+/// its constants were calibrated on an H200 (bench/NOTES.md, "cost model").
+double predicted_seconds(const Problem& problem, const Config& config, int sm_count, double bandwidth);
 
 /// The NVRTC request that compiles `config` for `problem` on `arch` ("sm_90").
 detail::CompileRequest compile_request(const Problem& problem, const Config& config, const std::string& arch);

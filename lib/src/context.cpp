@@ -1,14 +1,26 @@
-// Context: the path of one call. Validate -> key -> lock-free table -> launch; on a miss, under the
-// device's miss mutex: SQLite winner -> load its cubin; else the policy (tune / heuristic).
+// Context: the path of one call. Validate -> key -> lock-free table -> launch. On a miss, under
+// the device's miss mutex, the fallback ladder: a stored winner of the exact size -> of the
+// bucket -> (policy tune: tune now under the key's lease) -> the nearest tuned shape -> the
+// heuristic. Stand-ins while a winner is tuned elsewhere (background policy, another process's
+// lease) are provisional: the hot path re-checks the cache for the winner twice a second.
 
 #include <cuda_runtime_api.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
+#include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -17,18 +29,22 @@
 
 #include "cache/store.h"
 #include "kvtune/kvtune.h"
+#include "lib/src/buckets.h"
 #include "lib/src/cuda_check.h"
 #include "lib/src/device.h"
 #include "lib/src/dispatch_table.h"
 #include "lib/src/families.h"
 #include "lib/src/hash.h"
 #include "lib/src/module.h"
+#include "lib/src/nvml.h"
 #include "tuner/tuner.h"
 
 namespace kvtune {
 namespace {
 
 constexpr int kMaxDevices = 64;
+constexpr double kRecheckSeconds = 0.5;  // provisional entries look for a landed winner this often
+constexpr double kDefaultBandwidth = 3.0e12;  // cost-model bandwidth before a copy was measured
 
 std::string default_cache_path() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
@@ -45,11 +61,30 @@ int level_rank(const std::string& level) {
   return 0;
 }
 
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A non-negative integer (or number) environment setting; throws naming the variable.
+double env_number(const char* name, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= 0) || v > 1e12)
+    throw Error(Error::Context{"context", "", "", "", name},
+                fmt::format("{} must be a non-negative number, got '{}'", name, text));
+  return v;
+}
+
 template <class F>
 struct Entry {
   detail::LoadedKernel kernel;
   typename F::Config config;
-  std::string origin;  // "tuned", "cached", "heuristic"
+  std::string origin;  // "tuned", "cached", "heuristic", "nearest"
+  // A stand-in while the real winner is being tuned (background, or by another process holding
+  // the lease): the hot path re-checks the cache for it every kRecheckSeconds.
+  bool provisional = false;
+  mutable std::atomic<std::int64_t> recheck_at_ns{0};
 };
 
 template <class F>
@@ -59,6 +94,18 @@ template <class Tuple> struct TablesOf;
 template <class... F> struct TablesOf<std::tuple<F...>> {
   using type = std::tuple<Table<F>...>;
 };
+
+// Background workers still running at exit are stopped before the CUDA runtime tears down.
+std::mutex g_workers_mutex;
+std::vector<std::function<void()>*> g_worker_stops;
+void stop_all_workers() {
+  std::vector<std::function<void()>*> stops;
+  {
+    std::lock_guard<std::mutex> lock(g_workers_mutex);
+    stops.swap(g_worker_stops);
+  }
+  for (auto* stop : stops) (*stop)();
+}
 
 }  // namespace
 
@@ -74,20 +121,33 @@ ContextOptions ContextOptions::from_environment() {
       throw Error(Error::Context{"context", "", "", "", "KVTUNE_LOG"},
                   fmt::format("KVTUNE_LOG must be warn, info or debug, got '{}'", o.log_level));
   }
+  if (const char* v = std::getenv("KVTUNE_BUDGET_VARIANTS"); v != nullptr && *v != '\0')
+    o.budget_variants = static_cast<int>(std::min(env_number("KVTUNE_BUDGET_VARIANTS", v), 1e6));
+  if (const char* v = std::getenv("KVTUNE_BUDGET_MS"); v != nullptr && *v != '\0')
+    o.budget_ms = env_number("KVTUNE_BUDGET_MS", v);
+  if (const char* v = std::getenv("KVTUNE_BUCKETS"); v != nullptr && *v != '\0') {
+    detail::Buckets::parse(v, "KVTUNE_BUCKETS");  // refuse a bad spec here, naming the variable
+    o.buckets = v;
+  }
   return o;
 }
 
 struct Context::Impl {
   struct Device {
+    int ordinal = 0;
     std::once_flag init;
     detail::DeviceFingerprint fingerprint;
     std::string device_id;
+    double bandwidth = kDefaultBandwidth;  // for the cost model: the stored copy ceiling when known
     TablesOf<detail::Families>::type tables;  // one lock-free dispatch table per family
-    std::mutex miss_mutex;  // one miss at a time per device: tuning owns the GPU while it runs
+    std::mutex miss_mutex;  // one miss at a time per device
+    std::mutex tune_mutex;  // one tuning at a time per device (foreground or background)
   };
 
   ContextOptions options;
+  detail::Buckets buckets;
   std::unique_ptr<cache::Store> store;
+  std::string owner;  // lease owner: host, process and context
   // Per-device state, created once and never freed before the context: readers load the pointer
   // without a lock (the hot path), creation happens under devices_mutex.
   std::array<std::atomic<Device*>, kMaxDevices> devices{};
@@ -95,17 +155,38 @@ struct Context::Impl {
   std::mutex devices_mutex;
   int log_rank = 0;
 
+  // The background policy's worker: one thread, a queue of tunings, started on first use.
+  std::mutex queue_mutex;
+  std::condition_variable queue_cv, idle_cv;
+  std::deque<std::pair<std::string, std::function<void()>>> queue;  // (key, job)
+  std::set<std::string> queued_keys;
+  bool worker_busy = false;
+  bool stopping = false;
+  std::thread worker;
+  std::function<void()> stop_worker_fn;
+
   struct AtomicCounters {
     std::atomic<std::uint64_t> calls{0}, table_hits{0}, cache_hits{0}, tunes{0}, heuristic_uses{0}, compiles{0},
-        variants_timed{0}, variants_rejected{0};
+        variants_timed{0}, variants_rejected{0}, fallback_exact{0}, fallback_bucket{0}, fallback_nearest{0},
+        fallback_heuristic{0}, binaries_reused{0}, lease_waits{0}, background_swaps{0}, records{0};
   } counters;
 
   explicit Impl(ContextOptions o) : options(std::move(o)) {
     log_rank = level_rank(options.log_level);
+    buckets = detail::Buckets::parse(options.buckets, "buckets");
+    if (options.budget_variants < 0)
+      throw Error(Error::Context{"context", "", "", "", "budget_variants"}, "budget_variants must be >= 0");
+    if (!(options.budget_ms >= 0))
+      throw Error(Error::Context{"context", "", "", "", "budget_ms"}, "budget_ms must be >= 0");
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    owner = fmt::format("{}:{}:{}", host, static_cast<long>(getpid()), static_cast<const void*>(this));
     store = cache::Store::open(options.cache_path, [this](const char* level, const std::string& message) {
       log(level, "cache: " + message);
     });
   }
+
+  ~Impl() { stop_worker(); }
 
   void log(const char* level, const std::string& message) const {
     if (level_rank(level) > log_rank || log_rank == 0) return;
@@ -123,6 +204,7 @@ struct Context::Impl {
       if (d == nullptr) {
         device_storage.push_back(std::make_unique<Device>());
         d = device_storage.back().get();
+        d->ordinal = ordinal;
         devices[ordinal].store(d, std::memory_order_release);
       }
     }
@@ -143,6 +225,8 @@ struct Context::Impl {
       row.json = d->fingerprint.to_json();
       try {
         store->put_device(row);
+        if (auto ceilings = store->find_ceilings(d->device_id); ceilings && ceilings->copy_gbps > 0)
+          d->bandwidth = ceilings->copy_gbps * 1e9;
       } catch (const Error& e) {
         log("warn", std::string("could not record the device in the cache: ") + e.what());
       }
@@ -150,9 +234,18 @@ struct Context::Impl {
     return *d;
   }
 
-  // Dispatch-path helpers below run only on a miss.
+  // ---- the miss path: the fallback ladder ----------------------------------------------------
+
   template <class F>
-  const Entry<F>& resolve(Device& dev, const typename F::Problem& problem, Stream stream) {
+  const Entry<F>& publish(Device& dev, const typename F::Problem& problem, std::shared_ptr<Entry<F>> entry) {
+    if (entry->provisional) entry->recheck_at_ns.store(now_ns() + std::int64_t(kRecheckSeconds * 1e9));
+    auto& table = std::get<Table<F>>(dev.tables);
+    table.insert(problem, std::move(entry));
+    return *table.find(problem);
+  }
+
+  template <class F>
+  const Entry<F>& resolve(Device& dev, const typename F::Problem& problem, std::int64_t batch, Stream stream) {
     std::lock_guard<std::mutex> lock(dev.miss_mutex);
     auto& table = std::get<Table<F>>(dev.tables);
     if (const Entry<F>* entry = table.find(problem)) return *entry;
@@ -168,24 +261,71 @@ struct Context::Impl {
                   "no variant is loaded for this problem and the stream is being captured: run it once "
                   "before capture (kvtune never tunes, compiles or allocates during capture)");
 
-    // 1. A stored winner (a tuned one, or a heuristic one when the policy does not ask for tuning).
-    if (auto stored = lookup_stored<F>(dev, problem, key, template_hash)) {
-      ++counters.cache_hits;
-      log("info", fmt::format("{} {}: cached {} ({})", F::kOp, key, stored->config.label(), stored->origin));
-      table.insert(problem, stored);
-      return *table.find(problem);
-    }
-    std::shared_ptr<const Entry<F>> entry;
-    if (options.policy == Policy::tune) {
-      try {
-        entry = tune<F>(dev, problem, key, template_hash);
-      } catch (const Error& e) {
-        log("warn", fmt::format("{} {}: tuning failed, using the heuristic variant: {}", F::kOp, key, e.what()));
+    const Policy policy = options.policy;
+    // 1. A stored winner for the exact size (kvtune-tune of exact shapes, or exact bucketing).
+    if (!buckets.exact()) {
+      const auto exact = F::with_batch(problem, batch, true);
+      if (auto stored = lookup_stored<F>(dev, exact, exact.key(), template_hash)) {
+        ++counters.fallback_exact;
+        ++counters.cache_hits;
+        log("info", fmt::format("{} {}: exact-size entry {} ({})", F::kOp, key, stored->config.label(), stored->origin));
+        return publish<F>(dev, problem, stored);
       }
     }
-    if (!entry) entry = heuristic<F>(dev, problem, key, template_hash);
-    table.insert(problem, entry);
-    return *table.find(problem);
+    // 2. A stored winner for the bucket (retune: a tuned one becomes the incumbent instead).
+    if (auto stored = lookup_stored<F>(dev, problem, key, template_hash);
+        stored && !(options.retune && policy == Policy::tune)) {
+      ++counters.fallback_bucket;
+      ++counters.cache_hits;
+      log("info", fmt::format("{} {}: cached {} ({})", F::kOp, key, stored->config.label(), stored->origin));
+      return publish<F>(dev, problem, stored);
+    }
+    bool provisional = false;
+    if (policy == Policy::tune) {
+      if (auto entry = tune_with_lease<F>(dev, problem, key, template_hash)) return publish<F>(dev, problem, entry);
+      provisional = true;  // another process is tuning it, or tuning failed: fall back below
+    } else if (policy == Policy::background) {
+      enqueue_background<F>(dev, problem, key, template_hash);
+      provisional = true;
+    } else if (policy == Policy::record) {
+      try {
+        store->record_problem(F::kOp, key, dev.device_id, template_hash);
+        ++counters.records;
+        log("info", fmt::format("{} {}: recorded for offline tuning", F::kOp, key));
+      } catch (const std::exception& e) {
+        log("warn", fmt::format("{} {}: could not record the problem: {}", F::kOp, key, e.what()));
+      }
+    }
+    // 3. The nearest tuned shape of the same op, dtype and layout (not for the heuristic policy).
+    if (policy != Policy::heuristic) {
+      if (auto entry = nearest<F>(dev, problem, key, template_hash)) {
+        entry->provisional = provisional;
+        ++counters.fallback_nearest;
+        return publish<F>(dev, problem, entry);
+      }
+    }
+    // 4. The heuristic variant.
+    auto entry = heuristic<F>(dev, problem, key, template_hash);
+    entry->provisional = provisional;
+    ++counters.fallback_heuristic;
+    return publish<F>(dev, problem, entry);
+  }
+
+  // On a hit of a provisional entry whose recheck time has come: a stored winner replaces it.
+  template <class F>
+  void recheck(Device& dev, const typename F::Problem& problem, const Entry<F>& entry) {
+    std::int64_t due = entry.recheck_at_ns.load(std::memory_order_relaxed);
+    const std::int64_t now = now_ns();
+    if (now < due || !entry.recheck_at_ns.compare_exchange_strong(due, now + std::int64_t(kRecheckSeconds * 1e9)))
+      return;
+    std::unique_lock<std::mutex> lock(dev.miss_mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    const std::string key = problem.key();
+    if (auto stored = lookup_stored<F>(dev, problem, key, F::template_hash()); stored && stored->origin != "heuristic") {
+      log("info", fmt::format("{} {}: the tuned winner landed: {}", F::kOp, key, stored->config.label()));
+      ++counters.cache_hits;
+      std::get<Table<F>>(dev.tables).insert(problem, stored);
+    }
   }
 
   template <class F>
@@ -199,13 +339,32 @@ struct Context::Impl {
     return entry;
   }
 
+  // The binary of `config` for `problem`: from the store by compile hash, else compiled and stored.
+  template <class F>
+  cache::Binary binary_for(Device& dev, const typename F::Problem& problem, const typename F::Config& config) {
+    const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
+    const std::string hash = detail::compile_hash(request);
+    if (auto found = store->find_binary(hash)) return *found;
+    auto compiled = detail::nvrtc_compile(request);
+    ++counters.compiles;
+    cache::Binary binary{hash, dev.fingerprint.arch(), compiled.lowered_names.at(0), compiled.cubin,
+                         detail::hash_hex(compiled.cubin)};
+    try {
+      store->put_binary(binary);
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("could not store a binary: {}", e.what()));
+    }
+    return binary;
+  }
+
   template <class F>
   std::shared_ptr<Entry<F>> lookup_stored(Device& dev, const typename F::Problem& problem, const std::string& key,
                                           const std::string& template_hash) {
     try {
       auto winner = store->find_winner(key, dev.device_id, template_hash);
       if (!winner) return nullptr;
-      if (winner->origin == "heuristic" && options.policy == Policy::tune) return nullptr;
+      if (winner->origin == "heuristic" && (options.policy == Policy::tune || options.policy == Policy::background))
+        return nullptr;
       const auto config = F::Config::from_json(nlohmann::json::parse(winner->config_json));
       if (!F::is_valid(problem, config)) return nullptr;
       std::optional<cache::Binary> binary;
@@ -213,30 +372,52 @@ struct Context::Impl {
       if (!binary && winner->origin == "imported") {
         // `kvtune-cache import` brings configs, never binaries: compile once (unless
         // `kvtune-tune --compile-only` stored this binary already) and keep it for later processes.
-        const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
-        const std::string hash = detail::compile_hash(request);
-        binary = store->find_binary(hash);
-        if (!binary) {
-          auto compiled = detail::nvrtc_compile(request);
-          ++counters.compiles;
-          binary = cache::Binary{hash, dev.fingerprint.arch(), compiled.lowered_names.at(0), compiled.cubin,
-                                 detail::hash_hex(compiled.cubin)};
-        }
+        binary = binary_for<F>(dev, problem, config);
         winner->binary_hash = binary->hash;
-        store_result(*winner, binary, {});
+        store_result(*winner, {*binary}, {}, std::nullopt);
       }
       if (!binary) return nullptr;
-      return make_entry<F>(problem, config, binary->image, binary->lowered_name, "cached");
+      return make_entry<F>(problem, config, binary->image, binary->lowered_name,
+                           winner->origin == "heuristic" ? "heuristic" : "cached");
     } catch (const std::exception& e) {
       log("warn", fmt::format("{} {}: ignoring the cached entry: {}", F::kOp, key, e.what()));
       return nullptr;
     }
   }
 
-  void store_result(const cache::Winner& winner, const std::optional<cache::Binary>& binary,
-                    const std::vector<cache::Trial>& trials) {
+  template <class F>
+  std::shared_ptr<Entry<F>> nearest(Device& dev, const typename F::Problem& problem, const std::string& key,
+                                    const std::string& template_hash) {
     try {
-      store->put_result(winner, binary, trials);
+      double best = std::numeric_limits<double>::infinity();
+      std::optional<typename F::Config> chosen;
+      std::string from;
+      for (const auto& w : store->winners_for(F::kOp, dev.device_id, template_hash)) {
+        if (w.origin == "heuristic" || w.problem_key == key) continue;
+        const auto other = F::from_key(w.problem_key);
+        if (!other) continue;
+        const double d = F::distance(problem, *other);
+        if (!(d < best)) continue;
+        const auto config = F::Config::from_json(nlohmann::json::parse(w.config_json));
+        if (!F::is_valid(problem, config)) continue;
+        best = d;
+        chosen = config;
+        from = w.problem_key;
+      }
+      if (!chosen) return nullptr;
+      const cache::Binary binary = binary_for<F>(dev, problem, *chosen);
+      log("info", fmt::format("{} {}: nearest tuned shape {} -> {}", F::kOp, key, from, chosen->label()));
+      return make_entry<F>(problem, *chosen, binary.image, binary.lowered_name, "nearest");
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("{} {}: no nearest shape: {}", F::kOp, key, e.what()));
+      return nullptr;
+    }
+  }
+
+  void store_result(const cache::Winner& winner, const std::vector<cache::Binary>& binaries,
+                    const std::vector<cache::Trial>& trials, const std::optional<cache::TuningRun>& run) {
+    try {
+      store->put_result(winner, binaries, trials, run);
     } catch (const std::exception& e) {
       log("warn", fmt::format("could not store the result for {}: {}", winner.problem_key, e.what()));
     }
@@ -262,68 +443,268 @@ struct Context::Impl {
   std::shared_ptr<Entry<F>> heuristic(Device& dev, const typename F::Problem& problem, const std::string& key,
                                       const std::string& template_hash) {
     const auto config = F::heuristic(problem, dev.fingerprint.cc_major);
-    const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
-    auto compiled = detail::nvrtc_compile(request);
-    ++counters.compiles;
+    const cache::Binary binary = binary_for<F>(dev, problem, config);
     ++counters.heuristic_uses;
-    auto entry = make_entry<F>(problem, config, compiled.cubin, compiled.lowered_names.at(0), "heuristic");
-    cache::Binary binary{detail::compile_hash(request), dev.fingerprint.arch(), compiled.lowered_names.at(0),
-                         compiled.cubin, detail::hash_hex(compiled.cubin)};
-    store_result(make_winner<F>(dev, key, template_hash, config, binary.hash, "heuristic"), binary, {});
+    auto entry = make_entry<F>(problem, config, binary.image, binary.lowered_name, "heuristic");
+    // Stored for the non-tuning policies' next process; a tuned winner is never overwritten by it.
+    try {
+      const auto stored = store->find_winner(key, dev.device_id, template_hash);
+      if (!stored) store_result(make_winner<F>(dev, key, template_hash, config, binary.hash, "heuristic"), {binary}, {},
+                                std::nullopt);
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("{} {}: {}", F::kOp, key, e.what()));
+    }
     log("info", fmt::format("{} {}: heuristic {}", F::kOp, key, config.label()));
+    return entry;
+  }
+
+  // Tunes under the key's lease. nullptr when another process holds the lease (it will store the
+  // winner) or when tuning failed; the caller falls back.
+  template <class F>
+  std::shared_ptr<Entry<F>> tune_with_lease(Device& dev, const typename F::Problem& problem, const std::string& key,
+                                            const std::string& template_hash) {
+    bool leased = false;
+    try {
+      leased = store->try_acquire_lease(key, dev.device_id, template_hash, owner, options.lease_seconds);
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("{} {}: lease unavailable ({}), tuning anyway", F::kOp, key, e.what()));
+      leased = true;  // a broken cache must not stop tuning
+    }
+    if (!leased) {
+      ++counters.lease_waits;
+      log("info", fmt::format("{} {}: another process is tuning it; using the fallback until its winner lands",
+                              F::kOp, key));
+      return nullptr;
+    }
+    std::shared_ptr<Entry<F>> entry;
+    try {
+      // The winner may have landed between our lookup and the lease.
+      if (!options.retune) entry = lookup_stored<F>(dev, problem, key, template_hash);
+      if (!entry) {
+        std::lock_guard<std::mutex> tune_lock(dev.tune_mutex);
+        entry = tune<F>(dev, problem, key, template_hash);
+      }
+    } catch (const Error& e) {
+      log("warn", fmt::format("{} {}: tuning failed, using a fallback: {}", F::kOp, key, e.what()));
+    }
+    try {
+      store->release_lease(key, dev.device_id, template_hash, owner);
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("{} {}: could not release the lease: {}", F::kOp, key, e.what()));
+    }
     return entry;
   }
 
   template <class F>
   std::shared_ptr<Entry<F>> tune(Device& dev, const typename F::Problem& problem, const std::string& key,
                                  const std::string& template_hash) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t started_at = static_cast<std::int64_t>(std::time(nullptr));
     const std::string arch = dev.fingerprint.arch();
     const auto configs = F::enumerate(problem);
     if (configs.empty()) throw Error(Error::Context{F::kOp, key, "", "", ""}, "no valid variant");
-    const auto candidates = F::candidates(problem, configs, arch);
+    auto candidates = F::candidates(problem, configs, arch);
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      candidates[i].predicted_seconds =
+          F::predicted_seconds(problem, configs[i], dev.fingerprint.sm_count, dev.bandwidth);
+
+    tuner::Options topt;
+    topt.samples = options.timing_samples;
+    topt.compile_threads = options.compile_threads;
+    topt.max_dynamic_smem = dev.fingerprint.max_smem_per_block_optin;
+    topt.budget_variants = options.budget_variants;
+    topt.budget_ms = options.budget_ms;
+    topt.seed = std::hash<std::string>{}(key);
+    const auto index_of = [&](const typename F::Config& c) {
+      const auto it = std::find(configs.begin(), configs.end(), c);
+      return it == configs.end() ? -1 : static_cast<int>(it - configs.begin());
+    };
+    topt.required.push_back(index_of(F::heuristic(problem, dev.fingerprint.cc_major)));
+    std::string incumbent_label;
+    if (auto stored = store->find_winner(key, dev.device_id, template_hash); stored && stored->origin != "heuristic") {
+      try {
+        topt.incumbent = index_of(F::Config::from_json(nlohmann::json::parse(stored->config_json)));
+        incumbent_label = stored->label;
+        topt.required.push_back(topt.incumbent);
+      } catch (const std::exception&) {
+        topt.incumbent = -1;  // an unreadable config is no incumbent
+      }
+    }
+    topt.find_binaries = [this](const std::vector<std::string>& hashes) { return store->find_binaries(hashes); };
+    if (options.on_progress)
+      topt.on_progress = [this, &key](const tuner::Progress& p) {
+        TuningProgress out;
+        out.op = F::kOp;
+        out.problem_key = key;
+        out.done = p.done;
+        out.total = p.total;
+        out.label = p.trial->label;
+        out.status = p.trial->status;
+        out.median_ms = p.trial->median_ms;
+        out.final = p.final;
+        options.on_progress(out);
+      };
+    if (log_rank >= 3) topt.debug = [this](const std::string& line) { log("debug", line); };
+
     cudaStream_t stream = nullptr;
     detail::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> stream_guard(stream, [](cudaStream_t s) {
       cudaStreamSynchronize(s);
       cudaStreamDestroy(s);
     });
-    auto harness = F::harness(problem, configs, arch, dev.fingerprint.l2_bytes, stream);
-    tuner::Options topt;
-    topt.samples = options.timing_samples;
-    topt.compile_threads = options.compile_threads;
-    topt.max_dynamic_smem = dev.fingerprint.max_smem_per_block_optin;
-    if (log_rank >= 3) topt.debug = [this](const std::string& line) { log("debug", line); };
-    log("info", fmt::format("{} {}: tuning {} variants on {}", F::kOp, key, candidates.size(), dev.fingerprint.name));
+    const detail::GpuConditions before = detail::read_gpu_conditions(dev.ordinal);
+    auto harness = F::harness(problem, configs, arch, options.hot_l2 ? 0 : dev.fingerprint.l2_bytes, stream);
+    log("info", fmt::format("{} {}: tuning {} of {} variants on {}", F::kOp, key,
+                            tuner::choose(candidates, topt).size(), candidates.size(), dev.fingerprint.name));
     tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream);
     ++counters.tunes;
     counters.compiles += static_cast<std::uint64_t>(outcome.compiles);
+    counters.binaries_reused += static_cast<std::uint64_t>(outcome.reused);
     for (const auto& t : outcome.trials) {
       if (t.status == "ok") ++counters.variants_timed;
       else ++counters.variants_rejected;
     }
     if (outcome.winner < 0)
       throw Error(Error::Context{F::kOp, key, "", dev.fingerprint.name, ""},
-                  fmt::format("all {} variants failed; first failure: {}", candidates.size(),
+                  fmt::format("all {} variants tried failed; first failure: {}", outcome.trials.size(),
                               outcome.trials.empty() ? "" : outcome.trials.front().message));
     const auto w = static_cast<std::size_t>(outcome.winner);
     const auto& compiled = outcome.compiled[w];
     auto entry = make_entry<F>(problem, configs[w], compiled.cubin, compiled.lowered_name, "tuned");
     cache::Winner winner = make_winner<F>(dev, key, template_hash, configs[w], compiled.binary_hash, "tuned");
-    winner.median_ms = outcome.trials[w].median_ms;
-    winner.gbps = outcome.trials[w].gbps;
-    store_result(winner,
-                 cache::Binary{compiled.binary_hash, arch, compiled.lowered_name, compiled.cubin,
-                               detail::hash_hex(compiled.cubin)},
-                 outcome.trials);
-    log("info", fmt::format("{} {}: winner {} {:.4f} ms {:.0f} GB/s (compile {:.2f} s, benchmark {:.2f} s)", F::kOp,
-                            key, winner.label, winner.median_ms, winner.gbps, outcome.compile_seconds,
-                            outcome.bench_seconds));
+    winner.median_ms = outcome.winner_ms;
+    winner.gbps = harness->model_bytes() / (outcome.winner_ms * 1e-3) / 1e9;
+    // Every verified binary is kept: another bucket of the same shape compiles the same sources.
+    std::vector<cache::Binary> binaries;
+    for (int i : outcome.chosen) {
+      const auto& c = outcome.compiled[std::size_t(i)];
+      const int t = outcome.trial_index[std::size_t(i)];
+      if (c.reused || c.cubin.empty() || t < 0 || outcome.trials[std::size_t(t)].status != "ok") continue;
+      binaries.push_back(cache::Binary{c.binary_hash, arch, c.lowered_name, c.cubin, detail::hash_hex(c.cubin)});
+    }
+    if (compiled.reused)
+      binaries.push_back(cache::Binary{compiled.binary_hash, arch, compiled.lowered_name, compiled.cubin,
+                                       detail::hash_hex(compiled.cubin)});
+    cache::TuningRun run;
+    run.op = F::kOp;
+    run.problem_key = key;
+    run.device_id = dev.device_id;
+    run.template_hash = template_hash;
+    run.started_at = started_at;
+    run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    run.compile_seconds = outcome.compile_seconds;
+    run.bench_seconds = outcome.bench_seconds;
+    run.variants_total = static_cast<int>(candidates.size());
+    run.variants_timed = static_cast<int>(outcome.trials.size());
+    run.compiles = outcome.compiles;
+    run.binaries_reused = outcome.reused;
+    run.search = outcome.budgeted ? "budgeted" : "exhaustive";
+    run.sm_clock_mhz = before.sm_clock_mhz;
+    run.mem_clock_mhz = before.mem_clock_mhz;
+    run.temperature_c = before.temperature_c;
+    run.power_w = before.power_w;
+    run.winner_label = winner.label;
+    run.winner_ms = outcome.winner_ms;
+    run.incumbent_label = incumbent_label;
+    run.incumbent_ms = outcome.incumbent_ms;
+    run.replaced_incumbent = !incumbent_label.empty() && !outcome.kept_incumbent;
+    const detail::GpuConditions after = detail::read_gpu_conditions(dev.ordinal);
+    run.json = nlohmann::json{{"winner_spread", outcome.winner_spread},
+                              {"budget_variants", options.budget_variants},
+                              {"budget_ms", options.budget_ms},
+                              {"hot_l2", options.hot_l2},
+                              {"sm_clock_mhz_after", after.sm_clock_mhz},
+                              {"temperature_c_after", after.temperature_c}}
+                   .dump();
+    store_result(winner, binaries, outcome.trials, run);
+    log("info", fmt::format("{} {}: winner {} {:.4f} ms {:.0f} GB/s ({} of {} variants, {} compiled, {} reused; "
+                            "compile {:.2f} s, benchmark {:.2f} s, SM clock {} MHz){}",
+                            F::kOp, key, winner.label, winner.median_ms, winner.gbps, outcome.trials.size(),
+                            candidates.size(), outcome.compiles, outcome.reused, outcome.compile_seconds,
+                            outcome.bench_seconds, before.sm_clock_mhz,
+                            incumbent_label.empty() ? ""
+                            : outcome.kept_incumbent
+                                ? fmt::format("; incumbent {} kept", incumbent_label)
+                                : fmt::format("; replaces {} ({:.4f} ms)", incumbent_label, outcome.incumbent_ms)));
     return entry;
   }
 
-  // The hot path: key -> lock-free table -> entry. Misses go to resolve().
+  // ---- the background policy ------------------------------------------------------------------
+
   template <class F>
-  const Entry<F>& entry_for(const typename F::Problem& problem, Stream stream) {
+  void enqueue_background(Device& dev, const typename F::Problem& problem, const std::string& key,
+                          const std::string& template_hash) {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    if (stopping || !queued_keys.insert(key).second) return;
+    if (!worker.joinable()) start_worker();
+    Device* d = &dev;
+    queue.emplace_back(key, [this, d, problem, key, template_hash] {
+      detail::cuda_check(cudaSetDevice(d->ordinal), "cudaSetDevice (background tuning)");
+      auto entry = tune_with_lease<F>(*d, problem, key, template_hash);
+      if (!entry) return;  // another process tunes it: the provisional entry re-checks the cache
+      std::lock_guard<std::mutex> miss(d->miss_mutex);
+      std::get<Table<F>>(d->tables).insert(problem, entry);
+      ++counters.background_swaps;
+      log("info", fmt::format("{} {}: background winner {} swapped in", F::kOp, key, entry->config.label()));
+    });
+    queue_cv.notify_one();
+  }
+
+  void start_worker() {  // under queue_mutex
+    worker = std::thread([this] {
+      for (;;) {
+        std::pair<std::string, std::function<void()>> job;
+        {
+          std::unique_lock<std::mutex> lock(queue_mutex);
+          queue_cv.wait(lock, [&] { return stopping || !queue.empty(); });
+          if (stopping) break;
+          job = std::move(queue.front());
+          queue.pop_front();
+          worker_busy = true;
+        }
+        try {
+          job.second();
+        } catch (const std::exception& e) {
+          log("warn", fmt::format("background tuning of {} failed: {}", job.first, e.what()));
+        }
+        std::lock_guard<std::mutex> lock(queue_mutex);
+        worker_busy = false;
+        idle_cv.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      worker_busy = false;
+      idle_cv.notify_all();
+    });
+    stop_worker_fn = [this] { stop_worker(); };
+    std::lock_guard<std::mutex> lock(g_workers_mutex);
+    static std::once_flag registered;
+    std::call_once(registered, [] { std::atexit(stop_all_workers); });
+    g_worker_stops.push_back(&stop_worker_fn);
+  }
+
+  void stop_worker() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      stopping = true;
+      queue.clear();
+      queue_cv.notify_all();
+    }
+    if (worker.joinable() && worker.get_id() != std::this_thread::get_id()) worker.join();
+    std::lock_guard<std::mutex> lock(g_workers_mutex);
+    g_worker_stops.erase(std::remove(g_worker_stops.begin(), g_worker_stops.end(), &stop_worker_fn),
+                         g_worker_stops.end());
+  }
+
+  void wait_background() {
+    std::unique_lock<std::mutex> lock(queue_mutex);
+    idle_cv.wait(lock, [&] { return stopping || (queue.empty() && !worker_busy); });
+  }
+
+  // ---- the hot path ---------------------------------------------------------------------------
+
+  // Key -> lock-free table -> entry. Misses go to resolve().
+  template <class F>
+  const Entry<F>& entry_for(const typename F::Problem& problem, std::int64_t batch, Stream stream) {
     int ordinal = 0;
     const cudaError_t status = cudaGetDevice(&ordinal);
     if (status != cudaSuccess) detail::device_count();  // throws the clear "no CUDA device" error
@@ -331,9 +712,10 @@ struct Context::Impl {
     ++counters.calls;
     if (const Entry<F>* entry = std::get<Table<F>>(dev.tables).find(problem)) {
       ++counters.table_hits;
+      if (entry->provisional) recheck<F>(dev, problem, *entry);
       return *entry;
     }
-    return resolve<F>(dev, problem, stream);
+    return resolve<F>(dev, problem, batch, stream);
   }
 };
 
@@ -342,8 +724,8 @@ Context::~Context() = default;
 
 void Context::normalize(const NormalizeArgs& args, Stream stream) {
   normalize::validate(args);
-  const normalize::Problem problem = normalize::make_problem(args);
-  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, stream);
+  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
   const normalize::LaunchArgs launch_args{args.x,
                                           args.y,
                                           args.gamma,
@@ -363,13 +745,14 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
 
 std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream) {
   normalize::validate(args);
-  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args), stream).config.label();
+  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args, impl_->buckets), args.rows, stream)
+      .config.label();
 }
 
 void Context::dwconv(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
-  const dwconv::Problem problem = dwconv::make_problem(args);
-  const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, stream);
+  const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, args.n, stream);
   dwconv::LaunchArgs launch_args = dwconv::launch_args(args);
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
   const std::size_t workspace_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
@@ -388,14 +771,33 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
 
 std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
-  return impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args), stream).config.label();
+  return impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream)
+      .config.label();
 }
 
 Counters Context::counters() const {
   const auto& c = impl_->counters;
-  return Counters{c.calls.load(),     c.table_hits.load(), c.cache_hits.load(),     c.tunes.load(),
-                  c.heuristic_uses.load(), c.compiles.load(), c.variants_timed.load(), c.variants_rejected.load()};
+  Counters out;
+  out.calls = c.calls.load();
+  out.table_hits = c.table_hits.load();
+  out.cache_hits = c.cache_hits.load();
+  out.tunes = c.tunes.load();
+  out.heuristic_uses = c.heuristic_uses.load();
+  out.compiles = c.compiles.load();
+  out.variants_timed = c.variants_timed.load();
+  out.variants_rejected = c.variants_rejected.load();
+  out.fallback_exact = c.fallback_exact.load();
+  out.fallback_bucket = c.fallback_bucket.load();
+  out.fallback_nearest = c.fallback_nearest.load();
+  out.fallback_heuristic = c.fallback_heuristic.load();
+  out.binaries_reused = c.binaries_reused.load();
+  out.lease_waits = c.lease_waits.load();
+  out.background_swaps = c.background_swaps.load();
+  out.records = c.records.load();
+  return out;
 }
+
+void Context::wait_background() { impl_->wait_background(); }
 
 const ContextOptions& Context::options() const { return impl_->options; }
 
@@ -434,6 +836,8 @@ const char* to_string(Policy policy) {
     case Policy::tune: return "tune";
     case Policy::heuristic: return "heuristic";
     case Policy::cached: return "cached";
+    case Policy::background: return "background";
+    case Policy::record: return "record";
   }
   return "unknown";
 }
@@ -458,10 +862,10 @@ const char* to_string(DwDirection direction) {
 }
 
 Policy parse_policy(const std::string& text) {
-  for (Policy p : {Policy::tune, Policy::heuristic, Policy::cached})
+  for (Policy p : {Policy::tune, Policy::heuristic, Policy::cached, Policy::background, Policy::record})
     if (text == to_string(p)) return p;
   throw Error(Error::Context{"context", "", "", "", "policy"},
-              fmt::format("unknown policy '{}': expected tune, heuristic or cached", text));
+              fmt::format("unknown policy '{}': expected tune, heuristic, cached, background or record", text));
 }
 
 const char* version() { return KVTUNE_VERSION; }

@@ -3,6 +3,9 @@
 // written against. Adding a family adds its folder under kernel_templates/, one traits struct
 // here, one entry in kFamilies' tuple, and its public entry point.
 
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <tuple>
 
 #include "kernel_templates/dwconv/dwconv_family.h"
@@ -35,6 +38,23 @@ struct NormalizeFamily {
                                                  std::int64_t l2, cudaStream_t s) {
     return normalize::make_harness(p, std::move(c), arch, l2, s);
   }
+  static double predicted_seconds(const Problem& p, const Config& c, int sms, double bandwidth) {
+    return normalize::predicted_seconds(p, c, sms, bandwidth);
+  }
+  static std::optional<Problem> from_key(const std::string& key) { return normalize::problem_from_key(key); }
+  static Problem with_batch(Problem p, std::int64_t rows, bool exact) {
+    p.rows = rows;
+    p.rows_exact = exact;
+    return p;
+  }
+  /// How far a tuned shape is from `p` for the fallback ladder; infinity when its winner cannot
+  /// stand in (another dtype, mode, alignment or set of optional tensors).
+  static double distance(const Problem& p, const Problem& q) {
+    if (p.dtype != q.dtype || p.mode != q.mode || p.align_bytes != q.align_bytes || p.gamma != q.gamma ||
+        p.beta != q.beta || p.mean_out != q.mean_out || p.rstd_out != q.rstd_out)
+      return std::numeric_limits<double>::infinity();
+    return 4 * std::fabs(std::log2(double(p.cols) / double(q.cols))) + std::fabs(std::log2(double(p.rows) / double(q.rows)));
+  }
 };
 
 struct DwConvFamily {
@@ -62,6 +82,27 @@ struct DwConvFamily {
   static std::unique_ptr<tuner::Harness> harness(const Problem& p, std::vector<Config> c, const std::string& arch,
                                                  std::int64_t l2, cudaStream_t s) {
     return dwconv::make_harness(p, std::move(c), arch, l2, s);
+  }
+  static double predicted_seconds(const Problem& p, const Config& c, int sms, double bandwidth) {
+    return dwconv::predicted_seconds(p, c, sms, bandwidth);
+  }
+  static std::optional<Problem> from_key(const std::string& key) { return dwconv::problem_from_key(key); }
+  static Problem with_batch(Problem p, std::int64_t n, bool exact) {
+    p.n = n;
+    p.n_exact = exact;
+    return p;
+  }
+  /// As NormalizeFamily::distance: finite only for the same direction, layout, dtype, filter
+  /// geometry, bias, determinism and alignment.
+  static double distance(const Problem& p, const Problem& q) {
+    if (p.direction != q.direction || p.layout != q.layout || p.dtype != q.dtype || p.kh != q.kh || p.kw != q.kw ||
+        p.sh != q.sh || p.sw != q.sw || p.dh != q.dh || p.dw != q.dw || p.pad_top != q.pad_top ||
+        p.pad_bottom != q.pad_bottom || p.pad_left != q.pad_left || p.pad_right != q.pad_right || p.bias != q.bias ||
+        p.deterministic != q.deterministic || p.align_bytes != q.align_bytes)
+      return std::numeric_limits<double>::infinity();
+    const auto ratio = [](double a, double b) { return std::fabs(std::log2(a / b)); };
+    return ratio(double(p.n), double(q.n)) + 2 * ratio(double(p.c), double(q.c)) +
+           2 * ratio(double(p.h * p.w), double(q.h * q.w));
   }
 };
 

@@ -34,11 +34,15 @@ enum class NormMode : std::uint8_t {
   rmsnorm,      ///< y = x * rsqrt(mean(x^2) + eps) [* gamma]
 };
 
-/// What to do when no tuned variant is known for a problem.
+/// What to do when no tuned variant is stored for a problem. Every policy first looks for a
+/// stored winner of the exact size, then of its bucket; what happens next is the policy's:
 enum class Policy : std::uint8_t {
-  tune,       ///< tune now (compile, benchmark, verify), store, launch (default)
-  heuristic,  ///< built-in per-architecture choice, compiled once, never benchmarked
-  cached,     ///< use a stored winner, else the heuristic; never tune in process (production)
+  tune,        ///< tune now (compile, benchmark, verify), store, launch (default). When another
+               ///< process holds the tuning lease for the key, use the fallback until its winner lands.
+  heuristic,   ///< built-in per-architecture choice, compiled once, never benchmarked
+  cached,      ///< the nearest tuned shape, else the heuristic; never tunes (production)
+  background,  ///< launch the fallback now; tune on a worker thread and swap the winner in
+  record,      ///< as cached, and log the problem in the cache for a later `kvtune-tune --recorded`
 };
 
 /// Arguments of tuned_normalize. Pointers are device pointers; sizes and leading dimensions are in
@@ -95,7 +99,8 @@ struct DwConvArgs {
   void* dbias = nullptr;
 };
 
-/// Counters of a Context, for tests and observability.
+/// Counters of a Context, for tests and observability. Every dispatch-table miss ends in exactly
+/// one of the fallback_* steps or in `tunes`.
 struct Counters {
   std::uint64_t calls = 0;             ///< tuned_* calls
   std::uint64_t table_hits = 0;        ///< served from the in-memory dispatch table
@@ -105,13 +110,34 @@ struct Counters {
   std::uint64_t compiles = 0;          ///< NVRTC compilations
   std::uint64_t variants_timed = 0;    ///< candidates benchmarked
   std::uint64_t variants_rejected = 0; ///< candidates that failed to compile, launch or verify
+  std::uint64_t fallback_exact = 0;    ///< misses served by a stored winner of the exact size
+  std::uint64_t fallback_bucket = 0;   ///< ... by a stored winner of the size's bucket
+  std::uint64_t fallback_nearest = 0;  ///< ... by the nearest tuned shape (same op, dtype, layout)
+  std::uint64_t fallback_heuristic = 0;  ///< ... by the heuristic variant
+  std::uint64_t binaries_reused = 0;   ///< cubins a tuning took from the cache instead of NVRTC
+  std::uint64_t lease_waits = 0;       ///< tunings left to another process holding the key's lease
+  std::uint64_t background_swaps = 0;  ///< winners a background tuning swapped in
+  std::uint64_t records = 0;           ///< problems logged by the record policy
+};
+
+/// Progress of an in-process tuning, after each candidate (for tools and progress bars).
+struct TuningProgress {
+  const char* op = "";
+  std::string problem_key;
+  int done = 0;         ///< candidates finished
+  int total = 0;        ///< candidates chosen for this run
+  std::string label;    ///< the candidate just finished
+  std::string status;   ///< "ok", "compile_failed", "wrong_result", ...
+  double median_ms = -1;
+  bool final = false;   ///< the interleaved re-measure of a finalist
 };
 
 /// Logging sink: level is "warn", "info" or "debug".
 using LogCallback = std::function<void(const char* level, const std::string& message)>;
 
 /// Settings of a Context. Environment variables override the defaults (not explicit settings made
-/// through a ContextOptions the caller builds): KVTUNE_POLICY, KVTUNE_CACHE, KVTUNE_LOG.
+/// through a ContextOptions the caller builds): KVTUNE_POLICY, KVTUNE_CACHE, KVTUNE_LOG,
+/// KVTUNE_BUDGET_VARIANTS, KVTUNE_BUDGET_MS, KVTUNE_BUCKETS.
 struct ContextOptions {
   Policy policy = Policy::tune;
   /// SQLite cache file; "" for in-memory. Default: $XDG_CACHE_HOME/kvtune/cache.sqlite
@@ -125,6 +151,22 @@ struct ContextOptions {
   int timing_samples = 15;
   /// Threads compiling candidates in parallel; 0 means all cores.
   int compile_threads = 0;
+  /// Search budget per problem: at most this many variants are compiled and timed (the cost
+  /// model's best plus exploration, always with the heuristic); 0 means exhaustive.
+  int budget_variants = 40;
+  /// Time budget per tuning in milliseconds (no new candidate starts after it); 0: none.
+  double budget_ms = 0;
+  /// Batch bucketing (normalize rows, dwconv n): "pow2", "exact" or ascending sizes "1,8,64,512".
+  std::string buckets = "pow2";
+  /// Time candidates on hot L2 (inputs not rotated) instead of on data beyond L2.
+  bool hot_l2 = false;
+  /// Tune problems even when a tuned winner is stored; the stored winner is the incumbent and is
+  /// replaced only by a variant faster beyond the measured noise.
+  bool retune = false;
+  /// Seconds a tuning process holds a key's lease before others may take over (a crashed tuner).
+  double lease_seconds = 120;
+  /// Called on the tuning thread after each candidate.
+  std::function<void(const TuningProgress&)> on_progress;
 
   /// The defaults with the environment applied (what the process-wide context uses).
   static ContextOptions from_environment();
@@ -157,6 +199,9 @@ class Context {
   /// tools and tests ("tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass").
   std::string normalize_variant(const NormalizeArgs& args, Stream stream = nullptr);
 
+  /// Blocks until the background policy's queued tunings are done (tests, orderly shutdown).
+  void wait_background();
+
   struct Impl;
 
  private:
@@ -178,7 +223,7 @@ const char* to_string(NormMode mode);
 const char* to_string(Policy policy);
 const char* to_string(DwLayout layout);
 const char* to_string(DwDirection direction);
-/// Parses "tune", "heuristic", "cached"; throws kvtune::Error otherwise.
+/// Parses "tune", "heuristic", "cached", "background", "record"; throws kvtune::Error otherwise.
 Policy parse_policy(const std::string& text);
 
 /// Library version "major.minor.patch".
