@@ -1,0 +1,268 @@
+// CPU tests of the production tuner's pieces: batch buckets, key decoding, the candidate choice
+// of a budgeted search, and the budgeted search replayed on recorded exhaustive trials of an H200
+// (bench/results/2026-11-22-h200-exhaustive): does the cost model's choice contain a variant
+// within 3 % of the exhaustive winner, at what share of the candidates?
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/src/buckets.h"
+#include "lib/src/dispatch_table.h"
+#include "lib/src/families.h"
+#include "tuner/tuner.h"
+
+using namespace kvtune;
+
+TEST_CASE("buckets: powers of two, exact, explicit bounds; bad specs name the field", "[tuner]") {
+  const detail::Buckets pow2;
+  CHECK(pow2.bucket(1) == 1);
+  CHECK(pow2.bucket(1000) == 1024);
+  CHECK(pow2.bucket(1024) == 1024);
+  CHECK(pow2.spec() == "pow2");
+  const auto exact = detail::Buckets::parse("exact");
+  CHECK(exact.exact());
+  CHECK(exact.bucket(1000) == 1000);
+  const auto list = detail::Buckets::parse("1,8,64,512");
+  CHECK(list.bucket(1) == 1);
+  CHECK(list.bucket(2) == 8);
+  CHECK(list.bucket(64) == 64);
+  CHECK(list.bucket(65) == 512);
+  CHECK(list.bucket(513) == 1024);  // beyond the last bound: powers of two
+  CHECK(list.spec() == "1,8,64,512");
+  // A stream of 1000 different batch sizes tunes a dozen buckets.
+  std::set<std::int64_t> seen;
+  for (std::int64_t rows = 1; rows <= 1000; ++rows) seen.insert(pow2.bucket(rows * 7));
+  CHECK(seen.size() <= 14);
+  for (const char* bad : {"", "8,1", "1,,8", "0,4", "x", "1.5", "-4"}) {
+    if (std::string(bad).empty()) continue;  // "" means the default
+    try {
+      detail::Buckets::parse(bad, "KVTUNE_BUCKETS");
+      FAIL("accepted " << bad);
+    } catch (const Error& e) {
+      CHECK(e.context().field == "KVTUNE_BUCKETS");
+    }
+  }
+}
+
+TEST_CASE("problem keys decode back to the same problem (bucketed and exact)", "[tuner]") {
+  NormalizeArgs a;
+  a.rows = 1000, a.cols = 37, a.dtype = DType::bf16, a.mode = NormMode::layernorm;
+  a.x = reinterpret_cast<const void*>(0x10000), a.y = reinterpret_cast<void*>(0x20000);
+  a.gamma = reinterpret_cast<const void*>(0x30000);
+  for (const char* spec : {"pow2", "exact", "1,8,4096"}) {
+    const auto p = normalize::make_problem(a, detail::Buckets::parse(spec));
+    const auto back = normalize::problem_from_key(p.key());
+    REQUIRE(back);
+    CHECK(*back == p);
+    CHECK(back->key() == p.key());
+  }
+  CHECK(normalize::make_problem(a, detail::Buckets::parse("exact")).key().find("rows=1000,") != std::string::npos);
+  DwConvArgs d;
+  d.direction = DwDirection::backward_weight, d.layout = DwLayout::nhwc, d.dtype = DType::f16;
+  d.n = 3, d.c = 64, d.h = 14, d.w = 14, d.kernel_h = d.kernel_w = 3, d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
+  dwconv::set_placeholders(d, true);
+  for (const char* spec : {"pow2", "exact"}) {
+    const auto p = dwconv::make_problem(d, detail::Buckets::parse(spec));
+    const auto back = dwconv::problem_from_key(p.key());
+    REQUIRE(back);
+    CHECK(*back == p);
+  }
+  for (const char* bad : {"", "normalize", "normalize,f32,layernorm,cols=0,rows<=8,align=16,affine=,stats=",
+                          "normalize,f32,layernorm,cols=8,rows<=8,align=16,affine=,stats=,x",
+                          "normalize,f99,layernorm,cols=8,rows<=8,align=16,affine=,stats=",
+                          "dwconv,forward,nchw,f32,n<=3,c=4,h=4,w=4,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16"}) {
+    CHECK_FALSE(normalize::problem_from_key(bad));
+    CHECK_FALSE(dwconv::problem_from_key(bad));
+  }
+}
+
+namespace {
+
+std::vector<tuner::Candidate> fake_candidates(int n) {
+  std::vector<tuner::Candidate> out(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    out[std::size_t(i)].index = i;
+    out[std::size_t(i)].label = fmt::format("v{}", i);
+    out[std::size_t(i)].predicted_seconds = double((i * 7919) % n);  // a permutation of 0..n-1
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("choose: exhaustive when the space fits, else required + model's best + seeded exploration", "[tuner]") {
+  const auto candidates = fake_candidates(100);
+  tuner::Options o;
+  CHECK(tuner::choose(candidates, o).size() == 100);
+  o.budget_variants = 100;
+  CHECK(tuner::choose(candidates, o).size() == 100);
+  o.budget_variants = 20;
+  o.explore = 0.25;
+  o.required = {3, 97};
+  o.seed = 42;
+  const auto chosen = tuner::choose(candidates, o);
+  REQUIRE(chosen.size() == 20);
+  const std::set<int> set(chosen.begin(), chosen.end());
+  CHECK(set.size() == 20);
+  CHECK(set.count(3) == 1);
+  CHECK(set.count(97) == 1);
+  // The 13 best predicted (15 exploited minus the 2 required) are all in.
+  int best_in = 0;
+  for (int i : chosen)
+    if (candidates[std::size_t(i)].predicted_seconds < 13) ++best_in;
+  CHECK(best_in >= 13);
+  // Sorted by prediction, and reproducible for a seed.
+  for (std::size_t k = 1; k < chosen.size(); ++k)
+    CHECK(candidates[std::size_t(chosen[k - 1])].predicted_seconds <= candidates[std::size_t(chosen[k])].predicted_seconds);
+  CHECK(tuner::choose(candidates, o) == chosen);
+  o.seed = 43;
+  CHECK(tuner::choose(candidates, o) != chosen);  // exploration differs
+}
+
+namespace {
+
+struct Replay {
+  int problems = 0, hits = 0;
+  double chosen = 0, total = 0;
+  std::vector<std::string> misses;
+};
+
+// Replays the default budgeted search of family F on recorded exhaustive trials.
+template <class F>
+void replay(const nlohmann::json& entry, int budget, Replay& r) {
+  const auto problem = F::from_key(entry.at("problem_key").get<std::string>());
+  REQUIRE(problem);
+  std::map<std::string, double> measured;
+  for (const auto& t : entry.at("trials"))
+    if (t.at("status") == "ok") measured[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
+  const auto configs = F::enumerate(*problem);
+  auto candidates = F::candidates(*problem, configs, "sm_90");
+  constexpr int kH200Sms = 132;
+  constexpr double kH200Copy = 4.24e12;  // bytes/s, measured in the same run
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    candidates[i].predicted_seconds = F::predicted_seconds(*problem, configs[i], kH200Sms, kH200Copy);
+  tuner::Options o;
+  o.budget_variants = budget;
+  o.seed = std::hash<std::string>{}(problem->key());
+  const auto heuristic = F::heuristic(*problem, 9);
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    if (configs[i] == heuristic) o.required.push_back(int(i));
+  const auto chosen = tuner::choose(candidates, o);
+  double best = 1e30, got = 1e30;
+  for (const auto& [label, ms] : measured) best = std::min(best, ms);
+  for (int i : chosen)
+    if (auto it = measured.find(candidates[std::size_t(i)].label); it != measured.end()) got = std::min(got, it->second);
+  ++r.problems;
+  r.chosen += double(chosen.size());
+  r.total += double(candidates.size());
+  if (got <= best * 1.03) ++r.hits;
+  else r.misses.push_back(fmt::format("{}: {:.1f}% slower", problem->key(), (got / best - 1) * 100));
+}
+
+}  // namespace
+
+TEST_CASE("budgeted search on recorded H200 trials: within 3% of the exhaustive winner on >= 90%", "[tuner]") {
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/bench/results/2026-11-22-h200-exhaustive/export.json");
+  REQUIRE(in);
+  const auto doc = nlohmann::json::parse(in);
+  const int budget = ContextOptions{}.budget_variants;
+  Replay norm, dw;
+  for (const auto& e : doc.at("entries")) {
+    if (e.at("op") == "normalize") replay<detail::NormalizeFamily>(e, budget, norm);
+    else replay<detail::DwConvFamily>(e, budget, dw);
+  }
+  const int problems = norm.problems + dw.problems;
+  const int hits = norm.hits + dw.hits;
+  const double share = (norm.chosen + dw.chosen) / (norm.total + dw.total);
+  std::vector<std::string> misses = norm.misses;
+  misses.insert(misses.end(), dw.misses.begin(), dw.misses.end());
+  WARN(fmt::format("budget {}: normalize {}/{} within 3% ({:.0f}% of the variants), dwconv {}/{} ({:.0f}%); all {}/{} "
+                   "({:.0f}% of the variants); misses: {}",
+                   budget, norm.hits, norm.problems, 100 * norm.chosen / norm.total, dw.hits, dw.problems,
+                   100 * dw.chosen / dw.total, hits, problems, 100 * share, fmt::join(misses, "; ")));
+  CHECK(problems == 48);
+  CHECK(hits >= 0.9 * problems);
+  CHECK(share <= 0.30);
+}
+
+TEST_CASE("dispatch table: readers never block while writers insert and replace", "[tuner]") {
+  detail::DispatchTable<int, int, std::hash<int>> table;
+  std::atomic<bool> stop{false};
+  std::atomic<long> reads{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&] {
+      while (!stop) {
+        for (int k = 0; k < 64; ++k)
+          if (const int* v = table.find(k)) {
+            if (*v % 1000 != k) ++wrong;  // values are k + 1000 * version
+            ++reads;
+          }
+      }
+    });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t)
+    writers.emplace_back([&, t] {
+      for (int version = 0; version < 50; ++version)
+        for (int k = t; k < 64; k += 2) table.insert(k, std::make_shared<const int>(k + 1000 * version));
+    });
+  for (auto& w : writers) w.join();
+  stop = true;
+  for (auto& r : readers) r.join();
+  CHECK(wrong == 0);
+  CHECK(table.size() == 64);
+  for (int k = 0; k < 64; ++k) CHECK(*table.find(k) == k + 1000 * 49);
+}
+
+TEST_CASE("policies and budgets from the environment; bad values name the variable", "[tuner]") {
+  CHECK(parse_policy("background") == Policy::background);
+  CHECK(parse_policy("record") == Policy::record);
+  CHECK(std::string(to_string(Policy::record)) == "record");
+  CHECK_THROWS_AS(parse_policy("fast"), Error);
+  setenv("KVTUNE_BUDGET_VARIANTS", "12", 1);
+  setenv("KVTUNE_BUDGET_MS", "1500", 1);
+  setenv("KVTUNE_BUCKETS", "1,16,256", 1);
+  auto o = ContextOptions::from_environment();
+  CHECK(o.budget_variants == 12);
+  CHECK(o.budget_ms == 1500);
+  CHECK(o.buckets == "1,16,256");
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"KVTUNE_BUDGET_VARIANTS", "-1"}, {"KVTUNE_BUDGET_MS", "soon"}, {"KVTUNE_BUCKETS", "16,1"}}) {
+    const std::string saved = std::getenv(name);
+    setenv(name, value, 1);
+    try {
+      ContextOptions::from_environment();
+      FAIL(name << "=" << value << " accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().field == name);
+    }
+    setenv(name, saved.c_str(), 1);
+  }
+  unsetenv("KVTUNE_BUDGET_VARIANTS");
+  unsetenv("KVTUNE_BUDGET_MS");
+  unsetenv("KVTUNE_BUCKETS");
+}
+
+TEST_CASE("the fallback ladder's nearest shape: same dtype/mode/layout only, closest size", "[tuner]") {
+  using F = detail::NormalizeFamily;
+  const auto p = *F::from_key("normalize,f32,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=");
+  const auto near = *F::from_key("normalize,f32,layernorm,cols=1024,rows<=65536,align=16,affine=gb,stats=");
+  const auto far = *F::from_key("normalize,f32,layernorm,cols=128,rows<=4096,align=16,affine=gb,stats=");
+  const auto other = *F::from_key("normalize,bf16,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=");
+  CHECK(F::distance(p, near) < F::distance(p, far));
+  CHECK(std::isinf(F::distance(p, other)));
+  using D = detail::DwConvFamily;
+  const auto a = *D::from_key("dwconv,forward,nchw,f32,n<=32,c=96,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16");
+  const auto b = *D::from_key("dwconv,forward,nchw,f32,n<=8,c=96,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16");
+  const auto c = *D::from_key("dwconv,forward,nhwc,f32,n<=32,c=96,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16");
+  CHECK(D::distance(a, b) == Approx(2.0));
+  CHECK(std::isinf(D::distance(a, c)));
+}
