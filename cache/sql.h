@@ -105,15 +105,81 @@ CREATE TABLE IF NOT EXISTS ceilings (
   measured_at INTEGER NOT NULL
 ))sql";
 
+// Schema 3: leases, so that processes tuning the same entry elect one tuner. Times are unix
+// seconds with a fraction (a lease may live about a second). A row past expires_at is free to take.
+inline constexpr char kCreateLeases[] = R"sql(
+CREATE TABLE IF NOT EXISTS leases (
+  problem_key   TEXT NOT NULL,
+  device_id     TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  owner         TEXT NOT NULL,
+  acquired_at   REAL NOT NULL,
+  expires_at    REAL NOT NULL,
+  PRIMARY KEY (problem_key, device_id, template_hash)
+))sql";
+
+// Schema 3: problems the library met without a tuned entry (policy "record"), for an offline run.
+inline constexpr char kCreateRecordedProblems[] = R"sql(
+CREATE TABLE IF NOT EXISTS recorded_problems (
+  problem_key   TEXT NOT NULL,
+  device_id     TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  op            TEXT NOT NULL,
+  count         INTEGER NOT NULL,
+  first_seen    INTEGER NOT NULL,
+  last_seen     INTEGER NOT NULL,
+  PRIMARY KEY (problem_key, device_id, template_hash)
+))sql";
+
+// Schema 3: one row per tuning. `id` is the rowid; the clocks, temperature and power are -1 when
+// they were not read.
+inline constexpr char kCreateTuningRuns[] = R"sql(
+CREATE TABLE IF NOT EXISTS tuning_runs (
+  id                 INTEGER PRIMARY KEY,
+  op                 TEXT NOT NULL,
+  problem_key        TEXT NOT NULL,
+  device_id          TEXT NOT NULL,
+  template_hash      TEXT NOT NULL,
+  started_at         INTEGER NOT NULL,
+  wall_seconds       REAL NOT NULL,
+  compile_seconds    REAL NOT NULL,
+  bench_seconds      REAL NOT NULL,
+  variants_total     INTEGER NOT NULL,
+  variants_timed     INTEGER NOT NULL,
+  compiles           INTEGER NOT NULL,
+  binaries_reused    INTEGER NOT NULL,
+  search             TEXT NOT NULL,
+  sm_clock_mhz       INTEGER NOT NULL,
+  mem_clock_mhz      INTEGER NOT NULL,
+  temperature_c      INTEGER NOT NULL,
+  power_w            REAL NOT NULL,
+  winner_label       TEXT NOT NULL,
+  winner_ms          REAL NOT NULL,
+  incumbent_label    TEXT NOT NULL,
+  incumbent_ms       REAL NOT NULL,
+  replaced_incumbent INTEGER NOT NULL,
+  json               TEXT NOT NULL
+))sql";
+
+// tuning_runs(key) lists one problem's runs, oldest first.
+inline constexpr char kCreateTuningRunsByKey[] =
+    "CREATE INDEX IF NOT EXISTS tuning_runs_by_key ON tuning_runs(problem_key, started_at, id)";
+
 /// Run in order, in one transaction, when a file has no tables yet.
 inline constexpr const char* kCreateSchema[] = {
-    kCreateMeta,        kCreateDevices, kCreateBinaries,    kCreateWinners,
-    kCreateWinnersByOp, kCreateTrials,  kCreateTrialsByKey, kCreateCeilings,
+    kCreateMeta,        kCreateDevices,         kCreateBinaries,    kCreateWinners,
+    kCreateWinnersByOp, kCreateTrials,          kCreateTrialsByKey, kCreateCeilings,
+    kCreateLeases,      kCreateRecordedProblems, kCreateTuningRuns, kCreateTuningRunsByKey,
 };
 
 /// Run in order, in one transaction, on a schema-1 file. Schema-1 code ignores the new table, so
 /// the oldest compatible version stays 1.
 inline constexpr const char* kMigrate1To2[] = {kCreateCeilings};
+/// Run in order, in one transaction, on a schema-2 file (after kMigrate1To2 on a schema-1 one).
+/// Only new tables: older code ignores them (it neither takes leases nor drops recorded rows when
+/// it stores a result), so the oldest compatible version stays 1.
+inline constexpr const char* kMigrate2To3[] = {kCreateLeases, kCreateRecordedProblems,
+                                               kCreateTuningRuns, kCreateTuningRunsByKey};
 inline constexpr char kRaiseSchemaVersion[] =
     "UPDATE meta SET value = ?1 WHERE key = 'schema_version' AND value < ?1";
 
@@ -177,7 +243,8 @@ inline constexpr char kSelectAllCeilings[] =
 // --- binaries -------------------------------------------------------------------------------
 // Insert if absent. A row that is present but differs (its image was damaged, so find_binary
 // refuses it and the caller recompiles) is overwritten; an identical row is left untouched, so
-// storing the same binary again costs no write.
+// storing the same binary again costs no write. (put_binaries and put_result first look the hash
+// up with kSelectBinary and run this only when no intact row is there.)
 inline constexpr char kPutBinary[] = R"sql(
 INSERT INTO binaries(hash, arch, lowered_name, image, image_hash, created_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -207,11 +274,18 @@ ON CONFLICT(problem_key, device_id, template_hash) DO UPDATE SET
   binary_hash = excluded.binary_hash, origin = excluded.origin, median_ms = excluded.median_ms,
   gbps = excluded.gbps, created_at = excluded.created_at)sql";
 
-// The column order of kSelectWinner and kSelectAllWinners is the same (read_winner relies on it).
+// The column order of kSelectWinner, kSelectWinnersFor and kSelectAllWinners is the same
+// (read_winner relies on it).
 inline constexpr char kSelectWinner[] = R"sql(
 SELECT op, problem_key, device_id, template_hash, label, config_json, binary_hash, origin,
        median_ms, gbps, created_at
 FROM winners WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3)sql";
+
+// Every winner of one operator on one device and template, by problem (winners_by_op serves it).
+inline constexpr char kSelectWinnersFor[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, label, config_json, binary_hash, origin,
+       median_ms, gbps, created_at
+FROM winners WHERE op = ?1 AND device_id = ?2 AND template_hash = ?3 ORDER BY problem_key)sql";
 
 inline constexpr char kSelectAllWinners[] = R"sql(
 SELECT op, problem_key, device_id, template_hash, label, config_json, binary_hash, origin,
@@ -235,11 +309,76 @@ ORDER BY id)sql";
 inline constexpr char kDeleteTrials[] =
     "DELETE FROM trials WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3";
 
+// --- leases ---------------------------------------------------------------------------------
+// ?1-?3 the entry, ?4 the owner, ?5 now, ?6 now + ttl. Takes a free or expired lease, or renews the
+// owner's own (keeping when it was first acquired); a live lease of another owner is left as it is
+// and the statement changes no row, which is how the caller tells.
+inline constexpr char kAcquireLease[] = R"sql(
+INSERT INTO leases(problem_key, device_id, template_hash, owner, acquired_at, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT(problem_key, device_id, template_hash) DO UPDATE SET
+  acquired_at = CASE WHEN leases.owner = excluded.owner THEN leases.acquired_at
+                     ELSE excluded.acquired_at END,
+  owner = excluded.owner, expires_at = excluded.expires_at
+WHERE leases.owner = excluded.owner OR leases.expires_at <= excluded.acquired_at)sql";
+
+inline constexpr char kReleaseLease[] = R"sql(
+DELETE FROM leases
+WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3 AND owner = ?4)sql";
+
+inline constexpr char kSelectAllLeases[] = R"sql(
+SELECT problem_key, device_id, template_hash, owner, acquired_at, expires_at
+FROM leases ORDER BY problem_key, device_id, template_hash)sql";
+
+// --- recorded problems ----------------------------------------------------------------------
+// ?5 now: the first sighting inserts count 1, every later one counts and moves last_seen.
+inline constexpr char kRecordProblem[] = R"sql(
+INSERT INTO recorded_problems(problem_key, device_id, template_hash, op, count, first_seen,
+                              last_seen)
+VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5)
+ON CONFLICT(problem_key, device_id, template_hash) DO UPDATE SET
+  op = excluded.op, count = recorded_problems.count + 1, last_seen = excluded.last_seen)sql";
+
+inline constexpr char kSelectRecordedProblems[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, count, first_seen, last_seen
+FROM recorded_problems ORDER BY op, problem_key, device_id, template_hash)sql";
+
+inline constexpr char kDeleteRecordedProblem[] = R"sql(
+DELETE FROM recorded_problems
+WHERE problem_key = ?1 AND device_id = ?2 AND template_hash = ?3)sql";
+
+// --- tuning runs ----------------------------------------------------------------------------
+inline constexpr char kInsertTuningRun[] = R"sql(
+INSERT INTO tuning_runs(op, problem_key, device_id, template_hash, started_at, wall_seconds,
+                        compile_seconds, bench_seconds, variants_total, variants_timed, compiles,
+                        binaries_reused, search, sm_clock_mhz, mem_clock_mhz, temperature_c,
+                        power_w, winner_label, winner_ms, incumbent_label, incumbent_ms,
+                        replaced_incumbent, json)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+        ?20, ?21, ?22, ?23))sql";
+
+// The column order of kSelectAllTuningRuns and kSelectTuningRuns is the same (read_tuning_run
+// relies on it), and that of kInsertTuningRun.
+inline constexpr char kSelectAllTuningRuns[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, started_at, wall_seconds, compile_seconds,
+       bench_seconds, variants_total, variants_timed, compiles, binaries_reused, search,
+       sm_clock_mhz, mem_clock_mhz, temperature_c, power_w, winner_label, winner_ms,
+       incumbent_label, incumbent_ms, replaced_incumbent, json
+FROM tuning_runs ORDER BY started_at, id)sql";
+
+inline constexpr char kSelectTuningRuns[] = R"sql(
+SELECT op, problem_key, device_id, template_hash, started_at, wall_seconds, compile_seconds,
+       bench_seconds, variants_total, variants_timed, compiles, binaries_reused, search,
+       sm_clock_mhz, mem_clock_mhz, temperature_c, power_w, winner_label, winner_ms,
+       incumbent_label, incumbent_ms, replaced_incumbent, json
+FROM tuning_runs WHERE problem_key = ?1 ORDER BY started_at, id)sql";
+
 // --- clear ----------------------------------------------------------------------------------
 /// Run in order, in one transaction: every row except the meta table's.
 inline constexpr const char* kDeleteEverything[] = {
-    "DELETE FROM trials", "DELETE FROM winners", "DELETE FROM binaries", "DELETE FROM ceilings",
-    "DELETE FROM devices",
+    "DELETE FROM trials",      "DELETE FROM winners",           "DELETE FROM binaries",
+    "DELETE FROM ceilings",    "DELETE FROM devices",           "DELETE FROM leases",
+    "DELETE FROM tuning_runs", "DELETE FROM recorded_problems",
 };
 
 }  // namespace kvtune::cache::sql

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "cache/sql.h"
@@ -47,6 +49,11 @@ constexpr int kBusyTimeoutMs = 15000;
 constexpr auto kBusyTimeout = std::chrono::milliseconds(kBusyTimeoutMs);
 
 std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// Leases live about a second, so they need a finer clock; the wall clock, so that processes agree.
+double unix_now_fractional() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::string errno_text(int error) { return std::generic_category().message(error); }
 
@@ -290,18 +297,23 @@ std::optional<std::int64_t> read_meta(Database& db, const char* key, const Call&
   return select.integer(0);
 }
 
-// Brings a schema-1 file to schema 2. Another process may migrate at the same time: the version
-// is read again inside the write transaction and every step is idempotent.
+// Brings an older file to our schema, one version at a time, in one transaction. Another process
+// may migrate at the same time: the version is read again inside the write transaction and every
+// step is idempotent.
 void migrate(Database& db) {
   const Call call{"migrate schema", "", ""};
   const auto version = read_meta(db, sql::kMetaSchemaVersion, call);
   if (!version || *version >= Store::kSchemaVersion) return;
   Transaction transaction(db, call);
   const auto current = read_meta(db, sql::kMetaSchemaVersion, call);
-  if (current && *current < 2) {
-    for (const char* step : sql::kMigrate1To2) Statement(db, step, call).run();
-    Statement(db, sql::kRaiseSchemaVersion, call).bind_int(1, 2).run();
-  }
+  const auto step_to = [&](int target, auto& statements) {
+    if (!current || *current >= target) return;
+    for (const char* step : statements) Statement(db, step, call).run();
+    Statement(db, sql::kRaiseSchemaVersion, call).bind_int(1, target).run();
+  };
+  step_to(2, sql::kMigrate1To2);
+  step_to(3, sql::kMigrate2To3);
+  static_assert(Store::kSchemaVersion == 3, "add the migration step to the new schema version");
   transaction.commit();
 }
 
@@ -577,8 +589,18 @@ std::string checked_image_hash(const Binary& binary, const Call& call) {
   return actual;
 }
 
-void insert_binary(Database& db, const Binary& binary, const Call& call) {
-  const std::string image_hash = checked_image_hash(binary, call);
+// kSelectBinary's row.
+Binary read_binary(const Statement& row) {
+  return Binary{row.text(0), row.text(1), row.text(2), row.blob(3), row.text(4)};
+}
+
+// The rule by which every reader refuses a damaged binary.
+bool image_intact(const Binary& binary) {
+  return detail::hash_hex(binary.image) == binary.image_hash;
+}
+
+void write_binary(Database& db, const Binary& binary, const std::string& image_hash,
+                  const Call& call) {
   Statement(db, sql::kPutBinary, call)
       .bind_text(1, binary.hash)
       .bind_text(2, binary.arch)
@@ -587,6 +609,118 @@ void insert_binary(Database& db, const Binary& binary, const Call& call) {
       .bind_text(5, image_hash)
       .bind_int(6, unix_now())
       .run();
+}
+
+// put_binary's rule: whatever differs is overwritten.
+void insert_binary(Database& db, const Binary& binary, const Call& call) {
+  write_binary(db, binary, checked_image_hash(binary, call), call);
+}
+
+// put_binaries' rule: an intact row of the same hash is the same cubin and stays as it is; a
+// missing one is inserted and a damaged one replaced.
+void keep_or_insert_binary(Database& db, const Binary& binary, const Call& call) {
+  const std::string image_hash = checked_image_hash(binary, call);
+  {
+    Statement select(db, sql::kSelectBinary, call);
+    select.bind_text(1, binary.hash);
+    if (select.step() && image_intact(read_binary(select))) return;
+  }
+  write_binary(db, binary, image_hash, call);
+}
+
+Lease read_lease(const Statement& row) {
+  Lease lease;
+  lease.problem_key = row.text(0);
+  lease.device_id = row.text(1);
+  lease.template_hash = row.text(2);
+  lease.owner = row.text(3);
+  lease.acquired_at = static_cast<std::int64_t>(std::floor(row.real(4)));
+  lease.expires_at = static_cast<std::int64_t>(std::ceil(row.real(5)));
+  return lease;
+}
+
+RecordedProblem read_recorded_problem(const Statement& row) {
+  RecordedProblem problem;
+  problem.op = row.text(0);
+  problem.problem_key = row.text(1);
+  problem.device_id = row.text(2);
+  problem.template_hash = row.text(3);
+  problem.count = row.integer(4);
+  problem.first_seen = row.integer(5);
+  problem.last_seen = row.integer(6);
+  return problem;
+}
+
+TuningRun read_tuning_run(const Statement& row) {
+  TuningRun run;
+  run.op = row.text(0);
+  run.problem_key = row.text(1);
+  run.device_id = row.text(2);
+  run.template_hash = row.text(3);
+  run.started_at = row.integer(4);
+  run.wall_seconds = row.real(5);
+  run.compile_seconds = row.real(6);
+  run.bench_seconds = row.real(7);
+  run.variants_total = static_cast<int>(row.integer(8));
+  run.variants_timed = static_cast<int>(row.integer(9));
+  run.compiles = static_cast<int>(row.integer(10));
+  run.binaries_reused = static_cast<int>(row.integer(11));
+  run.search = row.text(12);
+  run.sm_clock_mhz = static_cast<int>(row.integer(13));
+  run.mem_clock_mhz = static_cast<int>(row.integer(14));
+  run.temperature_c = static_cast<int>(row.integer(15));
+  run.power_w = row.real(16);
+  run.winner_label = row.text(17);
+  run.winner_ms = row.real(18);
+  run.incumbent_label = row.text(19);
+  run.incumbent_ms = row.real(20);
+  run.replaced_incumbent = row.integer(21) != 0;
+  run.json = row.text(22);
+  return run;
+}
+
+void insert_tuning_run(Database& db, const TuningRun& run, const Call& call) {
+  Statement(db, sql::kInsertTuningRun, call)
+      .bind_text(1, run.op)
+      .bind_text(2, run.problem_key)
+      .bind_text(3, run.device_id)
+      .bind_text(4, run.template_hash)
+      .bind_int(5, run.started_at != 0 ? run.started_at : unix_now())
+      .bind_real(6, run.wall_seconds)
+      .bind_real(7, run.compile_seconds)
+      .bind_real(8, run.bench_seconds)
+      .bind_int(9, run.variants_total)
+      .bind_int(10, run.variants_timed)
+      .bind_int(11, run.compiles)
+      .bind_int(12, run.binaries_reused)
+      .bind_text(13, run.search)
+      .bind_int(14, run.sm_clock_mhz)
+      .bind_int(15, run.mem_clock_mhz)
+      .bind_int(16, run.temperature_c)
+      .bind_real(17, run.power_w)
+      .bind_text(18, run.winner_label)
+      .bind_real(19, run.winner_ms)
+      .bind_text(20, run.incumbent_label)
+      .bind_real(21, run.incumbent_ms)
+      .bind_int(22, run.replaced_incumbent ? 1 : 0)
+      .bind_text(23, run.json)
+      .run();
+}
+
+// The run put_result stores: empty key fields are the winner's; other values must be.
+TuningRun run_of(const Winner& winner, TuningRun run, const Call& call) {
+  const auto take = [&](std::string& field, const std::string& value, const char* name) {
+    if (field.empty()) field = value;
+    if (field == value) return;
+    throw Error(Error::Context{"cache", call.problem, "", call.device, ""},
+                std::string(call.operation) + ": the tuning run's " + name + " '" + field +
+                    "' is not the winner's '" + value + "'");
+  };
+  take(run.op, winner.op, "op");
+  take(run.problem_key, winner.problem_key, "problem_key");
+  take(run.device_id, winner.device_id, "device_id");
+  take(run.template_hash, winner.template_hash, "template_hash");
+  return run;
 }
 
 }  // namespace
@@ -600,6 +734,19 @@ struct Store::Impl {
   Logger log;
   std::mutex mutex;  // one connection, used by one thread at a time
 };
+
+namespace {
+
+// find_binary's and find_binaries' check, run without the lock: the log callback is user code.
+bool usable_binary(const Binary& binary, const Store& store, const Logger& log) {
+  if (image_intact(binary)) return true;
+  log("warn", "cache: binary " + binary.hash + " in " +
+                  (store.in_memory() ? std::string("the in-memory cache") : store.path()) +
+                  " is damaged (its image no longer matches its hash); ignoring it");
+  return false;
+}
+
+}  // namespace
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
@@ -777,12 +924,20 @@ std::optional<Winner> Store::find_winner(const std::string& problem_key,
 
 void Store::put_result(const Winner& winner, const std::optional<Binary>& binary,
                        const std::vector<Trial>& trials) {
+  put_result(winner, binary ? std::vector<Binary>{*binary} : std::vector<Binary>{}, trials,
+             std::nullopt);
+}
+
+void Store::put_result(const Winner& winner, const std::vector<Binary>& binaries,
+                       const std::vector<Trial>& trials, const std::optional<TuningRun>& run) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   Database& db = *impl_->db;
   const Call call{"put_result", winner.problem_key, winner.device_id};
   const std::int64_t now = unix_now();
+  const std::optional<TuningRun> stored_run =
+      run ? std::optional<TuningRun>(run_of(winner, *run, call)) : std::nullopt;
   Transaction transaction(db, call);
-  if (binary) insert_binary(db, *binary, call);
+  for (const Binary& binary : binaries) keep_or_insert_binary(db, binary, call);
   Statement(db, sql::kUpsertWinner, call)
       .bind_text(1, winner.problem_key)
       .bind_text(2, winner.device_id)
@@ -811,6 +966,12 @@ void Store::put_result(const Winner& winner, const std::optional<Binary>& binary
         .bind_int(11, now)
         .run();
   }
+  Statement(db, sql::kDeleteRecordedProblem, call)
+      .bind_text(1, winner.problem_key)
+      .bind_text(2, winner.device_id)
+      .bind_text(3, winner.template_hash)
+      .run();
+  if (stored_run) insert_tuning_run(db, *stored_run, call);
   transaction.commit();
 }
 
@@ -818,6 +979,17 @@ std::vector<Winner> Store::winners() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const Call call{"winners", "", ""};
   Statement select(*impl_->db, sql::kSelectAllWinners, call);
+  std::vector<Winner> all;
+  while (select.step()) all.push_back(read_winner(select));
+  return all;
+}
+
+std::vector<Winner> Store::winners_for(const std::string& op, const std::string& device_id,
+                                      const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"winners_for", "", device_id};
+  Statement select(*impl_->db, sql::kSelectWinnersFor, call);
+  select.bind_text(1, op).bind_text(2, device_id).bind_text(3, template_hash);
   std::vector<Winner> all;
   while (select.step()) all.push_back(read_winner(select));
   return all;
@@ -874,16 +1046,33 @@ std::optional<Binary> Store::find_binary(const std::string& hash) {
     Statement select(*impl_->db, sql::kSelectBinary, call);
     select.bind_text(1, hash);
     if (!select.step()) return std::nullopt;
-    binary = Binary{select.text(0), select.text(1), select.text(2), select.blob(3), select.text(4)};
+    binary = read_binary(select);
   }
-  // Hashed outside the lock; the log callback is user code and runs unlocked too.
-  if (detail::hash_hex(binary->image) != binary->image_hash) {
-    impl_->log("warn", "cache: binary " + hash + " in " +
-                           (in_memory() ? std::string("the in-memory cache") : path()) +
-                           " is damaged (its image no longer matches its hash); ignoring it");
-    return std::nullopt;
-  }
+  // Hashed outside the lock.
+  if (!usable_binary(*binary, *this, impl_->log)) return std::nullopt;
   return binary;
+}
+
+std::vector<Binary> Store::find_binaries(const std::vector<std::string>& hashes) {
+  std::vector<Binary> found;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"find_binaries", "", ""};
+    std::unordered_set<std::string> seen;
+    for (const std::string& hash : hashes) {
+      if (!seen.insert(hash).second) continue;
+      Statement select(*impl_->db, sql::kSelectBinary, call);
+      select.bind_text(1, hash);
+      if (select.step()) found.push_back(read_binary(select));
+    }
+  }
+  // Hashed outside the lock.
+  found.erase(std::remove_if(found.begin(), found.end(),
+                             [&](const Binary& binary) {
+                               return !usable_binary(binary, *this, impl_->log);
+                             }),
+              found.end());
+  return found;
 }
 
 void Store::put_binary(const Binary& binary) {
@@ -892,6 +1081,15 @@ void Store::put_binary(const Binary& binary) {
   const Call call{"put_binary", "", ""};
   Transaction transaction(db, call);
   insert_binary(db, binary, call);
+  transaction.commit();
+}
+
+void Store::put_binaries(const std::vector<Binary>& binaries) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_binaries", "", ""};
+  Transaction transaction(db, call);
+  for (const Binary& binary : binaries) keep_or_insert_binary(db, binary, call);
   transaction.commit();
 }
 
@@ -919,6 +1117,120 @@ int Store::remove_binaries(const std::vector<std::string>& hashes) {
   }
   transaction.commit();
   return removed;
+}
+
+bool Store::try_acquire_lease(const std::string& problem_key, const std::string& device_id,
+                              const std::string& template_hash, const std::string& owner,
+                              double ttl_seconds) {
+  const Call call{"try_acquire_lease", problem_key, device_id};
+  if (owner.empty() || !(ttl_seconds > 0) || !std::isfinite(ttl_seconds)) {
+    throw Error(Error::Context{"cache", problem_key, "", device_id, ""},
+                "try_acquire_lease: " +
+                    (owner.empty() ? std::string("the owner is empty")
+                                   : "ttl_seconds is " + std::to_string(ttl_seconds) +
+                                         "; it must be a positive number of seconds"));
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  Transaction transaction(db, call);
+  // Read the clock once the write lock is held: time spent waiting for it must not count.
+  const double now = unix_now_fractional();
+  Statement(db, sql::kAcquireLease, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .bind_text(4, owner)
+      .bind_real(5, now)
+      .bind_real(6, now + ttl_seconds)
+      .run();
+  const bool acquired = sqlite3_changes(db.get()) > 0;
+  transaction.commit();
+  return acquired;
+}
+
+void Store::release_lease(const std::string& problem_key, const std::string& device_id,
+                          const std::string& template_hash, const std::string& owner) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"release_lease", problem_key, device_id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kReleaseLease, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .bind_text(4, owner)
+      .run();
+  transaction.commit();
+}
+
+std::vector<Lease> Store::leases() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"leases", "", ""};
+  Statement select(*impl_->db, sql::kSelectAllLeases, call);
+  std::vector<Lease> all;
+  while (select.step()) all.push_back(read_lease(select));
+  return all;
+}
+
+void Store::record_problem(const std::string& op, const std::string& problem_key,
+                           const std::string& device_id, const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"record_problem", problem_key, device_id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kRecordProblem, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .bind_text(4, op)
+      .bind_int(5, unix_now())
+      .run();
+  transaction.commit();
+}
+
+std::vector<RecordedProblem> Store::recorded_problems() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"recorded_problems", "", ""};
+  Statement select(*impl_->db, sql::kSelectRecordedProblems, call);
+  std::vector<RecordedProblem> all;
+  while (select.step()) all.push_back(read_recorded_problem(select));
+  return all;
+}
+
+bool Store::remove_recorded(const std::string& problem_key, const std::string& device_id,
+                            const std::string& template_hash) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"remove_recorded", problem_key, device_id};
+  Transaction transaction(db, call);
+  Statement(db, sql::kDeleteRecordedProblem, call)
+      .bind_text(1, problem_key)
+      .bind_text(2, device_id)
+      .bind_text(3, template_hash)
+      .run();
+  const bool removed = sqlite3_changes(db.get()) > 0;
+  transaction.commit();
+  return removed;
+}
+
+void Store::put_tuning_run(const TuningRun& run) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Database& db = *impl_->db;
+  const Call call{"put_tuning_run", run.problem_key, run.device_id};
+  Transaction transaction(db, call);
+  insert_tuning_run(db, run, call);
+  transaction.commit();
+}
+
+std::vector<TuningRun> Store::tuning_runs(const std::string& problem_key) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Call call{"tuning_runs", problem_key, ""};
+  Statement select(*impl_->db,
+                   problem_key.empty() ? sql::kSelectAllTuningRuns : sql::kSelectTuningRuns, call);
+  if (!problem_key.empty()) select.bind_text(1, problem_key);
+  std::vector<TuningRun> all;
+  while (select.step()) all.push_back(read_tuning_run(select));
+  return all;
 }
 
 std::vector<std::string> Store::integrity_check() {

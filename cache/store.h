@@ -94,6 +94,57 @@ struct BinaryInfo {
   std::int64_t created_at = 0;
 };
 
+/// The right to tune one entry (problem key, device, template hash), so that processes meeting the
+/// same miss elect one tuner; the others wait for its result or fall back. Times are unix seconds,
+/// whole here and rounded outward (acquired_at down, expires_at up); the store keeps fractions.
+struct Lease {
+  std::string problem_key;
+  std::string device_id;
+  std::string template_hash;
+  std::string owner;  // whatever identifies the holder, e.g. "host:pid:thread"
+  std::int64_t acquired_at = 0;  // when this owner took it (a renewal keeps it)
+  std::int64_t expires_at = 0;   // after this anyone may take it
+};
+
+/// A problem the library met without a tuned entry (policy "record"), for an offline run to tune.
+struct RecordedProblem {
+  std::string op;
+  std::string problem_key;
+  std::string device_id;
+  std::string template_hash;
+  std::int64_t count = 0;       // how many times it was recorded
+  std::int64_t first_seen = 0;  // unix seconds
+  std::int64_t last_seen = 0;   // unix seconds
+};
+
+/// One tuning of one entry, for observability and reproducibility. Clocks, temperature and power
+/// are what the device reported when the tuning started; -1 where they were not read.
+struct TuningRun {
+  std::string op;
+  std::string problem_key;
+  std::string device_id;
+  std::string template_hash;
+  std::int64_t started_at = 0;  // unix seconds; 0 means now when stored
+  double wall_seconds = 0;      // the whole tuning
+  double compile_seconds = 0;   // of which compiling
+  double bench_seconds = 0;     // of which benchmarking
+  int variants_total = 0;       // variants in the space after the constraints
+  int variants_timed = 0;       // variants that were benchmarked
+  int compiles = 0;             // NVRTC compilations run
+  int binaries_reused = 0;      // cubins taken from the cache instead of compiled
+  std::string search;           // "exhaustive" or "budgeted"
+  int sm_clock_mhz = -1;
+  int mem_clock_mhz = -1;
+  int temperature_c = -1;
+  double power_w = -1;
+  std::string winner_label;
+  double winner_ms = -1;
+  std::string incumbent_label;  // the entry's winner before this tuning; empty when there was none
+  double incumbent_ms = -1;
+  bool replaced_incumbent = false;
+  std::string json;  // anything else, as JSON text
+};
+
 /// Why Store::open_existing refused a file.
 class OpenError : public Error {
  public:
@@ -128,8 +179,10 @@ class Store {
   /// The path actually in use ("" when in memory).
   const std::string& path() const;
   bool in_memory() const;
-  /// 1: meta, devices, binaries, winners, trials. 2: + ceilings.
-  static constexpr int kSchemaVersion = 2;
+  /// 1: meta, devices, binaries, winners, trials. 2: + ceilings. 3: + leases, recorded_problems,
+  /// tuning_runs. Older files are migrated in place when opened; each step only adds tables, so
+  /// older kvtune builds still read and write a file of this schema.
+  static constexpr int kSchemaVersion = 3;
   int schema_version() const;
 
   void put_device(const DeviceRow& device);
@@ -144,10 +197,22 @@ class Store {
   std::optional<Winner> find_winner(const std::string& problem_key, const std::string& device_id,
                                     const std::string& template_hash);
   /// Stores the winner, its binary (when given) and every trial in one transaction, replacing a
-  /// previous winner for the same (problem_key, device_id, template_hash).
+  /// previous winner for the same (problem_key, device_id, template_hash). The same as the overload
+  /// below with no run.
   void put_result(const Winner& winner, const std::optional<Binary>& binary,
                   const std::vector<Trial>& trials);
+  /// Everything one tuning produced, in one transaction: the binaries (the winner's and any others
+  /// worth keeping; stored as put_binaries does), the winner (replacing a previous one for its
+  /// entry), every trial, and the run when given. The entry's recorded problem, if any, is removed:
+  /// it has been tuned. A run whose op, problem_key, device_id or template_hash is empty takes the
+  /// winner's; one that names another entry is refused (kvtune::Error) and nothing is stored.
+  void put_result(const Winner& winner, const std::vector<Binary>& binaries,
+                  const std::vector<Trial>& trials, const std::optional<TuningRun>& run);
   std::vector<Winner> winners();
+  /// Every winner of `op` on one device and template, by problem key (the candidates of the
+  /// "nearest tuned shape" step of the fallback ladder).
+  std::vector<Winner> winners_for(const std::string& op, const std::string& device_id,
+                                  const std::string& template_hash);
   /// Every trial stored for the entry, oldest first (each put_result appends its trials).
   std::vector<Trial> trials(const std::string& problem_key, const std::string& device_id,
                             const std::string& template_hash);
@@ -158,15 +223,55 @@ class Store {
 
   /// Returns the binary only when its stored image still hashes to its image_hash.
   std::optional<Binary> find_binary(const std::string& hash);
+  /// Stores the binary in one transaction; a row of the same hash that differs is overwritten.
   void put_binary(const Binary& binary);
+  /// The binaries of these hashes that are present and whose image still hashes to its image_hash
+  /// (find_binary's rule; a damaged one is logged and left out), in any order, each once.
+  std::vector<Binary> find_binaries(const std::vector<std::string>& hashes);
+  /// Stores the binaries in one transaction. A hash already present with an intact image is left as
+  /// it is (the hash names the image, so it is the same cubin); a damaged one is replaced. Throws,
+  /// storing none, when one of them has no hash or an image_hash its image does not match.
+  void put_binaries(const std::vector<Binary>& binaries);
   /// Every binary's metadata, by hash.
   std::vector<BinaryInfo> binary_infos();
   /// Removes the binaries with these hashes in one transaction; returns how many were there.
   int remove_binaries(const std::vector<std::string>& hashes);
 
+  /// Takes the lease on (problem_key, device_id, template_hash) for `owner` until ttl_seconds
+  /// from now: true when there was none, the existing one has expired, or `owner` holds it already
+  /// (it is then renewed; acquired_at stays). Atomic across processes (one BEGIN IMMEDIATE
+  /// transaction); the clock is the wall clock, so processes on one host agree. A store that fell
+  /// back to memory elects within its process only. Throws kvtune::Error for an empty owner or a
+  /// ttl that is not a positive number.
+  bool try_acquire_lease(const std::string& problem_key, const std::string& device_id,
+                         const std::string& template_hash, const std::string& owner,
+                         double ttl_seconds);
+  /// Removes the lease when `owner` holds it; otherwise does nothing.
+  void release_lease(const std::string& problem_key, const std::string& device_id,
+                     const std::string& template_hash, const std::string& owner);
+  /// Every lease row, expired ones included (they stay until taken over, released or cleared), by
+  /// problem key, device, template.
+  std::vector<Lease> leases();
+
+  /// Records a problem met without a tuned entry: count 1 the first time, then count + 1 and
+  /// last_seen = now. One transaction.
+  void record_problem(const std::string& op, const std::string& problem_key,
+                      const std::string& device_id, const std::string& template_hash);
+  /// Every recorded problem, by op, then problem key, device, template.
+  std::vector<RecordedProblem> recorded_problems();
+  /// Removes one recorded problem; returns whether it was there.
+  bool remove_recorded(const std::string& problem_key, const std::string& device_id,
+                       const std::string& template_hash);
+
+  /// Stores one tuning run (one transaction).
+  void put_tuning_run(const TuningRun& run);
+  /// Every tuning run, or those of one problem key (on every device and template), oldest first.
+  std::vector<TuningRun> tuning_runs(const std::string& problem_key = "");
+
   /// PRAGMA integrity_check: empty when the file is sound, else SQLite's messages.
   std::vector<std::string> integrity_check();
-  /// Removes every device, ceiling, winner, trial and binary (one transaction); keeps the schema.
+  /// Removes every device, ceiling, winner, trial, binary, lease, recorded problem and tuning run
+  /// (one transaction); keeps the schema.
   void clear();
 
  private:
