@@ -140,6 +140,28 @@ cache::Trial parse_trial(const Checker& c) {
   return t;
 }
 
+// A tuning run of an export made with --runs: checked, then ignored (imports are configs only).
+void check_run(const Checker& c) {
+  c.only({"started_at", "wall_seconds", "compile_seconds", "bench_seconds", "variants_total", "variants_timed",
+          "compiles", "binaries_reused", "search", "sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w",
+          "winner_label", "winner_ms", "incumbent_label", "incumbent_ms", "replaced_incumbent", "extra"});
+  for (const char* field : {"started_at", "variants_total", "variants_timed", "compiles", "binaries_reused",
+                            "sm_clock_mhz", "mem_clock_mhz", "temperature_c"})
+    if (c.has(field)) (void)c.integer(field);
+  for (const char* field : {"wall_seconds", "compile_seconds", "bench_seconds", "power_w", "winner_ms", "incumbent_ms"})
+    if (c.has(field)) (void)c.number(field);
+  for (const char* field : {"winner_label", "incumbent_label"})
+    if (c.has(field)) (void)c.text(field);
+  if (c.has("search")) {
+    const std::string search = c.text("search");
+    if (search != "exhaustive" && search != "budgeted" && !search.empty())
+      c.fail(fmt::format("unknown search '{}' (exhaustive, budgeted)", search));
+  }
+  if (c.has("replaced_incumbent") && !c.at("replaced_incumbent").is_boolean())
+    c.fail("'replaced_incumbent' must be true or false");
+  if (c.has("extra") && !c.at("extra").is_object()) c.fail("'extra' must be an object");
+}
+
 struct ImportedEntry {
   cache::Winner winner;
   std::vector<cache::Trial> trials;
@@ -147,7 +169,7 @@ struct ImportedEntry {
 
 ImportedEntry parse_entry(const Checker& c, const std::set<std::string>& device_ids) {
   c.only({"op", "problem_key", "device_id", "template_hash", "label", "config", "origin", "median_ms", "gbps",
-          "created_at", "trials"});
+          "created_at", "trials", "runs"});
   ImportedEntry e;
   cache::Winner& w = e.winner;
   w.op = c.text("op");
@@ -178,6 +200,10 @@ ImportedEntry parse_entry(const Checker& c, const std::set<std::string>& device_
     const auto& trials = c.array("trials");
     for (std::size_t i = 0; i < trials.size(); ++i)
       e.trials.push_back(parse_trial(Checker(trials[i], fmt::format("{}.trials[{}]", c.where(), i))));
+  }
+  if (c.has("runs")) {
+    const auto& runs = c.array("runs");
+    for (std::size_t i = 0; i < runs.size(); ++i) check_run(Checker(runs[i], fmt::format("{}.runs[{}]", c.where(), i)));
   }
   return e;
 }
@@ -270,7 +296,38 @@ std::vector<cache::Trial> latest_run(const std::vector<cache::Trial>& trials) {
   return out;
 }
 
-nlohmann::json export_cache(cache::Store& store) {
+std::vector<cache::TuningRun> runs_of(cache::Store& store, const cache::Winner& winner) {
+  std::vector<cache::TuningRun> out;
+  for (auto& run : store.tuning_runs(winner.problem_key))
+    if (run.device_id == winner.device_id && run.template_hash == winner.template_hash) out.push_back(std::move(run));
+  return out;
+}
+
+nlohmann::json run_to_json(const cache::TuningRun& run) {
+  nlohmann::json j = {{"started_at", run.started_at},
+                      {"wall_seconds", run.wall_seconds},
+                      {"compile_seconds", run.compile_seconds},
+                      {"bench_seconds", run.bench_seconds},
+                      {"variants_total", run.variants_total},
+                      {"variants_timed", run.variants_timed},
+                      {"compiles", run.compiles},
+                      {"binaries_reused", run.binaries_reused},
+                      {"search", run.search},
+                      {"sm_clock_mhz", run.sm_clock_mhz},
+                      {"mem_clock_mhz", run.mem_clock_mhz},
+                      {"temperature_c", run.temperature_c},
+                      {"power_w", run.power_w},
+                      {"winner_label", run.winner_label},
+                      {"winner_ms", run.winner_ms},
+                      {"incumbent_label", run.incumbent_label},
+                      {"incumbent_ms", run.incumbent_ms},
+                      {"replaced_incumbent", run.replaced_incumbent}};
+  const auto extra = nlohmann::json::parse(run.json.empty() ? "null" : run.json, nullptr, false);
+  if (extra.is_object()) j["extra"] = extra;
+  return j;
+}
+
+nlohmann::json export_cache(cache::Store& store, bool runs) {
   nlohmann::json devices = nlohmann::json::array();
   std::map<std::string, cache::Ceilings> ceilings;
   for (auto& c : store.all_ceilings()) ceilings[c.device_id] = c;
@@ -307,6 +364,9 @@ nlohmann::json export_cache(cache::Store& store) {
       trials.push_back(std::move(tj));
     }
     const auto config = nlohmann::json::parse(w.config_json, nullptr, false);
+    nlohmann::json run_list = nlohmann::json::array();
+    if (runs)
+      for (const auto& run : runs_of(store, w)) run_list.push_back(run_to_json(run));
     entries.push_back({{"op", w.op},
                        {"problem_key", w.problem_key},
                        {"device_id", w.device_id},
@@ -318,6 +378,7 @@ nlohmann::json export_cache(cache::Store& store) {
                        {"gbps", w.gbps},
                        {"created_at", w.created_at},
                        {"trials", std::move(trials)}});
+    if (runs) entries.back()["runs"] = std::move(run_list);
   }
   return {{"kvtune_export", kExportFormat},
           {"kvtune_version", kvtune::version()},
@@ -423,6 +484,17 @@ MergeSummary merge_cache(cache::Store& target, cache::Store& source) {
       ++summary.added;
     }
     target.put_result(w, std::nullopt, latest_run(source.trials(w.problem_key, w.device_id, w.template_hash)));
+    // The entry's tuning history comes with it; runs the target has already (an earlier merge of
+    // the same shard) are not copied twice.
+    const auto present_runs = runs_of(target, w);
+    for (const auto& run : runs_of(source, w)) {
+      const bool present = std::any_of(present_runs.begin(), present_runs.end(), [&](const cache::TuningRun& r) {
+        return r.started_at == run.started_at && r.wall_seconds == run.wall_seconds && r.winner_label == run.winner_label;
+      });
+      if (present) continue;
+      target.put_tuning_run(run);
+      ++summary.runs;
+    }
   }
   return summary;
 }

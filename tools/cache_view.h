@@ -67,13 +67,19 @@ bool device_matches(const std::string& device_id, const std::optional<cache::Dev
 /// created_at; older runs stay in the cache but are not what the winner was chosen from).
 std::vector<cache::Trial> latest_run(const std::vector<cache::Trial>& trials);
 
+/// The tuning runs of one entry (its problem key, device and template), oldest first.
+std::vector<cache::TuningRun> runs_of(cache::Store& store, const cache::Winner& winner);
+/// Every field of a tuning run but the entry's identity; "extra" holds its free-form JSON.
+nlohmann::json run_to_json(const cache::TuningRun& run);
+
 // --- Export / import ---------------------------------------------------------------------------
 
 /// Version of the export format written under "kvtune_export".
 constexpr int kExportFormat = 1;
 
-/// Devices (with ceilings), winners and their trials; never binaries.
-nlohmann::json export_cache(cache::Store& store);
+/// Devices (with ceilings), winners and their trials; never binaries. With `runs`, each entry also
+/// carries its tuning runs ("runs", oldest first); import checks them and stores nothing of them.
+nlohmann::json export_cache(cache::Store& store, bool runs = false);
 
 struct ImportSummary {
   int devices = 0;
@@ -96,9 +102,11 @@ struct MergeSummary {
   int kept = 0;      ///< the target's entry was as new or newer
   int binaries = 0;  ///< binaries copied (intact ones only)
   int damaged_binaries = 0;
+  int runs = 0;  ///< tuning runs copied with the entries added or replaced
 };
 /// Merges `source` into `target`: devices, ceilings, every binary whose image matches its hash,
-/// and every winner with its trials, the newer one (created_at) winning a conflict.
+/// and every winner with its trials and tuning runs, the newer one (created_at) winning a conflict.
+/// Leases and recorded problems stay where they are (they belong to the machines that use the file).
 MergeSummary merge_cache(cache::Store& target, cache::Store& source);
 
 }  // namespace kvtune::tools

@@ -1,5 +1,5 @@
-// kvtune-cache: inspect and manage the kvtune cache. list, show, stats, export, import, merge,
-// prune, verify, clear, report (docs/TOOLS.md). Human tables by default, --json for machines;
+// kvtune-cache: inspect and manage the kvtune cache. list, show, stats, recorded, leases, export,
+// import, merge, prune, verify, clear, report (docs/TOOLS.md). Human tables by default, --json for machines;
 // --cache PATH before or after the subcommand.
 
 #include <sys/stat.h>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,7 @@ struct Settings {
   // export / import / report
   std::string file;
   bool overwrite = false;
+  bool runs = false;  // export --runs
   // merge
   std::vector<std::string> sources;
   // prune
@@ -118,6 +120,9 @@ void check_op_filter(const Settings& s) {
 
 // --- commands -------------------------------------------------------------------------------------
 
+// A lease is live until its expiry (whole seconds, rounded up by the store).
+bool lease_live(const cache::Lease& lease, std::int64_t now) { return lease.expires_at > now; }
+
 int cmd_list(const Settings& s) {
   if (s.stale && s.fresh) throw InputError("--stale and --fresh exclude each other");
   check_op_filter(s);
@@ -142,6 +147,35 @@ int cmd_list(const Settings& s) {
   return kExitOk;
 }
 
+std::string number_or_dash(double value, const char* format) {
+  return value >= 0 ? fmt::format(format, value) : "-";
+}
+
+// The tuning runs of an entry, oldest first: when, how long, how the space was searched, what was
+// compiled, the GPU's state, and what happened to the incumbent.
+void print_runs(const std::vector<cache::TuningRun>& runs) {
+  std::printf("\ntuning runs (%zu)\n", runs.size());
+  if (runs.empty()) {
+    std::printf("none recorded (an imported winner, or a cache written before kvtune stored runs)\n");
+    return;
+  }
+  Table table({"WHEN (UTC)", "WALL S", "COMPILE S", "BENCH S", "SEARCH", "VARIANTS", "COMPILED", "REUSED", "SM MHZ",
+               "MEM MHZ", "TEMP C", "POWER W", "WINNER", "US", "INCUMBENT"});
+  for (const auto& r : runs) {
+    std::string incumbent = "-";
+    if (!r.incumbent_label.empty())
+      incumbent = fmt::format("{} {} ({} us)", r.replaced_incumbent ? "replaced" : "kept", r.incumbent_label,
+                              format_us(r.incumbent_ms));
+    table.add({format_time(r.started_at), fmt::format("{:.2f}", r.wall_seconds), fmt::format("{:.2f}", r.compile_seconds),
+               fmt::format("{:.2f}", r.bench_seconds), r.search.empty() ? "-" : r.search,
+               fmt::format("{}/{}", r.variants_timed, r.variants_total), std::to_string(r.compiles),
+               std::to_string(r.binaries_reused), number_or_dash(r.sm_clock_mhz, "{:.0f}"),
+               number_or_dash(r.mem_clock_mhz, "{:.0f}"), number_or_dash(r.temperature_c, "{:.0f}"),
+               number_or_dash(r.power_w, "{:.0f}"), r.winner_label, format_us(r.winner_ms), incumbent});
+  }
+  std::fputs(table.render().c_str(), stdout);
+}
+
 int cmd_show(const Settings& s) {
   auto store = open(s);
   const CacheView view = load_view(*store);
@@ -149,6 +183,7 @@ int cmd_show(const Settings& s) {
   const auto& w = e.winner;
   const auto trials = store->trials(w.problem_key, w.device_id, w.template_hash);
   const auto run = latest_run(trials);
+  const auto runs = runs_of(*store, w);
   std::optional<KeyInfo> info;
   if (const OpHandler* h = find_handler(w.op)) info = h->key_info(w.problem_key, e.device ? e.device->cc_major : 0);
   const auto ceilings = view.ceilings.find(w.device_id);
@@ -182,6 +217,9 @@ int cmd_show(const Settings& s) {
                       {"message", t.message}});
     j["trials"] = list;
     j["older_trials"] = trials.size() - run.size();
+    nlohmann::json run_list = nlohmann::json::array();
+    for (const auto& r : runs) run_list.push_back(run_to_json(r));
+    j["runs"] = run_list;
     print_json(j);
     return kExitOk;
   }
@@ -217,6 +255,7 @@ int cmd_show(const Settings& s) {
                t.status == "ok" ? fmt::format("{:.1f}%", 100 * t.spread) : "-", role(t.label),
                t.message.substr(0, t.message.find('\n')).substr(0, 80)});
   std::fputs(table.render().c_str(), stdout);
+  print_runs(runs);
   return kExitOk;
 }
 
@@ -240,6 +279,19 @@ int cmd_stats(const Settings& s) {
   for (const auto& b : binaries) binary_bytes += double(b.size);
   std::error_code ignored;
   const auto file_size = store->in_memory() ? 0 : std::filesystem::file_size(store->path(), ignored);
+  const std::int64_t now = unix_now();
+  int live_leases = 0, expired_leases = 0;
+  for (const auto& lease : store->leases()) (lease_live(lease, now) ? live_leases : expired_leases)++;
+  const auto recorded = store->recorded_problems();
+  std::int64_t recorded_calls = 0;
+  for (const auto& r : recorded) recorded_calls += r.count;
+  const auto runs = store->tuning_runs();
+  std::map<std::string, int> runs_by_search;
+  int replaced = 0;
+  for (const auto& r : runs) {
+    ++runs_by_search[r.search.empty() ? "unknown" : r.search];
+    if (r.replaced_incumbent) ++replaced;
+  }
   if (s.json) {
     print_json({{"cache", store->path()},
                 {"file_bytes", file_size},
@@ -253,7 +305,13 @@ int cmd_stats(const Settings& s) {
                 {"trials", trials},
                 {"trials_by_status", by_status},
                 {"binaries", binaries.size()},
-                {"binary_bytes", binary_bytes}});
+                {"binary_bytes", binary_bytes},
+                {"leases", {{"live", live_leases}, {"expired", expired_leases}}},
+                {"recorded", recorded.size()},
+                {"recorded_calls", recorded_calls},
+                {"tuning_runs", runs.size()},
+                {"tuning_runs_by_search", runs_by_search},
+                {"incumbents_replaced", replaced}});
     return kExitOk;
   }
   std::printf("cache        %s (%s, schema %d)\n", store->path().c_str(), format_bytes(double(file_size)).c_str(),
@@ -271,12 +329,107 @@ int cmd_stats(const Settings& s) {
   std::printf("trials       %d\n", trials);
   line("by status", by_status);
   std::printf("binaries     %zu (%s)\n", binaries.size(), format_bytes(binary_bytes).c_str());
+  std::printf("tuning runs  %zu (%d replaced the incumbent)\n", runs.size(), replaced);
+  line("by search", runs_by_search);
+  std::printf("recorded     %zu problems (%lld calls)\n", recorded.size(), static_cast<long long>(recorded_calls));
+  std::printf("leases       %d live, %d expired\n", live_leases, expired_leases);
+  return kExitOk;
+}
+
+// --- recorded problems and leases -----------------------------------------------------------------
+
+std::map<std::string, cache::DeviceRow> devices_by_id(cache::Store& store) {
+  std::map<std::string, cache::DeviceRow> out;
+  for (auto& d : store.devices()) out[d.id] = d;
+  return out;
+}
+
+std::string device_text(const std::string& id, const std::map<std::string, cache::DeviceRow>& devices) {
+  const auto it = devices.find(id);
+  return it != devices.end() ? device_label(it->second) : fmt::format("unknown ({})", id.substr(0, 6));
+}
+
+std::optional<cache::DeviceRow> device_row(const std::string& id, const std::map<std::string, cache::DeviceRow>& devices) {
+  const auto it = devices.find(id);
+  if (it == devices.end()) return std::nullopt;
+  return it->second;
+}
+
+int cmd_recorded(const Settings& s) {
+  check_op_filter(s);
+  auto store = open(s);
+  const auto devices = devices_by_id(*store);
+  nlohmann::json list = nlohmann::json::array();
+  Table table({"OP", "PROBLEM", "DEVICE", "COUNT", "FIRST SEEN", "LAST SEEN", "KVTUNE-TUNE --RECORDED"});
+  std::size_t shown = 0, total = 0;
+  for (const auto& r : store->recorded_problems()) {
+    ++total;
+    if (!s.op.empty() && r.op != s.op) continue;
+    if (!device_matches(r.device_id, device_row(r.device_id, devices), s.device)) continue;
+    ++shown;
+    // What kvtune-tune --recorded would do with it.
+    std::string why;
+    const auto problem = problem_from_stored_key(r.op, r.problem_key, r.template_hash, why);
+    const std::string describe = problem ? problem->describe() : r.problem_key;
+    list.push_back({{"op", r.op},
+                    {"problem_key", r.problem_key},
+                    {"describe", describe},
+                    {"device_id", r.device_id},
+                    {"device_name", devices.count(r.device_id) != 0 ? devices.at(r.device_id).name : ""},
+                    {"template_hash", r.template_hash},
+                    {"count", r.count},
+                    {"first_seen", r.first_seen},
+                    {"last_seen", r.last_seen},
+                    {"tunable", problem != nullptr},
+                    {"reason", why}});
+    table.add({r.op, describe, device_text(r.device_id, devices), std::to_string(r.count), format_time(r.first_seen),
+               format_time(r.last_seen), problem ? "tunes it" : "skips it: " + why});
+  }
+  if (s.json) {
+    print_json({{"cache", store->path()}, {"recorded", list}});
+    return kExitOk;
+  }
+  if (!table.empty()) std::fputs(table.render().c_str(), stdout);
+  std::printf("%zu of %zu recorded problems\n", shown, total);
+  return kExitOk;
+}
+
+int cmd_leases(const Settings& s) {
+  auto store = open(s);
+  const auto devices = devices_by_id(*store);
+  const std::int64_t now = unix_now();
+  nlohmann::json list = nlohmann::json::array();
+  Table table({"PROBLEM", "DEVICE", "OWNER", "ACQUIRED", "EXPIRES", "STATE"});
+  int live = 0;
+  const auto leases = store->leases();
+  for (const auto& l : leases) {
+    const bool is_live = lease_live(l, now);
+    if (is_live) ++live;
+    list.push_back({{"problem_key", l.problem_key},
+                    {"device_id", l.device_id},
+                    {"device_name", devices.count(l.device_id) != 0 ? devices.at(l.device_id).name : ""},
+                    {"template_hash", l.template_hash},
+                    {"owner", l.owner},
+                    {"acquired_at", l.acquired_at},
+                    {"expires_at", l.expires_at},
+                    {"live", is_live}});
+    table.add({l.problem_key, device_text(l.device_id, devices), l.owner, format_time(l.acquired_at),
+               format_time(l.expires_at),
+               is_live ? fmt::format("live, {} left", format_duration(double(l.expires_at - now)))
+                       : fmt::format("expired {} ago", format_duration(double(now - l.expires_at)))});
+  }
+  if (s.json) {
+    print_json({{"cache", store->path()}, {"now", now}, {"leases", list}});
+    return kExitOk;
+  }
+  if (!table.empty()) std::fputs(table.render().c_str(), stdout);
+  std::printf("%zu leases: %d live, %zu expired\n", leases.size(), live, leases.size() - static_cast<std::size_t>(live));
   return kExitOk;
 }
 
 int cmd_export(const Settings& s) {
   auto store = open(s);
-  const nlohmann::json document = export_cache(*store);
+  const nlohmann::json document = export_cache(*store, s.runs);
   const std::string text = document.dump(1) + "\n";
   if (s.file == "-") {
     std::fputs(text.c_str(), stdout);
@@ -286,8 +439,9 @@ int cmd_export(const Settings& s) {
   if (s.json)
     print_json({{"file", s.file}, {"entries", document["entries"].size()}, {"devices", document["devices"].size()}});
   else
-    std::printf("exported %zu entries of %zu devices to %s (configs and trials; no binaries)\n",
-                document["entries"].size(), document["devices"].size(), s.file.c_str());
+    std::printf("exported %zu entries of %zu devices to %s (configs and trials%s; no binaries)\n",
+                document["entries"].size(), document["devices"].size(), s.file.c_str(),
+                s.runs ? ", tuning runs" : "");
   return kExitOk;
 }
 
@@ -333,11 +487,12 @@ int cmd_merge(const Settings& s) {
                     {"devices", m.devices},
                     {"ceilings", m.ceilings},
                     {"binaries", m.binaries},
-                    {"damaged_binaries", m.damaged_binaries}});
+                    {"damaged_binaries", m.damaged_binaries},
+                    {"runs", m.runs}});
     if (!s.json)
-      std::printf("%s: %d entries added, %d replaced by newer, %d kept (target as new or newer); %d binaries "
-                  "copied%s\n",
-                  s.sources[i].c_str(), m.added, m.replaced, m.kept, m.binaries,
+      std::printf("%s: %d entries added, %d replaced by newer, %d kept (target as new or newer); %d tuning runs "
+                  "and %d binaries copied%s\n",
+                  s.sources[i].c_str(), m.added, m.replaced, m.kept, m.runs, m.binaries,
                   m.damaged_binaries > 0 ? fmt::format(", {} damaged ones skipped", m.damaged_binaries).c_str() : "");
   }
   if (s.json) print_json({{"target", target->path()}, {"sources", list}});
@@ -431,6 +586,13 @@ int cmd_verify(const Settings& s) {
       if (!w.binary_hash.empty() && present.count(w.binary_hash) == 0)
         notes.push_back(fmt::format("{}: its binary {} is gone; the library will tune it again", who, w.binary_hash));
     }
+    // Recorded problems kvtune-tune --recorded will not tune (another template, an unreadable key).
+    for (const auto& r : store->recorded_problems()) {
+      std::string why;
+      if (!problem_from_stored_key(r.op, r.problem_key, r.template_hash, why))
+        notes.push_back(fmt::format("recorded problem {} ({}): not tunable by this build: {}", r.problem_key,
+                                    r.device_id.substr(0, 6), why));
+    }
   }
   if (s.json) {
     print_json({{"cache", cache_path(s)},
@@ -451,12 +613,24 @@ int cmd_verify(const Settings& s) {
 }
 
 int cmd_clear(const Settings& s) {
-  if (!s.yes) throw InputError("clear removes every entry, trial and binary: add --yes to confirm");
+  if (!s.yes)
+    throw InputError("clear removes every entry, trial, binary, tuning run, recorded problem and lease: add --yes to "
+                     "confirm");
   auto store = open(s);
   const std::size_t entries = store->winners().size();
+  const std::size_t runs = store->tuning_runs().size();
+  const std::size_t recorded = store->recorded_problems().size();
+  const std::size_t leases = store->leases().size();
   store->clear();
-  if (s.json) print_json({{"cache", store->path()}, {"removed_entries", entries}});
-  else std::printf("cleared %s (%zu entries removed)\n", store->path().c_str(), entries);
+  if (s.json)
+    print_json({{"cache", store->path()},
+                {"removed_entries", entries},
+                {"removed_tuning_runs", runs},
+                {"removed_recorded", recorded},
+                {"removed_leases", leases}});
+  else
+    std::printf("cleared %s (%zu entries, %zu tuning runs, %zu recorded problems, %zu leases removed)\n",
+                store->path().c_str(), entries, runs, recorded, leases);
   return kExitOk;
 }
 
@@ -502,9 +676,13 @@ int main_body(int argc, char** argv) {
       ->add_option("id", s.id, "entry id (from list; 4 digits or more) or problem key")
       ->required();
   add("stats", "counts and sizes", cmd_stats);
-  add("export", "write winners and trials (no binaries) as JSON", cmd_export)
-      ->add_option("file", s.file, "output file, - for stdout")
-      ->required();
+  auto* recorded = add("recorded", "the problems the record policy logged, for kvtune-tune --recorded", cmd_recorded);
+  recorded->add_option("--op", s.op, "only this operator");
+  recorded->add_option("--device", s.device, "only devices whose id starts with, or name contains, this");
+  add("leases", "the tuning leases, live or expired", cmd_leases);
+  auto* exporter = add("export", "write winners and trials (no binaries) as JSON", cmd_export);
+  exporter->add_option("file", s.file, "output file, - for stdout")->required();
+  exporter->add_flag("--runs", s.runs, "also every tuning run of each entry");
   auto* import = add("import", "read an export: configs only, never binaries", cmd_import);
   import->add_option("file", s.file, "a file written by export")->required();
   import->add_flag("--overwrite", s.overwrite, "replace entries that are already present");
@@ -519,7 +697,7 @@ int main_body(int argc, char** argv) {
       ->type_name("DAYS");
   prune->add_flag("--dry-run", s.dry_run, "only say what would go");
   add("verify", "integrity check, staleness, every binary's hash; exit 1 on problems", cmd_verify);
-  add("clear", "remove every entry, trial and binary", cmd_clear)->add_flag("--yes", s.yes, "confirm");
+  add("clear", "remove every entry, trial, binary, tuning run, recorded problem and lease", cmd_clear)->add_flag("--yes", s.yes, "confirm");
   auto* report = add("report", "write the HTML report", cmd_report);
   report->add_option("--html", s.file, "output file")->required()->type_name("OUT.html");
   report->add_option("--op", s.op, "only this operator");

@@ -1,5 +1,6 @@
-// kvtune-tune: offline tuning of many problems. Problems come from shapes files (docs/TOOLS.md)
-// and built-in suites; --dry-run sizes their tuning spaces, --compile-only fills the cache with
+// kvtune-tune: offline tuning of many problems. Problems come from shapes files (docs/TOOLS.md),
+// built-in suites and the problems the record policy logged in the cache (--recorded); --dry-run
+// sizes their tuning spaces, --compile-only fills the cache with
 // every variant's cubin for an architecture without a GPU, and the default mode tunes on the GPUs
 // through the library, so that what it stores is exactly what a program would.
 
@@ -10,7 +11,9 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -23,6 +26,7 @@
 #include "lib/src/device.h"
 #include "lib/src/hash.h"
 #include "lib/src/nvrtc.h"
+#include "tools/cache_view.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 #include "tools/tune_runner.h"
@@ -35,6 +39,7 @@ constexpr const char* kTool = "kvtune-tune";
 struct Settings {
   std::vector<std::string> shapes;
   std::vector<std::string> suites;
+  bool recorded = false;
   bool dry_run = false;
   bool variants = false;
   bool compile_only = false;
@@ -45,6 +50,9 @@ struct Settings {
   bool isolate = false;
   double timeout = 1800;
   int samples = 0;
+  int budget_variants = -1;  // -1: not given (the library's default)
+  double budget_ms = -1;     // -1: not given
+  bool exhaustive = false;
   int jobs = 0;
   std::string cache;
   bool json = false;
@@ -52,28 +60,80 @@ struct Settings {
   bool child = false;
   int child_device = 0;
   std::string child_problem;
+  std::string child_key;
   std::string child_result;
+  std::string child_progress;
+};
+
+// One problem of the run; `recorded` when it comes from the record policy's log.
+struct Task {
+  const OpProblem* problem = nullptr;
+  std::optional<cache::RecordedProblem> recorded;
+};
+
+// A recorded problem this build does not tune, and why.
+struct SkippedRecord {
+  cache::RecordedProblem row;
+  std::string reason;
 };
 
 struct Problems {
   std::vector<std::unique_ptr<OpProblem>> owned;
-  std::vector<const OpProblem*> selected;  // deduplicated and sharded
+  std::vector<Task> selected;  // deduplicated and sharded
   int duplicates = 0;
   int before_shard = 0;
+  std::vector<SkippedRecord> skipped_records;
+  std::map<std::string, cache::DeviceRow> devices;  // the cache's device rows, for recorded problems
 };
+
+std::string cache_path_or_default(const Settings& s) {
+  if (!s.cache.empty()) return s.cache;
+  try {
+    return ContextOptions::from_environment().cache_path;
+  } catch (const Error& e) {
+    throw InputError(e.what());
+  }
+}
+
+// The recorded problems of the cache: each becomes a task tied to the device it was recorded on,
+// or a skipped record saying why this build cannot tune it.
+void collect_recorded(const Settings& s, Problems& p, std::vector<Task>& tasks) {
+  const std::string path = cache_path_or_default(s);
+  if (path.empty()) throw InputError("--recorded reads a cache file (--cache PATH or KVTUNE_CACHE), not an in-memory one");
+  auto store = cache::Store::open_existing(path, false);
+  for (auto& d : store->devices()) p.devices[d.id] = d;
+  for (auto& row : store->recorded_problems()) {
+    std::string why;
+    auto problem = problem_from_stored_key(row.op, row.problem_key, row.template_hash, why);
+    if (!problem) {
+      p.skipped_records.push_back(SkippedRecord{std::move(row), std::move(why)});
+      continue;
+    }
+    p.owned.push_back(std::move(problem));
+    tasks.push_back(Task{p.owned.back().get(), std::move(row)});
+  }
+}
 
 Problems collect(const Settings& s) {
   Problems p;
+  std::vector<Task> tasks;
   for (const auto& path : s.shapes)
     for (auto& problem : load_shapes(path)) p.owned.push_back(std::move(problem));
   for (const auto& suite : s.suites)
     for (auto& problem : load_suite(suite)) p.owned.push_back(std::move(problem));
-  // One problem per cache key: rows that share a bucket tune the same entry.
+  for (const auto& problem : p.owned) tasks.push_back(Task{problem.get(), std::nullopt});
+  if (s.recorded) collect_recorded(s, p, tasks);
+  // One task per cache key: rows that share a bucket tune the same entry. A recorded problem is
+  // one key on one device; a shapes or suite problem of the same key covers it.
   std::set<std::string> keys;
-  std::vector<const OpProblem*> unique;
-  for (const auto& problem : p.owned) {
-    if (keys.insert(problem->key()).second) unique.push_back(problem.get());
-    else ++p.duplicates;
+  std::vector<Task> unique;
+  for (auto& task : tasks) {
+    const std::string key = task.problem->key();
+    const bool covered = task.recorded && keys.count(key) != 0;
+    if (!covered && keys.insert(task.recorded ? key + "|" + task.recorded->device_id : key).second)
+      unique.push_back(std::move(task));
+    else
+      ++p.duplicates;
   }
   p.before_shard = static_cast<int>(unique.size());
   int index = 0, count = 1;
@@ -89,39 +149,100 @@ Problems collect(const Settings& s) {
   // Round-robin slices: deterministic for a given problem list, and balanced when neighbours in
   // the list have similar cost.
   for (std::size_t i = 0; i < unique.size(); ++i)
-    if (static_cast<int>(i % static_cast<std::size_t>(count)) == index) p.selected.push_back(unique[i]);
+    if (static_cast<int>(i % static_cast<std::size_t>(count)) == index) p.selected.push_back(std::move(unique[i]));
   return p;
-}
-
-std::string cache_path_or_default(const Settings& s) {
-  if (!s.cache.empty()) return s.cache;
-  try {
-    return ContextOptions::from_environment().cache_path;
-  } catch (const Error& e) {
-    throw InputError(e.what());
-  }
 }
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
+// The search budget of this run: the flags, else the library's defaults (its environment
+// variables KVTUNE_BUDGET_VARIANTS and KVTUNE_BUDGET_MS included, as for any program).
+struct Budget {
+  int variants = 40;  // 0: exhaustive
+  double ms = 0;      // 0: no limit
+};
+
+Budget resolve_budget(const Settings& s) {
+  ContextOptions library;
+  try {
+    library = ContextOptions::from_environment();
+  } catch (const Error& e) {
+    throw InputError(e.what());
+  }
+  Budget b{library.budget_variants, library.budget_ms};
+  if (s.exhaustive) b.variants = 0;
+  if (s.budget_variants >= 0) b.variants = s.budget_variants;
+  if (s.budget_ms >= 0) b.ms = s.budget_ms;
+  return b;
+}
+
+std::string device_text(const std::string& device_id, const std::map<std::string, cache::DeviceRow>& devices) {
+  const auto it = devices.find(device_id);
+  return it != devices.end() ? device_label(it->second) : fmt::format("unknown ({})", device_id.substr(0, 6));
+}
+
+nlohmann::json recorded_json(const cache::RecordedProblem& row, const std::map<std::string, cache::DeviceRow>& devices) {
+  const auto it = devices.find(row.device_id);
+  return {{"device_id", row.device_id},
+          {"device_name", it != devices.end() ? it->second.name : ""},
+          {"template_hash", row.template_hash},
+          {"count", row.count},
+          {"first_seen", row.first_seen},
+          {"last_seen", row.last_seen}};
+}
+
+nlohmann::json skipped_records_json(const Problems& p) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& skipped : p.skipped_records) {
+    nlohmann::json j = recorded_json(skipped.row, p.devices);
+    j["op"] = skipped.row.op;
+    j["key"] = skipped.row.problem_key;
+    j["reason"] = skipped.reason;
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+void print_skipped_records(const Problems& p) {
+  for (const auto& skipped : p.skipped_records)
+    std::printf("skipped recorded %s on %s (count %lld): %s\n", skipped.row.problem_key.c_str(),
+                device_text(skipped.row.device_id, p.devices).c_str(), static_cast<long long>(skipped.row.count),
+                skipped.reason.c_str());
+}
+
 // --- --dry-run ------------------------------------------------------------------------------------
 
-int dry_run(const Settings& s, const Problems& p) {
+int dry_run(const Settings& s, const Problems& p, const Budget& budget) {
   nlohmann::json list = nlohmann::json::array();
-  Table table({"#", "OP", "PROBLEM", "KEY", "SPACE", "RUNNABLE", "TUNED"});
-  std::int64_t total = 0;
+  std::vector<std::string> header = {"#", "OP", "PROBLEM", "KEY", "SPACE", "RUNNABLE", "TUNED"};
+  if (s.recorded) header.insert(header.end(), {"DEVICE", "COUNT", "LAST SEEN"});
+  Table table(header);
+  std::int64_t total = 0, to_try = 0;
   for (std::size_t i = 0; i < p.selected.size(); ++i) {
-    const OpProblem& problem = *p.selected[i];
+    const OpProblem& problem = *p.selected[i].problem;
+    const auto& recorded = p.selected[i].recorded;
     const SpaceSize size = problem.space();
     total += size.tuned;
-    table.add({std::to_string(i + 1), problem.op(), problem.describe(), problem.key(), std::to_string(size.total),
-               std::to_string(size.runnable), std::to_string(size.tuned)});
+    to_try += budget.variants > 0 ? std::min<std::int64_t>(size.tuned, budget.variants) : size.tuned;
+    std::vector<std::string> row = {std::to_string(i + 1),       problem.op(),
+                                    problem.describe(),          problem.key(),
+                                    std::to_string(size.total),  std::to_string(size.runnable),
+                                    std::to_string(size.tuned)};
+    if (s.recorded) {
+      if (recorded)
+        row.insert(row.end(), {device_text(recorded->device_id, p.devices), std::to_string(recorded->count),
+                               format_time(recorded->last_seen)});
+      else
+        row.insert(row.end(), {"every GPU", "-", "-"});
+    }
+    table.add(std::move(row));
     nlohmann::json item = {{"op", problem.op()},
                            {"describe", problem.describe()},
                            {"key", problem.key()},
                            {"template_hash", require_handler(problem.op(), "").template_hash()},
                            {"problem", problem.to_json()},
-                           {"space", {{"total", size.total}, {"runnable", size.runnable}, {"tuned", size.tuned}}}};
+                           {"space", {{"total", size.total}, {"runnable", size.runnable}, {"tuned", size.tuned}}},
+                           {"recorded", recorded ? recorded_json(*recorded, p.devices) : nlohmann::json()}};
     if (s.variants) {
       nlohmann::json variants = nlohmann::json::array();
       for (const auto& v : problem.variants(s.arch.empty() ? "sm_90" : s.arch)) variants.push_back({{"label", v.label}, {"config", v.config}});
@@ -132,16 +253,27 @@ int dry_run(const Settings& s, const Problems& p) {
   if (s.json) {
     print_json({{"problems", list},
                 {"variants", total},
+                {"variants_to_try", to_try},
+                {"budget_variants", budget.variants},
+                {"budget_ms", budget.ms},
                 {"duplicates", p.duplicates},
+                {"recorded_skipped", skipped_records_json(p)},
                 {"shard", s.shard.empty() ? "0/1" : s.shard}});
     return kExitOk;
   }
   std::fputs(table.render().c_str(), stdout);
+  print_skipped_records(p);
   std::printf("%zu problems%s, %lld variants to tune (SPACE: every axis combined; RUNNABLE: after the hard "
               "constraints; TUNED: after pruning)\n",
               p.selected.size(),
               p.duplicates > 0 ? fmt::format(" ({} duplicate keys dropped)", p.duplicates).c_str() : "",
               static_cast<long long>(total));
+  if (budget.variants > 0)
+    std::printf("search budget: at most %d variants per problem, %lld in all%s\n", budget.variants,
+                static_cast<long long>(to_try),
+                budget.ms > 0 ? fmt::format(", {:g} ms per problem", budget.ms).c_str() : "");
+  else
+    std::printf("search: exhaustive%s\n", budget.ms > 0 ? fmt::format(", {:g} ms per problem", budget.ms).c_str() : "");
   return kExitOk;
 }
 
@@ -193,7 +325,8 @@ int compile_only(const Settings& s, const Problems& p) {
   std::set<std::string> seen;
   int already = 0;
   nlohmann::json per_problem = nlohmann::json::array();
-  for (const OpProblem* problem : p.selected) {
+  for (const Task& task : p.selected) {
+    const OpProblem* problem = task.problem;
     int mine = 0, shared = 0, in_cache = 0;
     for (auto& v : problem->variants(s.arch)) {
       const std::string hash = detail::compile_hash(v.request);
@@ -312,10 +445,40 @@ std::string self_path() {
   return std::string(buffer, static_cast<std::size_t>(n));
 }
 
-int tune(const Settings& s, const Problems& p) {
+nlohmann::json run_json(const std::optional<RunSummary>& run) {
+  if (!run) return nullptr;
+  return {{"started_at", run->started_at},
+          {"wall_seconds", run->wall_seconds},
+          {"variants_total", run->variants_total},
+          {"variants_timed", run->variants_timed},
+          {"compiles", run->compiles},
+          {"binaries_reused", run->binaries_reused},
+          {"search", run->search},
+          {"sm_clock_mhz", run->sm_clock_mhz},
+          {"incumbent", run->incumbent_label},
+          {"replaced_incumbent", run->replaced_incumbent}};
+}
+
+int tune(const Settings& s, const Problems& p, const Budget& budget) {
   if (!s.arch.empty()) throw InputError("--arch applies to --compile-only only (tuning uses each GPU's own)");
   const std::string cache = cache_path_or_default(s);
   if (cache.empty()) throw InputError("tuning needs a cache file (--cache PATH or KVTUNE_CACHE), not an in-memory one");
+  if (p.selected.empty()) {
+    // Nothing recorded (or an empty shard): no GPU is needed to do nothing.
+    if (s.json) {
+      print_json({{"devices", nlohmann::json::array()},
+                  {"results", nlohmann::json::array()},
+                  {"recorded_skipped", skipped_records_json(p)},
+                  {"tuned", 0},
+                  {"skipped", 0},
+                  {"failed", 0},
+                  {"seconds", 0}});
+    } else {
+      print_skipped_records(p);
+      std::printf("nothing to tune\n");
+    }
+    return kExitOk;
+  }
   const int count = detail::device_count();  // the clear "no CUDA device" error, exit status 1
   TuneOptions options;
   options.cache_path = cache;
@@ -324,14 +487,18 @@ int tune(const Settings& s, const Problems& p) {
   options.isolate = s.isolate;
   options.timeout_seconds = s.timeout;
   options.samples = s.samples;
+  options.budget_variants = budget.variants;
+  options.budget_ms = budget.ms;
   options.progress_bar = stdout_is_terminal() && !s.json;
   options.quiet = s.json;
   if (s.isolate) options.self_path = self_path();
   // Refuse a file that is not a kvtune cache before any GPU work (the library would set it aside).
   cache::Store::open_existing(cache, true);
 
+  std::vector<TuneTask> tasks;
+  for (const Task& task : p.selected) tasks.push_back(TuneTask{task.problem, task.recorded ? task.recorded->device_id : ""});
   const auto start = std::chrono::steady_clock::now();
-  const TuneRun run = run_tuning(p.selected, options);
+  const TuneRun run = run_tuning(tasks, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int tuned = 0, skipped = 0, failed = 0;
   for (const auto& r : run.results) {
@@ -348,7 +515,8 @@ int tune(const Settings& s, const Problems& p) {
                          {"copy_gbps", d.copy_gbps},
                          {"fma_gflops", d.fma_gflops},
                          {"note", d.note}});
-    for (const auto& r : run.results)
+    for (const auto& r : run.results) {
+      const auto& recorded = p.selected[static_cast<std::size_t>(r.index)].recorded;
       results.push_back({{"index", r.index},     {"op", r.op},
                          {"key", r.key},         {"describe", r.describe},
                          {"device", r.device},   {"device_name", r.device_name},
@@ -356,9 +524,15 @@ int tune(const Settings& s, const Problems& p) {
                          {"origin", r.origin},   {"median_ms", r.median_ms},
                          {"gbps", r.gbps},       {"copy_fraction", r.copy_fraction},
                          {"variants_ok", r.variants_ok}, {"variants_failed", r.variants_failed},
+                         {"run", run_json(r.run)},
+                         {"recorded", recorded ? recorded_json(*recorded, p.devices) : nlohmann::json()},
                          {"seconds", r.seconds}, {"message", r.message}});
+    }
     print_json({{"devices", devices},
                 {"results", results},
+                {"recorded_skipped", skipped_records_json(p)},
+                {"budget_variants", budget.variants},
+                {"budget_ms", budget.ms},
                 {"tuned", tuned},
                 {"skipped", skipped},
                 {"failed", failed},
@@ -370,15 +544,27 @@ int tune(const Settings& s, const Problems& p) {
                   d.fma_gflops > 0 ? fmt::format("{:.0f}", d.fma_gflops).c_str() : "not measured",
                   d.note.empty() ? "" : (" (" + d.note + ")").c_str());
     }
-    Table table({"#", "PROBLEM", "GPU", "STATUS", "VARIANT", "US", "GB/S", "% COPY", "VARIANTS", "TIME"});
-    for (const auto& r : run.results)
-      table.add({std::to_string(r.index + 1), r.describe, std::to_string(r.device), r.status,
-                 r.status == "failed" ? r.message.substr(0, 60) : r.label, format_us(r.median_ms),
+    Table table({"#", "PROBLEM", "GPU", "STATUS", "VARIANT", "US", "GB/S", "% COPY", "TRIED", "COMPILED", "REUSED",
+                 "SEARCH", "SM MHZ", "TIME"});
+    for (const auto& r : run.results) {
+      const bool said = r.status == "failed" || (r.status == "skipped" && !r.message.empty());
+      const RunSummary* rs = r.run ? &*r.run : nullptr;
+      table.add({std::to_string(r.index + 1), r.describe, r.device < 0 ? "-" : std::to_string(r.device), r.status,
+                 said ? r.message.substr(0, 60) : r.label, format_us(r.median_ms),
                  r.gbps > 0 ? fmt::format("{:.0f}", r.gbps) : "-",
                  r.copy_fraction > 0 ? fmt::format("{:.1f}", 100 * r.copy_fraction) : "-",
-                 r.status == "tuned" ? fmt::format("{}/{}", r.variants_ok, r.variants_ok + r.variants_failed) : "-",
+                 rs != nullptr                ? fmt::format("{}/{}", rs->variants_timed, rs->variants_total)
+                 : r.status == "tuned" ? fmt::format("{}", r.variants_ok + r.variants_failed)
+                                       : "-",
+                 rs != nullptr ? std::to_string(rs->compiles) : "-",
+                 rs != nullptr ? std::to_string(rs->binaries_reused) : "-",
+                 rs != nullptr && !rs->search.empty() ? rs->search : "-",
+                 rs != nullptr && rs->sm_clock_mhz > 0 ? std::to_string(rs->sm_clock_mhz) : "-",
                  format_duration(r.seconds)});
-    std::printf("\n%s", table.render().c_str());
+    }
+    std::printf("\n");
+    print_skipped_records(p);
+    std::printf("%s", table.render().c_str());
     std::printf("tuned %d, skipped %d, failed %d of %zu in %s\n", tuned, skipped, failed, run.results.size(),
                 format_duration(seconds).c_str());
   }
@@ -390,19 +576,33 @@ int main_body(int argc, char** argv) {
   CLI::App app{"kvtune-tune: tune many problems offline into the kvtune cache (see docs/TOOLS.md)"};
   app.add_option("--shapes", s.shapes, "shapes file (JSON, see docs/TOOLS.md); repeatable")->type_name("FILE");
   app.add_option("--suite", s.suites, "built-in suite: " + describe_suites())->delimiter(',')->type_name("NAME");
+  app.add_flag("--recorded", s.recorded,
+               "the problems the record policy logged in the cache (this build's templates), each on the GPU "
+               "model it was recorded on");
   app.add_flag("--dry-run", s.dry_run, "print each problem's space size before and after pruning; no GPU");
   app.add_flag("--variants", s.variants, "with --dry-run --json: list every variant (label and config)");
   app.add_flag("--compile-only", s.compile_only, "compile every variant for --arch into the cache; no GPU");
   app.add_option("--arch", s.arch, "architecture for --compile-only, e.g. sm_90");
   app.add_option("--devices", s.devices, "GPUs to tune on: all, or ordinals like 0,2")->capture_default_str();
   app.add_option("--shard", s.shard, "tune only the i-th of n round-robin slices (0 <= i < n)")->type_name("i/n");
-  app.add_flag("--force", s.force, "re-tune problems that already have a winner for this GPU");
+  app.add_flag("--force", s.force,
+               "tune problems that already have a winner again; the stored winner stays unless beaten beyond noise");
   app.add_flag("--isolate", s.isolate, "tune each problem in a child process with a watchdog");
   app.add_option("--timeout", s.timeout, "seconds one problem may take with --isolate")
       ->check(CLI::Range(1.0, 7.0 * 24 * 3600))
       ->capture_default_str();
   app.add_option("--samples", s.samples, "timing samples per variant (default: the library's)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--budget-variants", s.budget_variants,
+                 "at most N variants compiled and timed per problem; 0: every variant (default: the library's, 40)")
+      ->check(CLI::Range(0, 1000000))
+      ->type_name("N");
+  app.add_option("--budget-ms", s.budget_ms,
+                 "no new candidate starts after MS milliseconds of a problem's tuning; 0: no limit (default: the "
+                 "library's, none)")
+      ->check(CLI::Range(0.0, 1e10))
+      ->type_name("MS");
+  app.add_flag("--exhaustive", s.exhaustive, "every variant of every problem: --budget-variants 0");
   app.add_option("--jobs", s.jobs, "compile threads for --compile-only (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--cache", s.cache, "cache file (default: the library's, $KVTUNE_CACHE or ~/.cache/kvtune)")
       ->type_name("PATH");
@@ -410,19 +610,41 @@ int main_body(int argc, char** argv) {
   app.add_flag(kChildFlag, s.child)->group("");
   app.add_option("--child-device", s.child_device)->group("");
   app.add_option("--child-problem", s.child_problem)->group("");
+  app.add_option("--child-key", s.child_key)->group("");
   app.add_option("--child-result", s.child_result)->group("");
+  app.add_option("--child-progress", s.child_progress)->group("");
   app.footer("Exit status: 0 ok, 1 failure (no GPU, a failed problem or variant), 2 bad usage or input.");
   if (const int code = parse_command_line(app, argc, argv, kTool); code >= 0) return code;
 
-  if (s.child) return run_isolated_child(s.cache, s.child_device, s.child_problem, s.child_result, s.samples);
+  if (s.exhaustive && s.budget_variants >= 0)
+    throw InputError("--exhaustive and --budget-variants exclude each other (--exhaustive is --budget-variants 0)");
+  if (s.child) {
+    const Budget budget = resolve_budget(s);
+    ChildRequest request;
+    request.cache_path = s.cache;
+    request.device = s.child_device;
+    request.problem_json = s.child_problem;
+    request.key = s.child_key;
+    request.result_path = s.child_result;
+    request.progress_path = s.child_progress;
+    request.samples = s.samples;
+    request.budget_variants = budget.variants;
+    request.budget_ms = budget.ms;
+    request.retune = s.force;
+    return run_isolated_child(request);
+  }
   if (s.dry_run && s.compile_only) throw InputError("--dry-run and --compile-only exclude each other");
   if (s.variants && !(s.dry_run && s.json)) throw InputError("--variants goes with --dry-run --json");
-  if (s.shapes.empty() && s.suites.empty())
-    throw InputError("no problems: give --shapes FILE or --suite NAME (suites: " + describe_suites() + ")");
+  if (s.compile_only && (s.exhaustive || s.budget_variants >= 0 || s.budget_ms >= 0))
+    throw InputError("--budget-variants, --budget-ms and --exhaustive apply to tuning; --compile-only compiles every "
+                     "variant");
+  if (s.shapes.empty() && s.suites.empty() && !s.recorded)
+    throw InputError("no problems: give --shapes FILE, --suite NAME or --recorded (suites: " + describe_suites() + ")");
+  const Budget budget = resolve_budget(s);
   const Problems problems = collect(s);
-  if (s.dry_run) return dry_run(s, problems);
+  if (s.dry_run) return dry_run(s, problems, budget);
   if (s.compile_only) return compile_only(s, problems);
-  return tune(s, problems);
+  return tune(s, problems, budget);
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ class DwConvProblem final : public OpProblem {
   std::string op() const override { return "dwconv"; }
   std::string key() const override { return e_.problem.key(); }
   std::string describe() const override { return describe_problem(e_.problem, e_.args.n); }
+  std::string buckets() const override { return bucket_spec(e_.problem.n, e_.problem.n_exact); }
 
   nlohmann::json to_json() const override {
     const dw::Problem& p = e_.problem;
@@ -381,7 +382,7 @@ class DwConvProblem final : public OpProblem {
         break;
     }
     dw::validate(args);
-    const std::string got = dw::make_problem(args).key();
+    const std::string got = dw::make_problem(args, detail::Buckets::parse(buckets())).key();
     if (got != key())
       throw Error(Error::Context{"dwconv", key(), "", "", ""},
                   fmt::format("the tool's buffers give the key {} instead", got));
@@ -488,6 +489,54 @@ class DwConvHandler final : public OpHandler {
     info.model_bytes = dw::model_bytes(*p, p->n);
     info.model_flops = dw::model_flops(*p, p->n);
     return info;
+  }
+
+  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
+    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
+      if (why != nullptr) *why = std::move(reason);
+      return nullptr;
+    };
+    const auto p = parse_key(problem_key);
+    if (!p) return fail("not a dwconv problem key this build can read");
+    // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding),
+    // so that the entry checks apply; its batch key is then made the stored one.
+    nlohmann::json entry = {{"op", "dwconv"},
+                            {"direction", to_string(p->direction)},
+                            {"layout", to_string(p->layout)},
+                            {"dtype", to_string(p->dtype)},
+                            {"n", p->n},
+                            {"c", p->c},
+                            {"bias", p->bias},
+                            {"deterministic", p->deterministic}};
+    if (one_d(p->layout)) {
+      if (p->h != 1 || p->kh != 1 || p->sh != 1 || p->dh != 1 || p->pad_top != 0 || p->pad_bottom != 0)
+        return fail("a 1D key with a height, vertical kernel, stride, dilation or padding");
+      entry["l"] = p->w;
+      entry["kernel"] = p->kw;
+      entry["stride"] = p->sw;
+      entry["dilation"] = p->dw;
+      entry["padding"] = {p->pad_left, p->pad_right};
+    } else {
+      entry["h"] = p->h;
+      entry["w"] = p->w;
+      entry["kernel"] = {p->kh, p->kw};
+      entry["stride"] = {p->sh, p->sw};
+      entry["dilation"] = {p->dh, p->dw};
+      entry["padding"] = {p->pad_top, p->pad_bottom, p->pad_left, p->pad_right};
+    }
+    Entry e;
+    try {
+      e = parse_entry(entry, "its problem");
+    } catch (const InputError& error) {
+      return fail(error.what());
+    }
+    e.problem.n = p->n;
+    e.problem.n_exact = p->n_exact;
+    auto problem = std::make_unique<DwConvProblem>(std::move(e));
+    if (problem->key() != problem_key)
+      return fail(fmt::format("the tool cannot reproduce this key: its tensors (from cudaMalloc) give {}",
+                              problem->key()));
+    return problem;
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {

@@ -43,10 +43,6 @@ int natural_align(DType dtype, std::int64_t cols) {
 
 std::string dtype_name(DType d) { return to_string(d); }
 
-
-
-
-
 NormMode parse_mode(const std::string& text, const std::string& where) {
   for (NormMode m : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
     if (text == to_string(m)) return m;
@@ -152,6 +148,7 @@ class NormalizeProblem final : public OpProblem {
   std::string op() const override { return "normalize"; }
   std::string key() const override { return e_.problem.key(); }
   std::string describe() const override { return describe_problem(e_.problem, e_.rows); }
+  std::string buckets() const override { return bucket_spec(e_.problem.rows, e_.problem.rows_exact); }
 
   nlohmann::json to_json() const override {
     const nz::Problem& p = e_.problem;
@@ -231,7 +228,7 @@ class NormalizeProblem final : public OpProblem {
     args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
     args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
     nz::validate(args);
-    const std::string got = nz::make_problem(args).key();
+    const std::string got = nz::make_problem(args, detail::Buckets::parse(buckets())).key();
     if (got != key())
       throw Error(Error::Context{"normalize", key(), "", "", ""},
                   fmt::format("the tool's buffers give the key {} instead", got));
@@ -316,6 +313,33 @@ class NormalizeHandler final : public OpHandler {
     info.model_bytes = nz::model_bytes(*p, p->rows);
     info.model_flops = nz::model_flops(*p, p->rows);
     return info;
+  }
+
+  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
+    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
+      if (why != nullptr) *why = std::move(reason);
+      return nullptr;
+    };
+    const auto p = parse_key(problem_key);
+    if (!p) return fail("not a normalize problem key this build can read");
+    // The shapes entry of a call of the key's size, so that the entry checks (sizes, alignment)
+    // apply; its rows key is then made the stored one (exact or a bucket of custom bounds).
+    const nlohmann::json entry = {{"op", "normalize"}, {"rows", p->rows},        {"cols", p->cols},
+                                  {"dtype", dtype_name(p->dtype)}, {"mode", to_string(p->mode)},
+                                  {"gamma", p->gamma}, {"beta", p->beta},        {"mean", p->mean_out},
+                                  {"rstd", p->rstd_out}, {"align", p->align_bytes}};
+    Entry e;
+    try {
+      e = parse_entry(entry, "its problem");
+    } catch (const InputError& error) {
+      return fail(error.what());
+    }
+    e.problem.rows = p->rows;
+    e.problem.rows_exact = p->rows_exact;
+    auto problem = std::make_unique<NormalizeProblem>(std::move(e));
+    if (problem->key() != problem_key)
+      return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
+    return problem;
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {

@@ -125,4 +125,28 @@ std::vector<std::unique_ptr<OpProblem>> load_suite(const std::string& suite) {
   return parse_entries(entries, "suite " + suite);
 }
 
+std::unique_ptr<OpProblem> problem_from_stored_key(const std::string& op, const std::string& problem_key,
+                                                   const std::string& template_hash, std::string& why) {
+  const OpHandler* handler = find_handler(op);
+  if (handler == nullptr) {
+    why = fmt::format("operator {} is not available in this build", op.empty() ? "''" : op);
+    return nullptr;
+  }
+  if (template_hash != handler->template_hash()) {
+    why = fmt::format("recorded with another {} template ({}; this build's is {})", op, template_hash,
+                      handler->template_hash());
+    return nullptr;
+  }
+  std::string reason;
+  auto problem = handler->from_key(problem_key, &reason);
+  if (!problem) why = reason.empty() ? fmt::format("not a {} key this build can read", op) : reason;
+  return problem;
+}
+
+std::string bucket_spec(std::int64_t size, bool exact) {
+  if (exact) return "exact";
+  if (size > 0 && (size & (size - 1)) == 0) return "pow2";
+  return std::to_string(size);
+}
+
 }  // namespace kvtune::tools

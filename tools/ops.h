@@ -46,8 +46,13 @@ class OpProblem {
   virtual std::string key() const = 0;
   /// One short human line, e.g. "16384x1024 f32 layernorm +gamma+beta".
   virtual std::string describe() const = 0;
-  /// The shapes-file entry (every field explicit); parsing it gives the same problem.
+  /// The shapes-file entry (every field explicit) of a call of this size. Parsing it gives the same
+  /// problem when buckets() is "pow2" (shapes entries are always bucketed by powers of two).
   virtual nlohmann::json to_json() const = 0;
+  /// The batch bucketing (ContextOptions::buckets) under which the library keys this problem's call
+  /// as key(): "pow2" for shapes entries; "exact" for an exact stored key ("rows=1000"); the bound
+  /// itself ("1000") for a bucket of custom bounds ("rows<=1000").
+  virtual std::string buckets() const = 0;
   virtual SpaceSize space() const = 0;
   /// Every variant tuning would try, for `arch` ("sm_90").
   virtual std::vector<Variant> variants(const std::string& arch) const = 0;
@@ -88,6 +93,11 @@ class OpHandler {
   /// Checks a stored config against its problem key and returns the config's canonical label;
   /// throws InputError naming what is wrong.
   virtual std::string check_config(const std::string& problem_key, const nlohmann::json& config) const = 0;
+  /// The problem of a stored key (one the record policy logged, say), whose key() is exactly
+  /// `problem_key`: a bucket key ("rows<=1024") at the bucket's upper size, an exact key
+  /// ("rows=1000") at its size. nullptr when this tool cannot read or reproduce the key; then
+  /// `why` (when not null) says why.
+  virtual std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const = 0;
 };
 
 /// An operator the project has announced whose handler this build does not have yet.
@@ -118,5 +128,15 @@ std::vector<std::unique_ptr<OpProblem>> load_shapes(const std::string& path);
 std::vector<std::unique_ptr<OpProblem>> parse_entries(const nlohmann::json& entries, const std::string& source);
 /// The entries of a built-in suite, parsed.
 std::vector<std::unique_ptr<OpProblem>> load_suite(const std::string& suite);
+
+/// A stored problem (a recorded one) as kvtune-tune --recorded takes it: its problem, or nullptr
+/// with the reason it cannot be tuned by this build in `why` (an operator this build does not have,
+/// another template than this build's, a key the operator cannot read or reproduce).
+std::unique_ptr<OpProblem> problem_from_stored_key(const std::string& op, const std::string& problem_key,
+                                                   const std::string& template_hash, std::string& why);
+
+/// OpProblem::buckets() of a problem keyed by `size`: "exact" when `exact`, "pow2" when `size` is a
+/// power of two, else the size itself (a bucket bound of its own).
+std::string bucket_spec(std::int64_t size, bool exact);
 
 }  // namespace kvtune::tools

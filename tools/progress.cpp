@@ -18,15 +18,17 @@ Progress::~Progress() { close(); }
 
 void Progress::start(int worker, const std::string& what, long variants) {
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_[worker] = InFlight{what, variants, 0};
+  in_flight_[worker] = InFlight{what, variants, 0, ""};
   draw(true);
 }
 
-void Progress::variant_done(int worker) {
+void Progress::candidate(int worker, long done, long total, const std::string& last) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = in_flight_.find(worker);
   if (it == in_flight_.end()) return;
-  ++it->second.done;
+  it->second.done = done;
+  if (total > 0) it->second.variants = total;
+  it->second.last = last;
   draw(false);
 }
 
@@ -73,13 +75,14 @@ std::string Progress::bar_text() const {
   const std::string eta = done > 0.05 ? format_duration(elapsed / done * remaining) : "?";
   constexpr int kWidth = 24;
   const int filled = total_ > 0 ? static_cast<int>(kWidth * finished_ / total_) : kWidth;
-  std::string text = fmt::format("[{}{}] {}/{} problems", std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                                 finished_, total_);
+  // Elapsed time and ETA before the problems in flight: a long line is cut at the terminal's width.
+  std::string text = fmt::format("[{}{}] {}/{} problems, {} elapsed, ETA {}", std::string(filled, '#'),
+                                 std::string(kWidth - filled, '.'), finished_, total_, format_duration(elapsed), eta);
   for (const auto& [worker, f] : in_flight_) {
     text += fmt::format(" | gpu{}: {}", worker, f.what);
-    if (f.variants > 0) text += fmt::format(" {}/{} variants", f.done, f.variants);
+    if (f.variants > 0) text += fmt::format(" [{}/{}]", f.done, f.variants);
+    if (!f.last.empty()) text += " " + f.last;
   }
-  text += fmt::format(" | {} elapsed, ETA {}", format_duration(elapsed), eta);
   return text;
 }
 

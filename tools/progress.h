@@ -17,10 +17,11 @@ class Progress {
   Progress(int total, bool bar, bool quiet, std::FILE* out = stdout);
   ~Progress();
 
-  /// A worker (one per device) starts a problem of `variants` variants.
+  /// A worker (one per device) starts a problem of `variants` variants (0: not known yet).
   void start(int worker, const std::string& what, long variants);
-  /// One more variant of the worker's problem finished.
-  void variant_done(int worker);
+  /// A candidate of the worker's problem finished: `done` of `total` (the library's count for this
+  /// tuning, within its budget); `last` says which and how it went ("tpr=32,...: 12.30 us").
+  void candidate(int worker, long done, long total, const std::string& last);
   /// The worker's problem finished; `line` is printed; `skipped` problems do not count towards
   /// the ETA (they take no time).
   void finish(int worker, const std::string& line, bool skipped);
@@ -36,6 +37,7 @@ class Progress {
     std::string what;
     long variants = 0;
     long done = 0;
+    std::string last;
   };
   void draw(bool force);
   std::string bar_text() const;
