@@ -966,11 +966,13 @@ void Store::put_result(const Winner& winner, const std::vector<Binary>& binaries
         .bind_int(11, now)
         .run();
   }
-  Statement(db, sql::kDeleteRecordedProblem, call)
-      .bind_text(1, winner.problem_key)
-      .bind_text(2, winner.device_id)
-      .bind_text(3, winner.template_hash)
-      .run();
+  // A tuned (or imported) winner answers the recorded problem; a heuristic stand-in does not.
+  if (winner.origin != "heuristic")
+    Statement(db, sql::kDeleteRecordedProblem, call)
+        .bind_text(1, winner.problem_key)
+        .bind_text(2, winner.device_id)
+        .bind_text(3, winner.template_hash)
+        .run();
   if (stored_run) insert_tuning_run(db, *stored_run, call);
   transaction.commit();
 }

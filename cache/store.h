@@ -203,8 +203,8 @@ class Store {
                   const std::vector<Trial>& trials);
   /// Everything one tuning produced, in one transaction: the binaries (the winner's and any others
   /// worth keeping; stored as put_binaries does), the winner (replacing a previous one for its
-  /// entry), every trial, and the run when given. The entry's recorded problem, if any, is removed:
-  /// it has been tuned. A run whose op, problem_key, device_id or template_hash is empty takes the
+  /// entry), every trial, and the run when given. The entry's recorded problem, if any, is removed
+  /// unless the winner is a heuristic stand-in: it has been tuned (or imported). A run whose op, problem_key, device_id or template_hash is empty takes the
   /// winner's; one that names another entry is refused (kvtune::Error) and nothing is stored.
   void put_result(const Winner& winner, const std::vector<Binary>& binaries,
                   const std::vector<Trial>& trials, const std::optional<TuningRun>& run);

@@ -1544,3 +1544,16 @@ TEST_CASE("cache: clear() empties leases, recorded problems and tuning runs too"
   // A cleared lease is free.
   CHECK(store->try_acquire_lease("k2", "dev-h100", "t1", "other", 60));
 }
+
+TEST_CASE("a heuristic stand-in does not clear a recorded problem; a tuned winner does", "[cache][record]") {
+  auto store = Store::open("");
+  store->record_problem("normalize", "k", "dev", "tpl");
+  Winner w;
+  w.op = "normalize", w.problem_key = "k", w.device_id = "dev", w.template_hash = "tpl";
+  w.label = "l", w.config_json = "{}", w.origin = "heuristic";
+  store->put_result(w, std::nullopt, {});
+  CHECK(store->recorded_problems().size() == 1);
+  w.origin = "tuned";
+  store->put_result(w, std::nullopt, {});
+  CHECK(store->recorded_problems().empty());
+}

@@ -13,9 +13,11 @@
 
 #include <fmt/format.h>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache/store.h"
@@ -331,3 +333,89 @@ TEST_CASE("8 processes x 4 threads tune and dispatch overlapping problems agains
   WARN(read("verify.txt"));
 #endif
 }
+
+namespace {
+
+// The stored trials of a normalize problem and its winner, from a cache file.
+struct Stored {
+  std::vector<cache::Trial> trials;
+  std::optional<cache::Winner> winner;
+};
+Stored stored(const std::string& cache, const std::string& key) {
+  auto store = cache::Store::open(cache);
+  const std::string device = device_id(), hash = normalize::template_hash();
+  return {store->trials(key, device, hash), store->find_winner(key, device, hash)};
+}
+
+}  // namespace
+
+TEST_CASE("faulting variants in process: wrong results and hangs are rejected and never cached",
+          "[gpu][reliability]") {
+  KVTUNE_REQUIRE_GPU();
+  for (const char* fault : {"wrong", "hang"}) {
+    TempCache cache(std::string("fault-") + fault);
+    auto o = options(Policy::tune, cache.path, 6);
+    o.test_fault = fault;
+    Context ctx(o);
+    test::LayerNormCase c(4096, 512, 12);
+    ctx.normalize(c.args());
+    CHECK(c.max_error() < 1e-4);
+    const auto s = stored(cache.path, normalize::make_problem(c.args()).key());
+    REQUIRE(s.winner);
+    CHECK(s.winner->label.find("fault") == std::string::npos);
+    bool seen = false;
+    for (const auto& t : s.trials)
+      if (t.label.find(std::string(",fault=") + fault) != std::string::npos) {
+        seen = true;
+        CHECK(t.status == (std::string(fault) == "wrong" ? "wrong_result" : "timed_out"));
+        WARN(fault << ": " << t.label << " -> " << t.status << ": " << t.message);
+      }
+    CHECK(seen);
+  }
+}
+
+#ifdef KVTUNE_TUNE_EXE
+TEST_CASE("faulting variants in kvtune-tune: an out-of-bounds write fails cleanly in process, --isolate "
+          "survives a hang and an out-of-bounds write and records them",
+          "[gpu][reliability]") {
+  KVTUNE_REQUIRE_GPU();
+  TempCache dir("fault-tool");
+  const std::string shapes = (dir.dir / "shapes.json").string();
+  std::ofstream(shapes) << R"({"problems": [{"op": "normalize", "rows": 4096, "cols": 512, "mode": "layernorm"},
+                                            {"op": "normalize", "rows": 2048, "cols": 256, "mode": "layernorm"}]})";
+  const auto run = [&](const std::string& env, const std::string& flags, const std::string& tag) {
+    const std::string out = (dir.dir / (tag + ".txt")).string();
+    const std::string cache = (dir.dir / (tag + ".sqlite")).string();
+    const int status = std::system(fmt::format("{} {} --shapes {} --cache {} {} > {} 2>&1", env, KVTUNE_TUNE_EXE,
+                                               shapes, cache, flags, out)
+                                       .c_str());
+    std::ifstream in(out);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    WARN(tag << " (status " << status << "):\n" << text);
+    return std::pair{status, cache};
+  };
+  // In process: the context is lost; the tool reports the failure and exits 1 (no crash), and no
+  // winner was cached.
+  const auto [oob_status, oob_cache] = run("KVTUNE_TEST_FAULT=oob KVTUNE_BUDGET_VARIANTS=6", "", "oob-in-process");
+  CHECK(WIFEXITED(oob_status));
+  CHECK(WEXITSTATUS(oob_status) == 1);
+  {
+    auto store = cache::Store::open(oob_cache);
+    for (const auto& w : store->winners()) CHECK(w.origin != "tuned");
+  }
+  // Isolated: each problem's child dies (out of bounds) or is killed by the watchdog (hang); the
+  // tool goes on with the next problem and reports both.
+  for (const char* fault : {"oob", "hang"}) {
+    const auto [status, cache] = run(fmt::format("KVTUNE_TEST_FAULT={} KVTUNE_BUDGET_VARIANTS=6", fault),
+                                     "--isolate --timeout 5", std::string("isolate-") + fault);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    std::ifstream in(dir.dir / (std::string("isolate-") + fault + ".txt"));
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    CHECK(text.find("4096x512") != std::string::npos);
+    CHECK(text.find("2048x256") != std::string::npos);
+    auto store = cache::Store::open(cache);
+    for (const auto& w : store->winners()) CHECK(w.label.find("fault") == std::string::npos);
+  }
+}
+#endif

@@ -1,8 +1,10 @@
 #include "tuner/harness_support.h"
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace kvtune::tuner {
 
@@ -46,6 +48,20 @@ double compare_on_device(const detail::LoadedKernel& compare, const void* out, l
   detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (compare)");
   *bad += host[2];
   return host[1] > 0 ? std::sqrt(host[0] / host[1]) : std::sqrt(host[0]);
+}
+
+cudaError_t wait_candidate(cudaStream_t stream, double seconds, bool* timed_out) {
+  *timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status != cudaErrorNotReady) return status;
+    if (std::chrono::steady_clock::now() > deadline) {
+      *timed_out = true;
+      return cudaStreamSynchronize(stream);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 }  // namespace kvtune::tuner

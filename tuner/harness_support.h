@@ -50,6 +50,14 @@ const std::vector<detail::LoadedKernel>& support_kernels(const detail::CompileRe
 void fill_random(const detail::LoadedKernel& fill, void* out, long long n, unsigned long long seed, float offset,
                  float scale, cudaStream_t stream);
 
+/// Waits for a candidate's verification launch on `stream`: cudaSuccess, its error, or, when it
+/// runs past `seconds`, sets *timed_out and waits it out (so that its buffers can be reused)
+/// before returning cudaSuccess. A hanging kernel cannot be stopped in process; `kvtune-tune
+/// --isolate` kills the child instead.
+cudaError_t wait_candidate(cudaStream_t stream, double seconds, bool* timed_out);
+/// Seconds a verification launch may take before its variant is rejected as timed out.
+inline constexpr double kVerifyTimeoutSeconds = 2.0;
+
 /// Relative L2 error of `out` (rows x cols, leading dimension ld_out, the problem's dtype) against
 /// an f32 reference, through kvt_compare; adds unwritten / non-finite elements to `bad`.
 double compare_on_device(const detail::LoadedKernel& compare, const void* out, long long ld_out, const float* ref,

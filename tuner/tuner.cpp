@@ -369,7 +369,9 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     if (status == Status::ok) {
       const Verdict verdict = harness.verify(c, kernel, stream);
       if (!verdict.ok) {
-        status = verdict.message.rfind("launch", 0) == 0 ? Status::launch_failed : Status::wrong_result;
+        status = verdict.message.rfind("launch", 0) == 0      ? Status::launch_failed
+                 : verdict.message.rfind("timed out", 0) == 0 ? Status::timed_out
+                                                              : Status::wrong_result;
         message = verdict.message;
       }
     }

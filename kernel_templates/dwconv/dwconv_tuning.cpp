@@ -114,9 +114,14 @@ class DwConvHarness final : public tuner::Harness {
       v.message = fmt::format("launch failed: {}", cudaGetErrorString(status));
       return v;
     }
-    const cudaError_t done = cudaStreamSynchronize(stream);
+    bool timed_out = false;
+    const cudaError_t done = tuner::wait_candidate(stream, tuner::kVerifyTimeoutSeconds, &timed_out);
     if (done != cudaSuccess)
       detail::cuda_check(done, "candidate kernel", Error::Context{"dwconv", problem_.key(), c.label, "", ""});
+    if (timed_out) {
+      v.message = fmt::format("timed out: one launch ran past {} s", tuner::kVerifyTimeoutSeconds);
+      return v;
+    }
     double worst = tuner::compare_on_device(kernels_[kCompare], dst_[0].get(), out_count_, ref_.as<float>(),
                                             out_count_, 1, out_count_, &v.bad_elements, stream);
     if (problem_.direction == DwDirection::backward_weight && problem_.bias)

@@ -229,6 +229,20 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
     if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
     if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
   }
+#ifdef KVT_INJECT_FAULT
+  // Test-only broken variants (ContextOptions::test_fault); never compiled otherwise.
+#if KVT_INJECT_FAULT == 1  // a wrong result: each row's first element off by one
+  if (active && lane == 0 && cols > 0) y[0] = kvt_from_float<T>(kvt_to_float(y[0]) + 1.f);
+#elif KVT_INJECT_FAULT == 2  // an out-of-bounds write far outside any allocation
+  if (blockIdx.x == 0 && threadIdx.x == 0) reinterpret_cast<volatile float*>(p.y)[-(1ll << 40)] = 1.f;
+#elif KVT_INJECT_FAULT == 3  // a hang: one thread spins for KVT_FAULT_SPIN_CYCLES
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const long long start = clock64();
+    while (clock64() - start < (long long)KVT_FAULT_SPIN_CYCLES) {
+    }
+  }
+#endif
+#endif
 }
 
 // The naive variant: one thread per row, float64 throughout, y written as f32 into p.y.

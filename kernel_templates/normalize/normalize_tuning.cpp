@@ -108,9 +108,14 @@ class NormalizeHarness final : public tuner::Harness {
       v.message = fmt::format("launch failed: {}", cudaGetErrorString(status));
       return v;
     }
-    const cudaError_t done = cudaStreamSynchronize(stream);
+    bool timed_out = false;
+    const cudaError_t done = tuner::wait_candidate(stream, tuner::kVerifyTimeoutSeconds, &timed_out);
     if (done != cudaSuccess)
       detail::cuda_check(done, "candidate kernel", Error::Context{"normalize", problem_.key(), c.label, "", ""});
+    if (timed_out) {
+      v.message = fmt::format("timed out: one launch ran past {} s", tuner::kVerifyTimeoutSeconds);
+      return v;
+    }
 
     const long long rows = problem_.rows;
     double worst = tuner::compare_on_device(kernels_[kCompare], y_[0].get(), ld_, ref_.as<float>(), problem_.cols,

@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -125,6 +126,7 @@ ContextOptions ContextOptions::from_environment() {
     o.budget_variants = static_cast<int>(std::min(env_number("KVTUNE_BUDGET_VARIANTS", v), 1e6));
   if (const char* v = std::getenv("KVTUNE_BUDGET_MS"); v != nullptr && *v != '\0')
     o.budget_ms = env_number("KVTUNE_BUDGET_MS", v);
+  if (const char* v = std::getenv("KVTUNE_TEST_FAULT"); v != nullptr) o.test_fault = v;
   if (const char* v = std::getenv("KVTUNE_BUCKETS"); v != nullptr && *v != '\0') {
     detail::Buckets::parse(v, "KVTUNE_BUCKETS");  // refuse a bad spec here, naming the variable
     o.buckets = v;
@@ -140,6 +142,9 @@ struct Context::Impl {
     std::string device_id;
     double bandwidth = kDefaultBandwidth;  // for the cost model: the stored copy ceiling when known
     TablesOf<detail::Families>::type tables;  // one lock-free dispatch table per family
+    // Per family: whether any exact-size entry was published; only then does the hot path look
+    // up the call's exact size before its bucket.
+    std::array<std::atomic<bool>, std::tuple_size_v<detail::Families>> has_exact{};
     std::mutex miss_mutex;  // one miss at a time per device
     std::mutex tune_mutex;  // one tuning at a time per device (foreground or background)
   };
@@ -178,6 +183,9 @@ struct Context::Impl {
       throw Error(Error::Context{"context", "", "", "", "budget_variants"}, "budget_variants must be >= 0");
     if (!(options.budget_ms >= 0))
       throw Error(Error::Context{"context", "", "", "", "budget_ms"}, "budget_ms must be >= 0");
+    if (!options.test_fault.empty() && fault_define(options.test_fault) == 0)
+      throw Error(Error::Context{"context", "", "", "", "test_fault"},
+                  fmt::format("test_fault must be wrong, oob or hang, got '{}'", options.test_fault));
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     owner = fmt::format("{}:{}:{}", host, static_cast<long>(getpid()), static_cast<const void*>(this));
@@ -187,6 +195,28 @@ struct Context::Impl {
   }
 
   ~Impl() { stop_worker(); }
+
+  static int fault_define(const std::string& fault) {
+    return fault == "wrong" ? 1 : fault == "oob" ? 2 : fault == "hang" ? 3 : 0;
+  }
+
+  // Test-only: a copy of the cost model's favourite with a fault compiled in, tried first.
+  template <class F>
+  void add_faulty_candidate(std::vector<tuner::Candidate>& candidates, tuner::Options& topt) const {
+    if (options.test_fault.empty() || std::string(F::kOp) != "normalize" || candidates.empty()) return;
+    const auto best = std::min_element(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      return a.predicted_seconds < b.predicted_seconds;
+    });
+    tuner::Candidate faulty = *best;
+    faulty.label += ",fault=" + options.test_fault;
+    faulty.request.extra_options.push_back(fmt::format("-DKVT_INJECT_FAULT={}", fault_define(options.test_fault)));
+    faulty.request.extra_options.push_back("-DKVT_FAULT_SPIN_CYCLES=16000000000ll");  // ~8 s at 2 GHz
+    faulty.predicted_seconds = -1;
+    faulty.tie_rank = -1e9;  // it would win every tie
+    topt.required.push_back(static_cast<int>(candidates.size()));
+    candidates.push_back(std::move(faulty));
+    log("warn", fmt::format("test fault '{}' injected as candidate {}", options.test_fault, candidates.back().label));
+  }
 
   void log(const char* level, const std::string& message) const {
     if (level_rank(level) > log_rank || log_rank == 0) return;
@@ -262,14 +292,14 @@ struct Context::Impl {
                   "before capture (kvtune never tunes, compiles or allocates during capture)");
 
     const Policy policy = options.policy;
-    // 1. A stored winner for the exact size (kvtune-tune of exact shapes, or exact bucketing).
-    if (!buckets.exact()) {
-      const auto exact = F::with_batch(problem, batch, true);
-      if (auto stored = lookup_stored<F>(dev, exact, exact.key(), template_hash)) {
+    // 1. A stored winner for the exact size (kvtune-tune of exact shapes, or exact bucketing):
+    // every exact-size entry of this bucket is published at once, the call's own size counts.
+    if (!buckets.exact() && publish_exact_entries<F>(dev, problem, template_hash)) {
+      if (const Entry<F>* entry = table.find(F::with_batch(problem, batch, true))) {
         ++counters.fallback_exact;
         ++counters.cache_hits;
-        log("info", fmt::format("{} {}: exact-size entry {} ({})", F::kOp, key, stored->config.label(), stored->origin));
-        return publish<F>(dev, problem, stored);
+        log("info", fmt::format("{} {}: exact-size entry {} ({})", F::kOp, key, entry->config.label(), entry->origin));
+        return *entry;
       }
     }
     // 2. A stored winner for the bucket (retune: a tuned one becomes the incumbent instead).
@@ -309,6 +339,37 @@ struct Context::Impl {
     entry->provisional = provisional;
     ++counters.fallback_heuristic;
     return publish<F>(dev, problem, entry);
+  }
+
+  template <class F>
+  static constexpr std::size_t family_index() {
+    return std::is_same_v<F, std::tuple_element_t<0, detail::Families>> ? 0 : 1;
+  }
+
+  // Publishes the stored exact-size winners whose size falls in `bucket`'s bucket; returns
+  // whether there were any.
+  template <class F>
+  bool publish_exact_entries(Device& dev, const typename F::Problem& bucket, const std::string& template_hash) {
+    bool any = false;
+    try {
+      auto& table = std::get<Table<F>>(dev.tables);
+      for (const auto& w : store->winners_for(F::kOp, dev.device_id, template_hash)) {
+        const auto q = F::from_key(w.problem_key);
+        if (!q || !F::exact(*q) || !(F::with_batch(*q, buckets.bucket(F::batch(*q)), false) == bucket)) continue;
+        if (table.find(*q) != nullptr) {
+          any = true;
+          continue;
+        }
+        if (auto entry = lookup_stored<F>(dev, *q, w.problem_key, template_hash)) {
+          table.insert(*q, std::move(entry));
+          any = true;
+        }
+      }
+    } catch (const std::exception& e) {
+      log("warn", fmt::format("{}: exact-size entries unavailable: {}", F::kOp, e.what()));
+    }
+    if (any) dev.has_exact[family_index<F>()].store(true, std::memory_order_release);
+    return any;
   }
 
   // On a hit of a provisional entry whose recheck time has come: a stored winner replaces it.
@@ -447,9 +508,10 @@ struct Context::Impl {
     ++counters.heuristic_uses;
     auto entry = make_entry<F>(problem, config, binary.image, binary.lowered_name, "heuristic");
     // Stored for the non-tuning policies' next process; a tuned winner is never overwritten by it.
+    // The record policy stores none: the problem stays recorded until it is tuned.
     try {
       const auto stored = store->find_winner(key, dev.device_id, template_hash);
-      if (!stored) store_result(make_winner<F>(dev, key, template_hash, config, binary.hash, "heuristic"), {binary}, {},
+      if (!stored && options.policy != Policy::record) store_result(make_winner<F>(dev, key, template_hash, config, binary.hash, "heuristic"), {binary}, {},
                                 std::nullopt);
     } catch (const std::exception& e) {
       log("warn", fmt::format("{} {}: {}", F::kOp, key, e.what()));
@@ -531,6 +593,7 @@ struct Context::Impl {
       }
     }
     topt.find_binaries = [this](const std::vector<std::string>& hashes) { return store->find_binaries(hashes); };
+    add_faulty_candidate<F>(candidates, topt);
     if (options.on_progress)
       topt.on_progress = [this, &key](const tuner::Progress& p) {
         TuningProgress out;
@@ -570,8 +633,12 @@ struct Context::Impl {
                               outcome.trials.empty() ? "" : outcome.trials.front().message));
     const auto w = static_cast<std::size_t>(outcome.winner);
     const auto& compiled = outcome.compiled[w];
-    auto entry = make_entry<F>(problem, configs[w], compiled.cubin, compiled.lowered_name, "tuned");
-    cache::Winner winner = make_winner<F>(dev, key, template_hash, configs[w], compiled.binary_hash, "tuned");
+    const auto& config = configs[static_cast<std::size_t>(candidates[w].index)];
+    if (candidates[w].label != config.label())  // a test fault must never become a winner
+      throw Error(Error::Context{F::kOp, key, candidates[w].label, dev.fingerprint.name, ""},
+                  "the winner is not a variant of the space");
+    auto entry = make_entry<F>(problem, config, compiled.cubin, compiled.lowered_name, "tuned");
+    cache::Winner winner = make_winner<F>(dev, key, template_hash, config, compiled.binary_hash, "tuned");
     winner.median_ms = outcome.winner_ms;
     winner.gbps = harness->model_bytes() / (outcome.winner_ms * 1e-3) / 1e9;
     // Every verified binary is kept: another bucket of the same shape compiles the same sources.
@@ -594,7 +661,7 @@ struct Context::Impl {
     run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     run.compile_seconds = outcome.compile_seconds;
     run.bench_seconds = outcome.bench_seconds;
-    run.variants_total = static_cast<int>(candidates.size());
+    run.variants_total = static_cast<int>(configs.size());
     run.variants_timed = static_cast<int>(outcome.trials.size());
     run.compiles = outcome.compiles;
     run.binaries_reused = outcome.reused;
@@ -710,7 +777,13 @@ struct Context::Impl {
     if (status != cudaSuccess) detail::device_count();  // throws the clear "no CUDA device" error
     Device& dev = device(ordinal);
     ++counters.calls;
-    if (const Entry<F>* entry = std::get<Table<F>>(dev.tables).find(problem)) {
+    auto& table = std::get<Table<F>>(dev.tables);
+    if (dev.has_exact[family_index<F>()].load(std::memory_order_acquire) && !buckets.exact())
+      if (const Entry<F>* entry = table.find(F::with_batch(problem, batch, true))) {
+        ++counters.table_hits;
+        return *entry;
+      }
+    if (const Entry<F>* entry = table.find(problem)) {
       ++counters.table_hits;
       if (entry->provisional) recheck<F>(dev, problem, *entry);
       return *entry;

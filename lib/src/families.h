@@ -42,6 +42,8 @@ struct NormalizeFamily {
     return normalize::predicted_seconds(p, c, sms, bandwidth);
   }
   static std::optional<Problem> from_key(const std::string& key) { return normalize::problem_from_key(key); }
+  static std::int64_t batch(const Problem& p) { return p.rows; }
+  static bool exact(const Problem& p) { return p.rows_exact; }
   static Problem with_batch(Problem p, std::int64_t rows, bool exact) {
     p.rows = rows;
     p.rows_exact = exact;
@@ -87,6 +89,8 @@ struct DwConvFamily {
     return dwconv::predicted_seconds(p, c, sms, bandwidth);
   }
   static std::optional<Problem> from_key(const std::string& key) { return dwconv::problem_from_key(key); }
+  static std::int64_t batch(const Problem& p) { return p.n; }
+  static bool exact(const Problem& p) { return p.n_exact; }
   static Problem with_batch(Problem p, std::int64_t n, bool exact) {
     p.n = n;
     p.n_exact = exact;

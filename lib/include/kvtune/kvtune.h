@@ -167,6 +167,10 @@ struct ContextOptions {
   double lease_seconds = 120;
   /// Called on the tuning thread after each candidate.
   std::function<void(const TuningProgress&)> on_progress;
+  /// Test-only: adds one deliberately broken normalize variant, tried first, to every normalize
+  /// tuning: "wrong" (a wrong result), "oob" (an out-of-bounds write: the CUDA context is lost),
+  /// "hang" (one launch spins for about 8 s). "" (the default) adds none. KVTUNE_TEST_FAULT.
+  std::string test_fault;
 
   /// The defaults with the environment applied (what the process-wide context uses).
   static ContextOptions from_environment();
