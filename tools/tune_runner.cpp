@@ -68,8 +68,11 @@ struct LibrarySettings {
   bool retune = false;
 };
 
+// The library's settings as any program gets them (its environment: e.g. KVTUNE_TEST_FAULT), then
+// what the tool decides itself. kvtune-tune has read the environment once already, so a bad value
+// was refused there.
 ContextOptions context_options(const LibrarySettings& settings, const std::string& buckets, LibraryLog& log) {
-  ContextOptions o;
+  ContextOptions o = ContextOptions::from_environment();
   o.policy = Policy::tune;
   o.cache_path = settings.cache_path;
   o.log_level = "warn";
