@@ -101,9 +101,15 @@ std::vector<tuner::Candidate> fake_candidates(int n) {
 TEST_CASE("choose: exhaustive when the space fits, else required + model's best + seeded exploration", "[tuner]") {
   const auto candidates = fake_candidates(100);
   tuner::Options o;
-  CHECK(tuner::choose(candidates, o).size() == 100);
+  CHECK(tuner::choose(candidates, o).size() == 100);  // no budget
+  o.budget_variants = 40;
+  CHECK(tuner::choose(candidates, o).size() == 25);   // a quarter of the space, under the budget
+  o.budget_fraction = 1.0;
   o.budget_variants = 100;
-  CHECK(tuner::choose(candidates, o).size() == 100);
+  CHECK(tuner::choose(candidates, o).size() == 100);  // the space fits
+  CHECK(tuner::choose(fake_candidates(10), o).size() == 10);
+  o.budget_fraction = 0.25;
+  CHECK(tuner::choose(fake_candidates(30), o).size() == 12);  // never below min_variants
   o.budget_variants = 20;
   o.explore = 0.25;
   o.required = {3, 97};

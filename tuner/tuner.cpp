@@ -275,7 +275,10 @@ std::vector<int> choose(const std::vector<Candidate>& candidates, const Options&
   std::stable_sort(by_model.begin(), by_model.end(), [&](int a, int b) {
     return candidates[std::size_t(a)].predicted_seconds < candidates[std::size_t(b)].predicted_seconds;
   });
-  if (options.budget_variants <= 0 || n <= options.budget_variants) return by_model;
+  if (options.budget_variants <= 0) return by_model;
+  const int limit = std::min(options.budget_variants,
+                             std::max(options.min_variants, static_cast<int>(std::ceil(options.budget_fraction * n))));
+  if (n <= limit) return by_model;
   std::vector<char> taken(static_cast<std::size_t>(n), 0);
   std::vector<int> out;
   const auto take = [&](int i) {
@@ -285,7 +288,7 @@ std::vector<int> choose(const std::vector<Candidate>& candidates, const Options&
     }
   };
   for (int i : options.required) take(i);
-  const int budget = std::max<int>(options.budget_variants, static_cast<int>(out.size()));
+  const int budget = std::max<int>(limit, static_cast<int>(out.size()));
   const int exploit = std::max(1, static_cast<int>(std::lround(budget * (1.0 - options.explore))));
   for (int i : by_model) {
     if (static_cast<int>(out.size()) >= exploit) break;

@@ -89,6 +89,10 @@ struct Options {
   /// Search budget: at most this many candidates (0: all). Beyond it the cost model's best
   /// (1 - explore) share plus random picks (seeded by `seed`) are tried; `required` always are.
   int budget_variants = 0;
+  /// With a budget, spaces are also cut to this share of their size (never below
+  /// `min_variants`): a 35-variant space is not tried whole under a budget of 40.
+  double budget_fraction = 0.25;
+  int min_variants = 12;
   /// Stop starting new candidates after this many milliseconds of tuning (0: no limit); at least
   /// one candidate is always timed.
   double budget_ms = 0;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# compute-sanitizer over every tuned variant of odd-sized problems of both families
+# (bench/sanitize/odd-shapes.json): memcheck over all of them, racecheck over the same run (the
+# shared-memory variants are among them: keep=smem, halo=smem, filter=smem, split reductions).
+# Each variant is verified against the float64 reference and timed once (--samples 1).
+#
+#   bench/run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS (default: memcheck,racecheck)]
+set -uo pipefail
+out=${1:?usage: run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS]}
+build=${2:-build}
+tools=${3:-memcheck,racecheck}
+here="$(cd "$(dirname "$0")" && pwd)"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+mkdir -p "$out"
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "command: bench/run_sanitizers.sh $*"
+  echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+  "$sanitizer" --version | tail -1
+} > "$out/run.txt"
+status=0
+for tool in ${tools//,/ }; do
+  rm -f "$out/$tool.sqlite"
+  start=$(date +%s)
+  KVTUNE_BUDGET_VARIANTS=0 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 50 \
+    "$build/tools/kvtune-tune" --shapes "$here/sanitize/odd-shapes.json" --exhaustive --samples 1 \
+    --cache "$out/$tool.sqlite" > "$out/$tool.log" 2>&1
+  rc=$?
+  echo "$tool: exit $rc in $(( $(date +%s) - start )) s; $(grep -c 'variants' "$out/$tool.log") problem lines; \
+$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$out/$tool.log" | tail -1)" >> "$out/run.txt"
+  [[ $rc -ne 0 ]] && status=1
+done
+cat "$out/run.txt"
+exit $status
