@@ -419,3 +419,55 @@ TEST_CASE("faulting variants in kvtune-tune: an out-of-bounds write fails cleanl
   }
 }
 #endif
+
+TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner]") {
+  KVTUNE_REQUIRE_GPU();
+  TempCache cache("budget-ms");
+  auto o = options(Policy::tune, cache.path, 40);
+  o.budget_ms = 1;  // spent by the first candidate
+  Context ctx(o);
+  test::LayerNormCase c(16384, 1024, 13);
+  ctx.normalize(c.args());
+  CHECK(c.max_error() < 1e-4);
+  auto store = cache::Store::open(cache.path);
+  const auto runs = store->tuning_runs(normalize::make_problem(c.args()).key());
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].search == "budgeted");
+  CHECK(runs[0].variants_timed >= 1);
+  CHECK(runs[0].variants_timed < 40);
+  WARN("1 ms budget: " << runs[0].variants_timed << " candidates timed, tuning took " << runs[0].wall_seconds << " s");
+}
+
+TEST_CASE("several GPUs: modules per device, results keyed by the device's fingerprint", "[gpu][tuner][multi]") {
+  KVTUNE_REQUIRE_GPU();
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  if (count < 2) {
+    WARN("SKIPPED (needs two GPUs): " << count << " present");
+    return;
+  }
+  TempCache cache("multi");
+  Context ctx(options(Policy::tune, cache.path));
+  std::vector<std::string> ids;
+  std::vector<std::string> labels;
+  for (int d = 0; d < 2; ++d) {
+    REQUIRE(cudaSetDevice(d) == cudaSuccess);
+    ids.push_back(detail::read_fingerprint(d).id());
+    test::LayerNormCase c(8192, 768, 14 + std::uint64_t(d));  // allocated on device d
+    ctx.normalize(c.args());
+    ctx.normalize(c.args());
+    CHECK(c.max_error() < 1e-4);
+    labels.push_back(ctx.normalize_variant(c.args()));
+  }
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const auto n = ctx.counters();
+  if (ids[0] == ids[1]) {
+    // Identical GPUs share the stored winner (by fingerprint), each loads its own module.
+    CHECK(n.tunes == 1);
+    CHECK(n.cache_hits == 1);
+    CHECK(labels[0] == labels[1]);
+  } else {
+    CHECK(n.tunes == 2);
+  }
+  WARN("devices " << ids[0] << " / " << ids[1] << ": tunes=" << n.tunes << " cache_hits=" << n.cache_hits);
+}
