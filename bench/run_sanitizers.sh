@@ -4,17 +4,24 @@
 # shared-memory variants are among them: keep=smem, halo=smem, filter=smem, split reductions).
 # Each variant is verified against the float64 reference and timed once (--samples 1).
 #
-#   bench/run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS (default: memcheck,racecheck)]
+#   bench/run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS (default: memcheck,racecheck)] [SHAPES]
+#
+# SHAPES defaults to bench/sanitize/odd-shapes.json (11 problems, 478 variants);
+# bench/sanitize/sweep-shapes.json (bench/sanitize/make_shapes.py: 126 problems, 6,324 variants:
+# every dtype x mode x optional tensor of normalize, every direction x layout of dwconv) is the
+# memcheck sweep.
 set -uo pipefail
 out=${1:?usage: run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS]}
 build=${2:-build}
 tools=${3:-memcheck,racecheck}
 here="$(cd "$(dirname "$0")" && pwd)"
+shapes=${4:-$here/sanitize/odd-shapes.json}
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 mkdir -p "$out"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "command: bench/run_sanitizers.sh $*"
+  echo "shapes: $shapes"
   echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
   "$sanitizer" --version | tail -1
@@ -24,7 +31,7 @@ for tool in ${tools//,/ }; do
   rm -f "$out/$tool.sqlite"
   start=$(date +%s)
   KVTUNE_BUDGET_VARIANTS=0 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 50 \
-    "$build/tools/kvtune-tune" --shapes "$here/sanitize/odd-shapes.json" --exhaustive --samples 1 \
+    "$build/tools/kvtune-tune" --shapes "$shapes" --exhaustive --samples 1 \
     --cache "$out/$tool.sqlite" > "$out/$tool.log" 2>&1
   rc=$?
   echo "$tool: exit $rc in $(( $(date +%s) - start )) s; $(grep -c 'variants' "$out/$tool.log") problem lines; \
