@@ -617,8 +617,8 @@ struct Context::Impl {
     });
     const detail::GpuConditions before = detail::read_gpu_conditions(dev.ordinal);
     auto harness = F::harness(problem, configs, arch, options.hot_l2 ? 0 : dev.fingerprint.l2_bytes, stream);
-    log("info", fmt::format("{} {}: tuning {} of {} variants on {}", F::kOp, key,
-                            tuner::choose(candidates, topt).size(), candidates.size(), dev.fingerprint.name));
+    log("info", fmt::format("{} {}: tuning on {} ({} variants, budget {})", F::kOp, key, dev.fingerprint.name,
+                            candidates.size(), topt.budget_variants));
     tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream);
     ++counters.tunes;
     counters.compiles += static_cast<std::uint64_t>(outcome.compiles);
