@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 namespace kvtune::tuner {
 
 void launch_raw(const detail::LoadedKernel& kernel, unsigned grid, unsigned block, cudaStream_t stream,
@@ -50,18 +52,26 @@ double compare_on_device(const detail::LoadedKernel& compare, const void* out, l
   return host[1] > 0 ? std::sqrt(host[0] / host[1]) : std::sqrt(host[0]);
 }
 
-cudaError_t wait_candidate(cudaStream_t stream, double seconds, bool* timed_out) {
-  *timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    const cudaError_t status = cudaStreamQuery(stream);
-    if (status != cudaErrorNotReady) return status;
+bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Error::Context& where, Verdict& verdict) {
+  if (launch_status != cudaSuccess) {
+    cudaGetLastError();
+    verdict.message = fmt::format("launch failed: {}", cudaGetErrorString(launch_status));
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kVerifyTimeoutSeconds);
+  cudaError_t status = cudaErrorNotReady;
+  bool timed_out = false;
+  while ((status = cudaStreamQuery(stream)) == cudaErrorNotReady) {
     if (std::chrono::steady_clock::now() > deadline) {
-      *timed_out = true;
-      return cudaStreamSynchronize(stream);
+      timed_out = true;
+      status = cudaStreamSynchronize(stream);
+      break;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  if (status != cudaSuccess) detail::cuda_check(status, "candidate kernel", where);
+  if (timed_out) verdict.message = fmt::format("timed out: one launch ran past {} s", kVerifyTimeoutSeconds);
+  return !timed_out;
 }
 
 }  // namespace kvtune::tuner

@@ -11,6 +11,7 @@
 #include "lib/src/cuda_check.h"
 #include "lib/src/module.h"
 #include "lib/src/nvrtc.h"
+#include "tuner/tuner.h"
 
 namespace kvtune::tuner {
 
@@ -50,13 +51,16 @@ const std::vector<detail::LoadedKernel>& support_kernels(const detail::CompileRe
 void fill_random(const detail::LoadedKernel& fill, void* out, long long n, unsigned long long seed, float offset,
                  float scale, cudaStream_t stream);
 
-/// Waits for a candidate's verification launch on `stream`: cudaSuccess, its error, or, when it
-/// runs past `seconds`, sets *timed_out and waits it out (so that its buffers can be reused)
-/// before returning cudaSuccess. A hanging kernel cannot be stopped in process; `kvtune-tune
-/// --isolate` kills the child instead.
-cudaError_t wait_candidate(cudaStream_t stream, double seconds, bool* timed_out);
 /// Seconds a verification launch may take before its variant is rejected as timed out.
 inline constexpr double kVerifyTimeoutSeconds = 2.0;
+
+/// The first half of every harness's verify(): given the status of the candidate's launch on
+/// `stream`, waits for it (at most kVerifyTimeoutSeconds; a longer one is waited out, so that its
+/// buffers can be reused). Returns true when it ran; false with `verdict.message` "launch failed:
+/// ..." or "timed out: ..." otherwise. A kernel error (a sticky one: the context is lost) throws
+/// kvtune::Error with `where`. A hanging kernel cannot be stopped in process; `kvtune-tune
+/// --isolate` kills the child instead.
+bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Error::Context& where, Verdict& verdict);
 
 /// Relative L2 error of `out` (rows x cols, leading dimension ld_out, the problem's dtype) against
 /// an f32 reference, through kvt_compare; adds unwritten / non-finite elements to `bad`.

@@ -108,20 +108,9 @@ class DwConvHarness final : public tuner::Harness {
     const std::size_t elem = std::size_t(problem_.element_bytes());
     detail::cuda_check(cudaMemsetAsync(dst_[0].get(), 0xFF, std::size_t(out_count_) * elem, stream), "poison");
     detail::cuda_check(cudaMemsetAsync(bias_grad_.get(), 0xFF, std::size_t(problem_.c) * elem, stream), "poison");
-    const cudaError_t status = launch(c, kernel, 0, stream);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      v.message = fmt::format("launch failed: {}", cudaGetErrorString(status));
+    if (!tuner::finish_candidate(launch(c, kernel, 0, stream), stream,
+                                 Error::Context{"dwconv", problem_.key(), c.label, "", ""}, v))
       return v;
-    }
-    bool timed_out = false;
-    const cudaError_t done = tuner::wait_candidate(stream, tuner::kVerifyTimeoutSeconds, &timed_out);
-    if (done != cudaSuccess)
-      detail::cuda_check(done, "candidate kernel", Error::Context{"dwconv", problem_.key(), c.label, "", ""});
-    if (timed_out) {
-      v.message = fmt::format("timed out: one launch ran past {} s", tuner::kVerifyTimeoutSeconds);
-      return v;
-    }
     double worst = tuner::compare_on_device(kernels_[kCompare], dst_[0].get(), out_count_, ref_.as<float>(),
                                             out_count_, 1, out_count_, &v.bad_elements, stream);
     if (problem_.direction == DwDirection::backward_weight && problem_.bias)

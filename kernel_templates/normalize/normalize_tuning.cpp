@@ -102,21 +102,9 @@ class NormalizeHarness final : public tuner::Harness {
     detail::cuda_check(cudaMemsetAsync(y_[0].get(), 0xFF, plane, stream), "cudaMemsetAsync (poison)");
     detail::cuda_check(cudaMemsetAsync(mean_.get(), 0xFF, std::size_t(problem_.rows) * 4, stream), "cudaMemsetAsync");
     detail::cuda_check(cudaMemsetAsync(rstd_.get(), 0xFF, std::size_t(problem_.rows) * 4, stream), "cudaMemsetAsync");
-    const cudaError_t status = launch(c, kernel, 0, stream);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      v.message = fmt::format("launch failed: {}", cudaGetErrorString(status));
+    if (!tuner::finish_candidate(launch(c, kernel, 0, stream), stream,
+                                 Error::Context{"normalize", problem_.key(), c.label, "", ""}, v))
       return v;
-    }
-    bool timed_out = false;
-    const cudaError_t done = tuner::wait_candidate(stream, tuner::kVerifyTimeoutSeconds, &timed_out);
-    if (done != cudaSuccess)
-      detail::cuda_check(done, "candidate kernel", Error::Context{"normalize", problem_.key(), c.label, "", ""});
-    if (timed_out) {
-      v.message = fmt::format("timed out: one launch ran past {} s", tuner::kVerifyTimeoutSeconds);
-      return v;
-    }
-
     const long long rows = problem_.rows;
     double worst = tuner::compare_on_device(kernels_[kCompare], y_[0].get(), ld_, ref_.as<float>(), problem_.cols,
                                             rows, problem_.cols, &v.bad_elements, stream);
