@@ -1,0 +1,149 @@
+// Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/) from what the project already has:
+// the built-in suites of every operator (shapes files, problem keys and some of their variants'
+// configs), bench/examples/export-example.json cut into small export documents, and a few
+// near-valid inputs that each break one rule. Run by hand after a change of the formats:
+//   cmake --build build-fuzz --target kvtune_fuzz_corpus && ./build-fuzz/fuzz/kvtune_fuzz_corpus . fuzz/corpus
+// The output is deterministic; files are named by what they hold.
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/common.h"
+#include "tools/ops.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace tools = kvtune::tools;
+using nlohmann::json;
+
+void write(const fs::path& dir, const std::string& name, const std::string& text) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << text;
+}
+
+void shapes_corpus(const fs::path& out) {
+  for (const auto& handler : tools::handlers()) {
+    for (const auto& suite : handler->suite_names()) {
+      json entries = json::array();
+      for (auto& entry : handler->suite(suite)) entries.push_back(std::move(entry));
+      write(out, "suite-" + suite + ".json", json{{"problems", entries}}.dump(1) + "\n");
+      // The same problems as every field spelled out (to_json), as a bare array.
+      json canonical = json::array();
+      for (const auto& problem : tools::load_suite(suite)) canonical.push_back(problem->to_json());
+      write(out, "canonical-" + suite + ".json", canonical.dump() + "\n");
+    }
+  }
+  // Near-valid: each breaks one rule of the format.
+  const std::vector<std::pair<const char*, const char*>> near = {
+      {"empty-problems", R"({"problems": []})"},
+      {"unknown-top-field", R"({"problems": [], "shapes": 1})"},
+      {"missing-op", R"([{"rows": 4, "cols": 8}])"},
+      {"unknown-op", R"([{"op": "softmax", "rows": 4, "cols": 8}])"},
+      {"normalize-float-rows", R"([{"op": "normalize", "rows": 4.0, "cols": 8.5}])"},
+      {"normalize-rmsnorm-beta", R"([{"op": "normalize", "rows": 4, "cols": 8, "mode": "rmsnorm", "beta": true}])"},
+      {"normalize-align", R"([{"op": "normalize", "rows": 3, "cols": 7, "dtype": "f16", "align": 2, "ddof": 1}])"},
+      {"normalize-absurd", R"([{"op": "normalize", "rows": 2147483648, "cols": 17179869184}])"},
+      {"dwconv-1d-with-h", R"([{"op": "dwconv", "layout": "ncl", "n": 1, "c": 4, "h": 2, "l": 16, "kernel": 3}])"},
+      {"dwconv-causal-padding",
+       R"([{"op": "dwconv", "layout": "nlc", "n": 2, "c": 8, "l": 9, "kernel": 4, "causal": true, "padding": [1, 0]}])"},
+      {"dwconv-no-output", R"([{"op": "dwconv", "n": 1, "c": 1, "h": 2, "w": 2, "kernel": [5, 5], "dilation": 2}])"},
+      {"dwconv-padding-arity", R"([{"op": "dwconv", "n": 1, "c": 3, "h": 5, "w": 5, "kernel": 3, "padding": [1, 1]}])"},
+      {"malformed", "[{\"op\": \"normalize\", \"rows\": 4,\n \"cols\": }]"},
+  };
+  for (const auto& [name, text] : near) write(out, std::string("near-") + name + ".json", std::string(text) + "\n");
+}
+
+void keys_corpus(const fs::path& out) {
+  int index = 0;
+  for (const auto& handler : tools::handlers()) {
+    for (const auto& suite : handler->suite_names()) {
+      for (const auto& problem : tools::load_suite(suite)) {
+        const auto variants = problem->variants("sm_90");
+        // Alternately the first and the last variant tuning would try.
+        const json config = variants.empty() ? json::object()
+                                             : (index % 2 == 0 ? variants.front() : variants.back()).config;
+        write(out, "suite-" + suite + "-" + std::to_string(index++) + ".txt", problem->key() + "\n" + config.dump());
+      }
+    }
+  }
+  const std::vector<std::pair<const char*, const char*>> near = {
+      {"normalize-no-config", "normalize,f32,standardize,cols=37,rows<=2048,align=4,affine=,stats="},
+      {"normalize-align-3", "normalize,f32,standardize,cols=37,rows<=2048,align=3,affine=gb,stats=mr\n{}"},
+      {"normalize-rows-0", "normalize,bf16,rmsnorm,cols=8,rows<=0,align=16,affine=g,stats=r"},
+      {"normalize-bad-config",
+       "normalize,f16,layernorm,cols=1024,rows<=65536,align=16,affine=gb,stats=\n"
+       R"({"tpr": 3, "rpb": 1, "vw": 16, "keep": "reg", "stat": "twopass", "items": 1})"},
+      {"dwconv-no-config", "dwconv,forward,nchw,f32,n<=32,c=96,h=56,w=56,k=7x7,s=1x1,d=1x1,pad=3,3,3,3,bias=1,det=1,align=16"},
+      {"dwconv-nondet-forward",
+       "dwconv,forward,nlc,f16,n<=4,c=10,h=1,w=33,k=1x5,s=1x2,d=1x3,pad=0,0,12,0,bias=0,det=0,align=4\n{}"},
+      {"dwconv-huge", "dwconv,backward_weight,nhwc,bf16,n<=1,c=999999999999999999,h=1,w=1,k=63x63,s=1x1,d=1x1,"
+                      "pad=0,0,0,0,bias=1,det=0,align=2\n{\"kernel\": \"wgrad\"}"},
+      {"empty", ""},
+  };
+  for (const auto& [name, text] : near) write(out, std::string("near-") + name + ".txt", text);
+}
+
+void import_corpus(const fs::path& source, const fs::path& out) {
+  const json example = tools::parse_json_file((source / "bench/examples/export-example.json").string());
+  json base = example;
+  base["devices"] = json::array();
+  base["entries"] = json::array();
+  write(out, "empty-export.json", base.dump() + "\n");
+
+  // One document per example entry: its device and its first three trials.
+  const auto& entries = example.at("entries");
+  json all = base;
+  all["devices"] = example.at("devices");
+  json first;  // a valid one-entry document, for the near-valid ones
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    json entry = entries[i];
+    json trials = json::array();
+    for (std::size_t t = 0; t < entry["trials"].size() && t < 3; ++t) trials.push_back(entry["trials"][t]);
+    entry["trials"] = trials;
+    json one = base;
+    for (const auto& device : example.at("devices"))
+      if (device.at("id") == entry.at("device_id")) one["devices"].push_back(device);
+    one["entries"].push_back(entry);
+    write(out, "entry-" + std::to_string(i) + ".json", one.dump() + "\n");
+    if (i == 0) first = one;
+    entry["trials"] = json::array();
+    all["entries"].push_back(entry);
+  }
+  write(out, "all-entries-no-trials.json", all.dump() + "\n");
+
+  // Near-valid: each breaks one rule of the format.
+  const auto near = [&](const std::string& name, const std::function<void(json&)>& change) {
+    json doc = first;
+    change(doc);
+    write(out, "near-" + name + ".json", doc.dump() + "\n");
+  };
+  near("format-2", [](json& d) { d["kvtune_export"] = 2; });
+  near("unknown-device", [](json& d) { d["entries"][0]["device_id"] = "0000000000000000"; });
+  near("label-mismatch", [](json& d) { d["entries"][0]["label"] = "tpr=1,rpb=1,vw=4B,keep=reg,stat=twopass"; });
+  near("bad-status", [](json& d) { d["entries"][0]["trials"][0]["status"] = "fine"; });
+  near("duplicate-entry", [](json& d) { d["entries"].push_back(d["entries"][0]); });
+  near("duplicate-device", [](json& d) { d["devices"].push_back(d["devices"][0]); });
+  near("negative-ceiling", [](json& d) { d["devices"][0]["ceilings"]["copy_gbps"] = -1; });
+  near("unknown-op", [](json& d) { d["entries"][0]["op"] = "softmax"; });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s SOURCE_DIR OUT_DIR (e.g. . fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  return tools::guarded_main("kvtune_fuzz_corpus", [&] {
+    const fs::path source = argv[1], out = argv[2];
+    shapes_corpus(out / "fuzz_shapes");
+    keys_corpus(out / "fuzz_keys");
+    import_corpus(source, out / "fuzz_import");
+    return 0;
+  });
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs the fuzz targets of a build made with -DKVTUNE_BUILD_FUZZERS=ON (fuzz/README.md):
+#   1. replays every input under fuzz/regressions/<target>/ (each must pass);
+#   2. fuzzes each target for SECONDS, seeded with fuzz/corpus/<target>/ and its dictionary.
+# New corpus entries go to BUILD_DIR/fuzz-work/<target>/corpus (the checked-in corpus is only
+# read); a crashing input is written to BUILD_DIR/fuzz-work/<target>/ and named at the end.
+# Every target runs even when an earlier one fails; the exit status is 1 if any failed.
+#
+# usage: fuzz/run_fuzzers.sh BUILD_DIR [SECONDS_PER_TARGET (default 30)] [TARGET...]
+set -uo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR [SECONDS_PER_TARGET] [TARGET...]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd) || exit 2
+seconds=${2:-30}
+shift $(($# >= 2 ? 2 : 1))
+root=$(cd "$(dirname "$0")/.." && pwd)
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_shapes fuzz_import fuzz_keys)
+
+# The default 8 MiB stack, whatever the caller has: inputs that recurse too deep fail the same way
+# everywhere (fuzz/regressions/*/deep-nesting-*).
+ulimit -s 8192
+
+# Every UB report is fatal (the build also says -fno-sanitize-recover), with a stack; ASan options
+# are the caller's (tests/run_all.sh sets them) or these.
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1}
+
+# What a failure report says, briefly: the error lines and the first frames in this repository's
+# code (the whole report stays in the log file named with it).
+brief() {
+  grep -E 'FUZZ FINDING|ERROR: (Address|Leak|libFuzzer)|runtime error:|^SUMMARY:' "$1" | cut -c1-300
+  grep -E "^ +#[0-9]+ .* $root/" "$1" | grep -v -e /fuzz/fuzz_support.h -e 'in fuzzer::' | head -8 |
+    sed -E 's/\(anonymous namespace\)/<anon>/g
+            s/^ +(#[0-9]+) 0x[0-9a-f]+ in ([^(]*)(\(.*\))?( const)? ([^ ]+:[0-9]+(:[0-9]+)?)$/  \1 \2 \5/' | cut -c1-300
+}
+
+failed=()
+summary=()
+for target in "${targets[@]}"; do
+  exe=$build/fuzz/$target
+  if [[ ! -x $exe ]]; then
+    echo "$target: $exe is missing (build it first)" >&2
+    failed+=("$target (not built)")
+    continue
+  fi
+  work=$build/fuzz-work/$target
+  mkdir -p "$work/corpus"
+
+  # 1. Regressions: libFuzzer runs each file given by name once and exits.
+  mapfile -t regressions < <(find "$root/fuzz/regressions/$target" -type f ! -name '.*' 2>/dev/null | sort)
+  if [[ ${#regressions[@]} -gt 0 ]]; then
+    echo "== $target: replaying ${#regressions[@]} regression inputs"
+    for input in "${regressions[@]}"; do
+      log=$work/replay-$(basename "$input").log
+      if ! "$exe" "$input" > "$log" 2>&1; then
+        brief "$log"
+        echo "$target: regression ${input#"$root"/} fails (report: $log)" >&2
+        failed+=("$target regression ${input#"$root"/}")
+      fi
+    done
+  fi
+
+  # 2. Bounded fuzzing. -timeout: an input taking 10 s is a hang, reported like a crash.
+  echo "== $target: fuzzing for ${seconds} s"
+  log=$work/fuzz.log
+  "$exe" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+      -dict="$root/fuzz/dict/${target#fuzz_}.dict" -artifact_prefix="$work/" \
+      "$work/corpus" "$root/fuzz/corpus/$target" > "$log" 2>&1
+  status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  corpus=$(sed -n 's/^#[0-9]*[[:space:]]*DONE .*corp: \([0-9]*\).*/\1/p' "$log" | tail -1)
+  if [[ $status -ne 0 ]]; then
+    brief "$log"
+    artifact=$(sed -n "s/.*Test unit written to //p" "$log" | tail -1)
+    echo "$target: FAILED (status $status) after ${runs:-?} executions; input: ${artifact:-none written}" >&2
+    failed+=("$target fuzzing: ${artifact:-status $status}")
+  fi
+  summary+=("$(printf '%-12s %10s executions in %s s, corpus %s entries%s' "$target" "${runs:-?}" "$seconds" \
+    "${corpus:-?}" "$([[ $status -ne 0 ]] && echo ', FAILED')")")
+done
+
+echo "== fuzzing summary"
+printf '%s\n' "${summary[@]}"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  printf 'failed: %s\n' "${failed[@]}" >&2
+  exit 1
+fi

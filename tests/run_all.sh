@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Every test CI runs, in order (README.md, "Run the tests"); stops at the first failing stage.
+#   release  Release build in build/, its whole ctest suite: CPU tests everywhere, [gpu] tests
+#            skip with a printed reason where there is no GPU.
+#   asan     Debug build in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
+#            any UB fatal); the Catch2 CPU suite (kvtune_tests, which runs the tools it tests from
+#            the same build) except [slow]: the two NVRTC compile sweeps, whose time is spent in
+#            NVRTC (not instrumented) and which the release stage runs in full.
+#   fuzz     clang build in build-fuzz/ of the libFuzzer targets (fuzz/README.md): every
+#            regression input replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
+# usage: tests/run_all.sh [release] [asan] [fuzz]   (no argument: all three)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+readonly FUZZ_SECONDS=30
+stages=("$@")
+[[ ${#stages[@]} -gt 0 ]] || stages=(release asan fuzz)
+
+# Sanitizer settings of the asan and fuzz stages. Leak checking is on and nothing is suppressed:
+# NVRTC and the static CUDA runtime leave no leak reports on a machine without a GPU. The CUDA
+# runtime maps memory where ASan would otherwise put its guard pages (protect_shadow_gap=0, which
+# GPU machines need). Every UB report is fatal, with its stack.
+sanitizer_environment() {
+  export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+}
+
+stage_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j2
+  ctest --test-dir build --output-on-failure
+}
+
+stage_asan() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKVTUNE_SANITIZE=ON
+  cmake --build build-asan -j2 --target kvtune_tests
+  sanitizer_environment
+  (cd build-asan/tests && ./kvtune_tests '~[slow]')
+}
+
+stage_fuzz() {
+  cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DKVTUNE_BUILD_FUZZERS=ON \
+    -DKVTUNE_BUILD_TESTS=OFF
+  cmake --build build-fuzz -j2 --target fuzz_shapes fuzz_import fuzz_keys
+  sanitizer_environment
+  fuzz/run_fuzzers.sh build-fuzz "$FUZZ_SECONDS"
+}
+
+timings=()
+current=""
+start=0
+report() {
+  [[ -z $current ]] || timings+=("$(printf '%-8s %5d s  FAILED' "$current" $((SECONDS - start)))")
+  echo "==== stage times"
+  printf '%s\n' "${timings[@]}"
+}
+trap report EXIT
+
+for stage in "${stages[@]}"; do
+  [[ $stage =~ ^(release|asan|fuzz)$ ]] || { echo "unknown stage '$stage' (release, asan, fuzz)" >&2; exit 2; }
+done
+for stage in "${stages[@]}"; do
+  echo "==== stage $stage"
+  current=$stage
+  start=$SECONDS
+  "stage_$stage"  # a failing command ends the script (set -e); report() names the stage
+  timings+=("$(printf '%-8s %5d s' "$stage" $((SECONDS - start)))")
+  current=""
+done
