@@ -221,6 +221,10 @@ TEST_CASE("dwconv space: seeds are points of it, configs round-trip", "[dwconv]"
         CHECK(Config::from_json(nlohmann::json::parse(c.to_json().dump())) == c);
       }
       CHECK(labels.size() == all.size());
+      // Found by fuzz_keys: an out-of-int float in a config field is refused, not converted.
+      nlohmann::json huge = all.front().to_json();
+      huge["rw"] = 1e72;
+      CHECK_THROWS_WITH(Config::from_json(huge), Catch::Contains("field 'rw' must be an integer"));
       for (const auto& s : seeds) CHECK(std::find(all.begin(), all.end(), s.second) != all.end());
       CHECK(all.size() > seeds.size());
       const Config h = dwconv::heuristic_config(p, 9);

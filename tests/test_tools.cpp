@@ -546,6 +546,12 @@ TEST_CASE("tools: bad shapes files are refused with the reason", "[tools]") {
   bad("{\"problems\": [\n  {\"op\": \"normalize\", \"rows\": 8,\n   \"cols\": ,}\n]}", "shapes.json:3:12: malformed JSON");
   bad("[{\"op\": \"normalize\", \"rows\": 8, \"cols\": 8}", "shapes.json:1:43: malformed JSON");
   bad("", "shapes.json:1:1: malformed JSON");
+  // Found by fuzz_shapes (fuzz/regressions/): a number beyond double range, and nesting deep
+  // enough that printing the value would overflow the stack.
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 1e999}])", "shapes.json: malformed JSON: number overflow");
+  bad("[{\"op\": \"normalize\", \"rows\": 8, \"cols\": 8, \"gamma\": " + std::string(100000, '[') +
+          std::string(100000, ']') + "}]",
+      "shapes.json: malformed JSON: nested deeper than 64 levels");
   bad(R"([{"op": "conv3d", "rows": 8}])", "unknown operator 'conv3d'");
   bad(R"([{"rows": 8, "cols": 8}])", "missing field 'op'");
   bad(R"([{"op": "normalize", "rows": 8, "colz": 8}])", "unknown field 'colz'");

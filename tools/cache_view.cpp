@@ -36,8 +36,8 @@ class Checker {
   const std::string& where() const { return where_; }
 
   void only(std::initializer_list<const char*> fields) const {
-    for (const auto& [name, value] : j_.items()) {
-      (void)value;
+    for (const auto& item : j_.items()) {
+      const std::string& name = item.key();
       if (std::none_of(fields.begin(), fields.end(), [&](const char* f) { return name == f; }))
         fail(fmt::format("unknown field '{}'", name));
     }

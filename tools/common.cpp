@@ -79,8 +79,17 @@ TextPosition position_of(const std::string& text, std::size_t byte) {
 }
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& name) {
+  // Deeper documents are refused while parsing: the parser itself is iterative, but dump() and
+  // the other recursive walks of a value would overflow the stack on them.
+  const nlohmann::json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t event,
+                                                            nlohmann::json&) {
+    if (depth > kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                  event == nlohmann::json::parse_event_t::array_start))
+      throw InputError(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, limit_depth);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the position of the character that could not be read.
     const TextPosition at = position_of(text, e.byte == 0 ? 0 : e.byte - 1);
@@ -89,6 +98,14 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& name)
     if (const auto colon = what.find(": "); what.rfind("[json.exception", 0) == 0 && colon != std::string::npos)
       what = what.substr(colon + 2);
     throw InputError(fmt::format("{}:{}:{}: malformed JSON: {}", name, at.line, at.column, first_line(what)));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", name, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // Values the parser reads but cannot represent, such as a number beyond double range (1e999).
+    std::string what = e.what();
+    if (const auto bracket = what.find("] "); what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    throw InputError(fmt::format("{}: malformed JSON: {}", name, first_line(what)));
   }
 }
 

@@ -40,7 +40,11 @@ struct TextPosition {
 };
 TextPosition position_of(const std::string& text, std::size_t byte);
 
-/// Parses JSON; on malformed input throws InputError "NAME:LINE:COLUMN: malformed JSON: ...".
+/// The deepest nesting of arrays and objects parse_json_text accepts (kvtune's own files use 5).
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Parses JSON; on malformed input throws InputError "NAME:LINE:COLUMN: malformed JSON: ..." (or
+/// "NAME: malformed JSON: ..." for numbers beyond double range and nesting beyond kMaxJsonDepth).
 nlohmann::json parse_json_text(const std::string& text, const std::string& name);
 nlohmann::json parse_json_file(const std::string& path);
 

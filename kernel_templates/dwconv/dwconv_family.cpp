@@ -10,6 +10,7 @@
 
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
+#include "lib/src/json_fields.h"
 #include "lib/src/key_text.h"
 
 namespace kvtune::dwconv {
@@ -117,18 +118,18 @@ Config Config::from_json(const nlohmann::json& j) {
     else if (kernel == "direct") c.kernel = Kernel::direct;
     else if (kernel == "wgrad") c.kernel = Kernel::wgrad;
     else throw Error("unknown kernel '" + kernel + "'");
-    c.outputs_per_thread = j.at("rw").get<int>();
-    c.threads_x = j.at("tx").get<int>();
-    c.threads_y = j.at("ty").get<int>();
-    c.vector_channels = j.at("vc").get<int>();
-    c.smem_halo = j.at("halo").get<int>();
-    c.smem_filter = j.at("filter").get<int>();
-    c.coalesced = j.at("coalesced").get<int>();
-    c.channels_per_block = j.at("ct").get<int>();
-    c.position_threads = j.at("py").get<int>();
-    c.taps_per_block = j.at("tg").get<int>();
-    c.splits = j.at("splits").get<int>();
-    c.atomic = j.at("atomic").get<int>();
+    c.outputs_per_thread = detail::json_int(j, "rw");
+    c.threads_x = detail::json_int(j, "tx");
+    c.threads_y = detail::json_int(j, "ty");
+    c.vector_channels = detail::json_int(j, "vc");
+    c.smem_halo = detail::json_int(j, "halo");
+    c.smem_filter = detail::json_int(j, "filter");
+    c.coalesced = detail::json_int(j, "coalesced");
+    c.channels_per_block = detail::json_int(j, "ct");
+    c.position_threads = detail::json_int(j, "py");
+    c.taps_per_block = detail::json_int(j, "tg");
+    c.splits = detail::json_int(j, "splits");
+    c.atomic = detail::json_int(j, "atomic");
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"dwconv", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
