@@ -349,3 +349,74 @@ TEST_CASE("stream capture: loaded problems are captured, others fail without bre
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+TEST_CASE("flat variants: any alignment, strided rows, in place", "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  const std::string arch = arch_of_current_device();
+  std::size_t checked = 0;
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& m : kModes)
+      for (std::int64_t cols : {1, 5, 37, 64}) {
+        normalize::Problem p;
+        p.dtype = d;
+        p.mode = m.mode;
+        p.cols = cols;
+        p.align_bytes = int(elem_size(d));
+        p.gamma = m.gamma;
+        p.beta = m.beta;
+        p.mean_out = m.mean;
+        p.rstd_out = m.rstd;
+        std::vector<normalize::Config> flat;
+        for (const auto& c : normalize::enumerate(p))
+          if (c.keep == normalize::Keep::flat) flat.push_back(c);
+        REQUIRE(!flat.empty());
+        const auto candidates = normalize::make_candidates(p, flat, arch);
+        const auto compiled = tuner::compile_all(candidates, 0);
+        // x offset, y offset (elements), leading dimensions, in place: every way the span's
+        // vectors can line up differently for x and y, and the strided (gather) path.
+        struct Case { std::size_t x_off, y_off; std::int64_t ld_x, ld_y; bool in_place; };
+        const Case cases[] = {{0, 0, cols, cols, false}, {1, 3, cols, cols, false}, {3, 1, cols, cols, false},
+                              {2, 2, cols, cols, true},  {1, 0, cols + 3, cols, false}, {0, 1, cols, cols + 5, false},
+                              {1, 1, cols + 2, cols + 2, true}};
+        const std::int64_t rows = 999;
+        const std::size_t e = elem_size(d);
+        for (std::size_t i = 0; i < compiled.size(); ++i) {
+          INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+          REQUIRE(compiled[i].status == tuner::Status::ok);
+          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+          for (const Case& k : cases) {
+            const std::int64_t ld_y = k.in_place ? k.ld_x : k.ld_y;
+            const auto x = random_tensor(d, std::size_t(rows * k.ld_x), 91 + cols, 0.5, 2.0);
+            const auto g = random_tensor(d, std::size_t(cols), 92, 1.0, 0.5);
+            const auto b = random_tensor(d, std::size_t(cols), 93, 0.0, 0.5);
+            Buffer dx(x.bytes.size() + 64), dy(std::size_t(rows * ld_y) * e + 64), dg(64 + cols * e),
+                db(64 + cols * e), dstats(std::size_t(rows) * 8);
+            char* xp = dx.as<char>(k.x_off * e);
+            char* yp = k.in_place ? xp : dy.as<char>(k.y_off * e);
+            cudaMemcpy(xp, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+            cudaMemcpy(dg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+            cudaMemcpy(db.ptr, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+            if (!k.in_place) cudaMemset(yp, 0xff, std::size_t(rows * ld_y) * e);  // poison: NaN
+            normalize::LaunchArgs a{xp, yp, m.gamma ? dg.ptr : nullptr, m.beta ? db.ptr : nullptr,
+                                    m.mean ? dstats.as<float>() : nullptr,
+                                    m.rstd ? dstats.as<float>(std::size_t(rows) * 4) : nullptr,
+                                    rows, k.ld_x, ld_y, 1e-5f, m.ddof};
+            detail::cuda_check(normalize::launch(kernel, p, flat[i], a, nullptr), "launch");
+            detail::cuda_check(cudaDeviceSynchronize(), "flat variant");
+            // The reference of the dense rows (x's values at its stride).
+            std::vector<double> dense(std::size_t(rows * cols));
+            for (std::int64_t r = 0; r < rows; ++r)
+              for (std::int64_t c = 0; c < cols; ++c) dense[std::size_t(r * cols + c)] = x.values[std::size_t(r * k.ld_x + c)];
+            const auto ref = normalize::reference(dense, rows, cols, cols, m.mode, 1e-5, m.ddof,
+                                                  m.gamma ? g.values : std::vector<double>{},
+                                                  m.beta ? b.values : std::vector<double>{});
+            INFO("x+" << k.x_off << " y+" << k.y_off << " ld " << k.ld_x << "/" << ld_y << (k.in_place ? " in place" : ""));
+            CHECK(relative_error(d, yp, rows, cols, ld_y, ref.y) < tolerance(d));
+            if (m.mean) CHECK(relative_error(DType::f32, dstats.ptr, rows, 1, 1, ref.mean) < 1e-5);
+            if (m.rstd) CHECK(relative_error(DType::f32, dstats.as<float>(std::size_t(rows) * 4), rows, 1, 1, ref.rstd) < 1e-4);
+            ++checked;
+          }
+        }
+      }
+  WARN("checked " << checked << " (flat variant, layout) pairs");
+}
