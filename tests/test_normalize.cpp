@@ -102,74 +102,28 @@ TEST_CASE("enumerated variants are valid, unique and cover every axis", "[normal
   CHECK(rpb.size() >= 4);
 }
 
-TEST_CASE("narrow rows get flat variants; small register slices get an occupancy target", "[normalize]") {
-  // 37 f32 columns: rows start only 4-byte aligned, yet flat staging moves 16-byte vectors.
-  const Problem narrow = make(DType::f32, NormMode::layernorm, 37, 4);
-  std::size_t flat = 0;
-  for (const auto& c : normalize::enumerate(narrow)) {
-    if (c.keep != Keep::flat) continue;
-    ++flat;
-    INFO(c.label());
-    CHECK(c.vector_bytes == 16);
-    CHECK(c.threads_per_row <= 32);
-    CHECK(c.stat == Stat::two_pass);
-    const auto g = normalize::geometry(narrow, c, 100000);
-    CHECK(g.dynamic_smem == std::size_t((c.rows_per_block * 37 + 4) * 4));
-    CHECK(g.grid == unsigned((100000 + c.rows_per_block - 1) / c.rows_per_block));
-    const auto request = normalize::compile_request(narrow, c, "sm_90");
-    CHECK(request.name_expressions.at(0).rfind("kvt_normalize_flat<float, ", 0) == 0);
-  }
-  CHECK(flat >= 10);
-  // Wide rows are not staged flat; a flat config that asks for welford or > 32 threads per row
-  // cannot run.
-  for (const auto& c : normalize::enumerate(make(DType::f32, NormMode::layernorm, 4097))) CHECK(c.keep != Keep::flat);
-  Config c;
-  c.keep = Keep::flat;
-  c.items = 0;
-  c.vector_bytes = 16;
-  c.threads_per_row = 8;
-  c.rows_per_block = 32;
-  CHECK(normalize::is_valid(narrow, c));
-  c.stat = Stat::welford;
-  CHECK_FALSE(normalize::is_runnable(narrow, c));
-  c.stat = Stat::two_pass;
-  c.threads_per_row = 64;
-  c.rows_per_block = 2;
-  CHECK_FALSE(normalize::is_runnable(narrow, c));
-  c.threads_per_row = 1;
-  c.rows_per_block = 256;
-  CHECK(normalize::is_runnable(narrow, c));                                            // 37.9 KB tile
-  CHECK_FALSE(normalize::is_runnable(make(DType::f32, NormMode::layernorm, 100), c));  // 102 KB tile
-
-  // bf16 x 1024: 64 threads x 8 elements x 2 vectors cover the row exactly (FULL, no masks); the
-  // occupancy target becomes __launch_bounds__(128, 16).
-  const Problem wide = make(DType::bf16, NormMode::layernorm, 1024);
+TEST_CASE("rows covered exactly by the register slices compile without masks", "[normalize]") {
+  // bf16 x 1024: 64 threads x 8 elements x 2 vectors cover the row exactly (FULL).
   Config r;
   r.threads_per_row = 64;
   r.rows_per_block = 2;
   r.vector_bytes = 16;
   r.items = 2;
   r.keep = Keep::registers;
-  CHECK(normalize::compile_request(wide, r, "sm_90").name_expressions.at(0) ==
-        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, true, 0>");
-  r.occupancy = 2048;
-  CHECK(normalize::is_valid(wide, r));
-  CHECK(r.label() == "tpr=64,rpb=2,vw=16B,keep=reg,stat=twopass,occ=2048");
-  CHECK(normalize::compile_request(wide, r, "sm_90").name_expressions.at(0) ==
-        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, true, 16>");
-  const auto all = normalize::enumerate(wide);
-  CHECK(std::find(all.begin(), all.end(), r) != all.end());
-  // 1000 columns are not a multiple of 64 x 8: masked (FULL false).
+  const Problem exact = make(DType::bf16, NormMode::layernorm, 1024);
+  REQUIRE(normalize::is_valid(exact, r));
+  CHECK(normalize::compile_request(exact, r, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, true>");
+  // 1000 columns leave the last slice partial: masked.
   const Problem odd = make(DType::bf16, NormMode::layernorm, 1000);
+  REQUIRE(normalize::is_valid(odd, r));
   CHECK(normalize::compile_request(odd, r, "sm_90").name_expressions.at(0) ==
-        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, false, 16>");
-  r.occupancy = 1000;  // not a multiple of the block
-  CHECK_FALSE(normalize::is_runnable(wide, r));
-  r.occupancy = 2048;
-  r.keep = Keep::reread;
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, false>");
+  // Only register keep can be FULL.
+  r.keep = Keep::shared;
   r.items = 0;
-  CHECK(normalize::is_runnable(wide, r));  // runs, but the space leaves it out
-  CHECK_FALSE(normalize::is_valid(wide, r));
+  CHECK(normalize::compile_request(exact, r, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 0, 1, 0, 1, 0, 0, false>");
 }
 
 TEST_CASE("constraints reject what cannot run", "[normalize]") {
@@ -233,10 +187,6 @@ TEST_CASE("config labels and JSON round trip", "[normalize]") {
     CHECK(back.label() == c.label());
   }
   CHECK_THROWS_AS(Config::from_json(nlohmann::json{{"tpr", 32}}), Error);
-  // Configs stored before the occupancy field read as "the compiler's choice".
-  CHECK(Config::from_json(nlohmann::json::parse(
-                              R"({"tpr":32,"rpb":4,"vw":16,"items":1,"keep":"reg","stat":"twopass"})"))
-            .occupancy == 0);
   CHECK_THROWS_WITH(Config::from_json(nlohmann::json::parse(
                         R"({"tpr":32,"rpb":4,"vw":16,"items":1,"keep":"disk","stat":"twopass"})")),
                     Catch::Contains("unknown keep"));

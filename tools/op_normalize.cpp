@@ -163,28 +163,25 @@ class NormalizeProblem final : public OpProblem {
 
   SpaceSize space() const override {
     // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
-    // width 2..16 bytes, four places to keep the row, two statistics algorithms, two occupancy
-    // targets (the compiler's choice, every thread slot).
+    // width 2..16 bytes, three places to keep the row, two statistics algorithms.
     const nz::Problem& p = e_.problem;
     SpaceSize s;
     for (int tpr = 1; tpr <= 1024; tpr *= 2)
       for (int rpb = 1; rpb <= 1024; rpb *= 2)
         for (int vb = 2; vb <= 16; vb *= 2)
-          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread, nz::Keep::flat})
-            for (nz::Stat stat : {nz::Stat::two_pass, nz::Stat::welford})
-              for (int occupancy : {0, 2048}) {
-                nz::Config c;
-                c.occupancy = occupancy;
-                c.threads_per_row = tpr;
-                c.rows_per_block = rpb;
-                c.vector_bytes = vb;
-                c.keep = keep;
-                c.stat = stat;
-                const std::int64_t ve = std::max(1, vb / p.element_bytes());
-                c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
-                ++s.total;
-                if (nz::is_runnable(p, c)) ++s.runnable;
-              }
+          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
+            for (nz::Stat stat : {nz::Stat::two_pass, nz::Stat::welford}) {
+              nz::Config c;
+              c.threads_per_row = tpr;
+              c.rows_per_block = rpb;
+              c.vector_bytes = vb;
+              c.keep = keep;
+              c.stat = stat;
+              const std::int64_t ve = std::max(1, vb / p.element_bytes());
+              c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
+              ++s.total;
+              if (nz::is_runnable(p, c)) ++s.runnable;
+            }
     s.tuned = static_cast<std::int64_t>(nz::enumerate(p).size());
     return s;
   }

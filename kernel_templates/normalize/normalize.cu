@@ -10,12 +10,8 @@
 //   MODE       0 standardize (x - mean) / (std + eps), 1 layernorm, 2 rmsnorm
 //   AFFINE     bit 0: gamma, bit 1: beta
 //   STATS_OUT  bit 0: per-row mean, bit 1: per-row rstd
-//   FULL       the row is exactly ITEMS * TPR * VW elements (KEEP == 0): no per-element masks
-//   MINB       blocks per SM the compiler must fit (__launch_bounds__; 0 leaves registers to the
-//              compiler): trades registers for resident threads, i.e. for bytes in flight
-// kvt_normalize_flat is the variant for narrow rows (KEEP 3 on the host, "keep=flat"): a block
-// stages RPB whole rows, one contiguous span of memory, through shared memory with VW-element
-// vector accesses whatever the rows' alignment, and TPR threads per row work from there.
+//   FULL       the row is exactly ITEMS * TPR * VW elements (KEEP == 0): no per-element masks, which
+//              also frees registers (bf16 x 1024: 53 -> 42, so more rows in flight)
 // The seed design (one 256-thread block per row, float4, warp-shuffle Welford) is
 // TPR=256, RPB=1, VW=4 (f32), KEEP=2, STAT=1. kvt_normalize_reference is the naive float64
 // variant the tuner verifies every candidate against.
@@ -112,8 +108,8 @@ __device__ __forceinline__ void store_masked(T* row, long long j, long long cols
 }
 
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int STAT, int MODE, int AFFINE, int STATS_OUT,
-          bool FULL = false, int MINB = 0>
-__global__ void __launch_bounds__(TPR * RPB, MINB) kvt_normalize(const KvtNormalizeParams p) {
+          bool FULL = false>
+__global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizeParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
   static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
@@ -263,135 +259,6 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) kvt_normalize(const KvtNormal
   }
 #endif
 #endif
-}
-
-// Copies `count` elements between global memory and shared memory, the block's threads together:
-// VW-element vectors wherever the global address allows (a scalar head up to the first aligned
-// element, a scalar tail), so every row of a narrow problem moves at full sector width. The
-// shared side is offset so that it is aligned where the global side is (see kvt_normalize_flat).
-template <class T, int VW, bool TO_SHARED>
-__device__ __forceinline__ void kvt_stage(T* global, T* shared, long long count) {
-  using V = Vec<T, VW>;
-  const unsigned long long address = reinterpret_cast<unsigned long long>(global);
-  long long head = (long long)(((sizeof(V) - address % sizeof(V)) % sizeof(V)) / sizeof(T));
-  head = head < count ? head : count;
-  const long long vectors = (count - head) / VW;
-  for (long long e = threadIdx.x; e < head; e += blockDim.x) {
-    if (TO_SHARED) shared[e] = global[e];
-    else global[e] = shared[e];
-  }
-  V* gv = reinterpret_cast<V*>(global + head);
-  V* sv = reinterpret_cast<V*>(shared + head);
-#pragma unroll 4
-  for (long long i = threadIdx.x; i < vectors; i += blockDim.x) {
-    if (TO_SHARED) sv[i] = gv[i];
-    else gv[i] = sv[i];
-  }
-  for (long long e = head + vectors * VW + threadIdx.x; e < count; e += blockDim.x) {
-    if (TO_SHARED) shared[e] = global[e];
-    else global[e] = shared[e];
-  }
-}
-
-// Narrow rows: block b owns rows [b * RPB, b * RPB + RPB). Dense rows (ld == cols) are one span,
-// staged with vectors; strided rows are gathered element by element (correct, not fast). The tile
-// holds the rows back to back, cols elements each; its start is shifted by up to VW - 1 elements
-// so that its vector part lines up with the global one. TPR threads reduce each row from the tile
-// (two-pass on x - x[row, 0], as kvt_normalize), write the result over it, and the block stores
-// the tile back as one span. y may alias x: a block reads all of its rows before writing any.
-template <class T, int TPR, int RPB, int VW, int MODE, int AFFINE, int STATS_OUT>
-__global__ void __launch_bounds__(TPR * RPB) kvt_normalize_flat(const KvtNormalizeParams p) {
-  static_assert(TPR <= 32, "flat rows are reduced within a warp");
-  using Group = RowGroup<TPR, RPB>;
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  const long long cols = p.cols;
-  const long long row0 = (long long)blockIdx.x * RPB;
-  const long long rows = p.rows - row0 < RPB ? p.rows - row0 : RPB;
-  const long long count = rows * cols;
-  T* const x0 = const_cast<T*>(static_cast<const T*>(p.x)) + row0 * p.ld_x;
-  T* const y0 = static_cast<T*>(p.y) + row0 * p.ld_y;
-  // The tile's shift: element 0 of the tile sits at the same offset within a vector as x0 does.
-  const auto tile_for = [&](const T* g) {
-    const unsigned long long misalign = (reinterpret_cast<unsigned long long>(g) % sizeof(Vec<T, VW>)) / sizeof(T);
-    return reinterpret_cast<T*>(dynamic_smem) + misalign;
-  };
-
-  T* tile = tile_for(x0);
-  if (p.ld_x == cols) {
-    kvt_stage<T, VW, true>(x0, tile, count);
-  } else {
-    for (long long e = threadIdx.x; e < count; e += blockDim.x) tile[e] = x0[(e / cols) * p.ld_x + e % cols];
-  }
-  __syncthreads();
-
-  const int group = threadIdx.x / TPR;
-  const int lane = threadIdx.x % TPR;
-  const bool active = group < rows;
-  T* row = tile + (long long)group * cols;
-  const long long n = active ? cols : 0;
-  const float shift = (MODE != 2 && n > 0) ? kvt_to_float(row[0]) : 0.f;
-  float sum = 0.f;
-  for (long long j = lane; j < n; j += TPR) {
-    const float f = kvt_to_float(row[j]) - shift;
-    sum += MODE == 2 ? f * f : f;
-  }
-  const float count_f = static_cast<float>(cols);
-  float mean = 0.f, scale;
-  if constexpr (MODE == 2) {
-    scale = rsqrtf(Group::sum(sum, nullptr) / count_f + p.eps);
-  } else {
-    mean = Group::sum(sum, nullptr) / count_f;
-    float centred = 0.f;
-    for (long long j = lane; j < n; j += TPR) {
-      const float d = (kvt_to_float(row[j]) - shift) - mean;
-      centred += d * d;
-    }
-    const float m2 = Group::sum(centred, nullptr);
-    float var = m2 / (MODE == 0 ? count_f - static_cast<float>(p.ddof) : count_f);
-    var = var < 0.f ? 0.f : var;
-    scale = MODE == 0 ? 1.f / (sqrtf(var) + p.eps) : rsqrtf(var + p.eps);
-  }
-  const T* gamma = static_cast<const T*>(p.gamma);
-  const T* beta = static_cast<const T*>(p.beta);
-  for (long long j = lane; j < n; j += TPR) {
-    float r = ((kvt_to_float(row[j]) - shift) - mean) * scale;
-    if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(gamma[j]);
-    if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(beta[j]);
-    row[j] = kvt_from_float<T>(r);
-  }
-  if (active && lane == 0) {
-    if constexpr ((STATS_OUT & 1) != 0) p.mean[row0 + group] = shift + mean;
-    if constexpr ((STATS_OUT & 2) != 0) p.rstd[row0 + group] = scale;
-  }
-  __syncthreads();
-
-  if (p.ld_y == cols) {
-    T* out = tile_for(y0);
-    if (out != tile) {  // y lines up with vectors differently from x: move the tile first
-      const long long delta = out - tile;  // -(VW - 1) .. VW - 1 elements
-      // Threads move disjoint elements in an order that never overwrites one not yet read.
-      if (delta < 0) {
-        for (long long base = 0; base < count; base += blockDim.x) {
-          const long long e = base + threadIdx.x;
-          const T v = e < count ? tile[e] : T{};
-          __syncthreads();
-          if (e < count) out[e] = v;
-          __syncthreads();
-        }
-      } else {
-        for (long long base = ((count - 1) / blockDim.x) * blockDim.x; base >= 0; base -= blockDim.x) {
-          const long long e = base + threadIdx.x;
-          const T v = e < count ? tile[e] : T{};
-          __syncthreads();
-          if (e < count) out[e] = v;
-          __syncthreads();
-        }
-      }
-    }
-    kvt_stage<T, VW, false>(y0, out, count);
-  } else {
-    for (long long e = threadIdx.x; e < count; e += blockDim.x) y0[(e / cols) * p.ld_y + e % cols] = tile[e];
-  }
 }
 
 // The naive variant: one thread per row, float64 throughout, y written as f32 into p.y.

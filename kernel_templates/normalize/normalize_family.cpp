@@ -21,15 +21,12 @@ constexpr int kDescriptionVersion = 2;
 constexpr std::int64_t kMaxIterations = 64;          // vectors one thread handles per row
 constexpr int kMaxRegisterRowBytes = 128;            // row bytes one thread may keep in registers
 constexpr std::size_t kMaxSharedBytes = 160 * 1024;  // the device limit is checked again when tuning
-constexpr std::int64_t kMaxFlatSharedBytes = 48 * 1024;  // a flat block's tile: no opt-in needed
-constexpr std::int64_t kMaxFlatRowBytes = 1024;          // rows narrower than this may be staged flat
 
 const char* keep_name(Keep k) {
   switch (k) {
     case Keep::registers: return "reg";
     case Keep::shared: return "smem";
     case Keep::reread: return "reread";
-    case Keep::flat: return "flat";
   }
   return "?";
 }
@@ -67,20 +64,17 @@ std::vector<detail::HeaderSource> headers() {
 
 bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
-         vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
-         occupancy == o.occupancy;
+         vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat;
 }
 
 std::string Config::label() const {
-  return fmt::format("tpr={},rpb={},vw={}B,keep={},stat={}{}", threads_per_row, rows_per_block, vector_bytes,
-                     keep_name(keep), stat_name(stat), occupancy > 0 ? fmt::format(",occ={}", occupancy) : "");
+  return fmt::format("tpr={},rpb={},vw={}B,keep={},stat={}", threads_per_row, rows_per_block, vector_bytes,
+                     keep_name(keep), stat_name(stat));
 }
 
 nlohmann::json Config::to_json() const {
-  nlohmann::json j = {{"tpr", threads_per_row}, {"rpb", rows_per_block},  {"vw", vector_bytes},
-                      {"items", items},         {"keep", keep_name(keep)}, {"stat", stat_name(stat)}};
-  if (occupancy > 0) j["occ"] = occupancy;
-  return j;
+  return {{"tpr", threads_per_row}, {"rpb", rows_per_block}, {"vw", vector_bytes},
+          {"items", items},         {"keep", keep_name(keep)}, {"stat", stat_name(stat)}};
 }
 
 Config Config::from_json(const nlohmann::json& j) {
@@ -94,9 +88,7 @@ Config Config::from_json(const nlohmann::json& j) {
     if (keep == "reg") c.keep = Keep::registers;
     else if (keep == "smem") c.keep = Keep::shared;
     else if (keep == "reread") c.keep = Keep::reread;
-    else if (keep == "flat") c.keep = Keep::flat;
     else throw Error("unknown keep '" + keep + "'");
-    c.occupancy = j.contains("occ") ? detail::json_int(j, "occ") : 0;  // absent before version 2
     const auto stat = j.at("stat").get<std::string>();
     if (stat == "twopass") c.stat = Stat::two_pass;
     else if (stat == "welford") c.stat = Stat::welford;
@@ -225,26 +217,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (block < 32 || block > 1024) return fail("block size outside 32..1024");
   if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
     return fail("vector width: 1..16 bytes, at least one element");
-  if (c.occupancy != 0) {
-    if (c.occupancy < block || c.occupancy > 2048 || c.occupancy % block != 0)
-      return fail("occupancy: a multiple of the block size, at most 2048 threads");
-    if (prune && (c.keep != Keep::registers || c.items * c.vector_bytes > 32 || c.occupancy != 2048))
-      return fail("an occupancy target only for small register-kept row slices");
-  }
-  if (c.keep == Keep::flat) {
-    // Staged spans need no alignment: the vector width is free, and the threads of a row read
-    // single elements from shared memory.
-    if (c.threads_per_row > 32) return fail("flat rows are reduced within a warp (threads per row <= 32)");
-    if (c.stat != Stat::two_pass) return fail("flat rows use two-pass statistics");
-    if (c.items != 0) return fail("items apply to register keep only");
-    if ((std::int64_t(c.rows_per_block) * p.cols + c.vector_bytes / elem) * elem > kMaxFlatSharedBytes)
-      return fail("rows do not fit in shared memory");
-    if (prune && p.cols * elem > kMaxFlatRowBytes) return fail("flat staging only for narrow rows");
-    if (prune && c.vector_bytes != 16) return fail("flat staging moves 16-byte vectors");
-    if (prune && c.threads_per_row > 1 && c.threads_per_row / 2 >= p.cols)
-      return fail("more than half of a row's threads would be idle");
-    return true;
-  }
   if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
   if (prune && c.vector_bytes < std::min(4, p.align_bytes) && p.cols >= 4)
     return fail("2-byte accesses only where alignment forces them");
@@ -306,23 +278,9 @@ std::vector<Config> enumerate(const Problem& p) {
             c.keep = keep;
             c.stat = stat;
             if (is_valid(p, c) && c != seed) out.push_back(c);
-            c.occupancy = 2048;
-            if (is_valid(p, c)) out.push_back(c);
           }
         }
       }
-    }
-  }
-  for (int tpr = 1; tpr <= 32; tpr *= 2) {
-    for (int block : {128, 256, 512}) {
-      Config c;
-      c.threads_per_row = tpr;
-      c.rows_per_block = block / tpr;
-      c.vector_bytes = 16;
-      c.items = 0;
-      c.keep = Keep::flat;
-      c.stat = Stat::two_pass;
-      if (is_valid(p, c)) out.push_back(c);
     }
   }
   return out;
@@ -361,11 +319,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   Geometry g;
   g.block = static_cast<unsigned>(c.threads_per_row * c.rows_per_block);
   g.grid = static_cast<unsigned>(ceil_div(rows, c.rows_per_block));
-  if (c.keep == Keep::flat) {
-    // The rows back to back, plus room to shift the tile by up to a vector's elements.
-    const std::int64_t ve = c.vector_bytes / p.element_bytes();
-    g.dynamic_smem = std::size_t(std::int64_t(c.rows_per_block) * p.cols + ve) * p.element_bytes();
-  } else if (c.keep == Keep::shared) {
+  if (c.keep == Keep::shared) {
     const std::int64_t ve = c.vector_bytes / p.element_bytes();
     g.dynamic_smem = std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
   }
@@ -391,19 +345,12 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.headers = headers();
   r.arch = arch;
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
-  if (c.keep == Keep::flat) {
-    r.name_expressions = {fmt::format("kvt_normalize_flat<{}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
-                                      c.threads_per_row, c.rows_per_block, ve, mode_index(p.mode), affine_bits(p),
-                                      stats_bits(p))};
-    return r;
-  }
   // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
   const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
-  const int min_blocks = c.occupancy > 0 ? c.occupancy / (c.threads_per_row * c.rows_per_block) : 0;
-  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                                    kernel_type(p.dtype), c.threads_per_row, c.rows_per_block, ve, c.items,
-                                    static_cast<int>(c.keep), static_cast<int>(c.stat), mode_index(p.mode),
-                                    affine_bits(p), stats_bits(p), full ? "true" : "false", min_blocks)};
+  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
+                                    c.threads_per_row, c.rows_per_block, ve, c.items, static_cast<int>(c.keep),
+                                    static_cast<int>(c.stat), mode_index(p.mode), affine_bits(p), stats_bits(p),
+                                    full ? "true" : "false")};
   return r;
 }
 
@@ -474,30 +421,11 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   constexpr double kSharedPass = 100e-9;    // staging a row in shared memory
   constexpr double kRereadFraction = 0.5;   // a re-read pass misses L2 about half the time
   const double cols = double(p.cols), rows = double(p.rows), elem = p.element_bytes();
-  if (c.keep == Keep::flat) {
-    // Stage in, reduce from shared memory, stage out: two dependent DRAM trips per block, the
-    // loads of a whole block's span in flight at once (up to 4 vectors per thread).
-    constexpr double kSharedStep = 8e-9;  // one element of one pass over the tile, per thread
-    const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
-    const double tile = double(geometry(p, c, c.rows_per_block).dynamic_smem);
-    const double blocks_per_sm = std::min({32.0, std::floor(2048.0 / double(block)), std::floor(200e3 / tile)});
-    const double blocks = std::ceil(rows / c.rows_per_block);
-    const double resident = std::min(blocks, double(sm_count) * blocks_per_sm);
-    const double per_thread = std::min(4.0, std::ceil(c.rows_per_block * cols * elem / (double(block) * 16)));
-    const double in_flight = resident * double(block) * per_thread * 16;
-    const double bytes = 2 * rows * cols * elem;
-    const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
-    const int reductions = p.mode == NormMode::rmsnorm ? 1 : 2;
-    const double chain = 2 * kLatency + reductions * std::log2(double(c.threads_per_row)) * kShuffle +
-                         3 * std::ceil(cols / c.threads_per_row) * kSharedStep;
-    return std::max(memory, std::ceil(blocks / (double(sm_count) * blocks_per_sm)) * chain) + chain;
-  }
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * ve);
   const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
   const std::int64_t regs = 32 + (c.keep == Keep::registers ? iterations * c.vector_bytes / 4 : 0);
-  const std::int64_t threads_per_sm =
-      c.occupancy > 0 ? c.occupancy : std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
+  const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
   const std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
   if (blocks_per_sm == 0) return 1.0;  // cannot be resident: last
   const double blocks = std::ceil(rows / c.rows_per_block);

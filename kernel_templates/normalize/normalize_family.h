@@ -16,10 +16,8 @@
 
 namespace kvtune::normalize {
 
-/// Where a row lives between the statistics pass and the output pass. `flat` is its own kernel for
-/// narrow rows: the block's rows are staged through shared memory as one span with full-width
-/// vectors, whatever the rows' alignment.
-enum class Keep : std::uint8_t { registers, shared, reread, flat };
+/// Where a row lives between the statistics pass and the output pass.
+enum class Keep : std::uint8_t { registers, shared, reread };
 /// How the mean and variance are computed.
 enum class Stat : std::uint8_t { two_pass, welford };
 
@@ -31,14 +29,10 @@ struct Config {
   int items = 0;             // vectors per thread kept in registers (Keep::registers), else 0
   Keep keep = Keep::registers;
   Stat stat = Stat::two_pass;
-  /// Resident threads per SM the compiler must allow (0: its own choice; 2048: every thread slot,
-  /// at most 32 registers each). More resident threads keep more loads in flight.
-  int occupancy = 0;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
-  /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown), with
-  /// ",occ=2048" when an occupancy is asked for.
+  /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown).
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
