@@ -2,14 +2,15 @@
 # Every test CI runs, in order (README.md, "Run the tests"); stops at the first failing stage.
 #   release  Release build in build/, its whole ctest suite: CPU tests everywhere, [gpu] tests
 #            skip with a printed reason where there is no GPU.
-#   asan     clang build in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
-#            any UB fatal); the Catch2 CPU suite (kvtune_tests, which runs the tools it tests from
-#            the same build) except [slow]: the two NVRTC compile sweeps, whose time is spent in
-#            NVRTC (not instrumented), which take 7.7 minutes under ASan and which the release
-#            stage runs in full.
-#   fuzz     clang build in build-fuzz/ of the libFuzzer targets (fuzz/README.md): every
-#            regression input replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
-# The two sanitizer builds use clang (a third faster to build than gcc with these flags) and Ninja.
+#   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
+#            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
+#            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
+#            two NVRTC compile sweeps, whose time is spent in NVRTC (not instrumented) and which the
+#            release stage runs in full.
+#   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
+#            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
+# The sanitizer build uses clang (libFuzzer; a third faster to build than gcc with these flags)
+# and Ninja; asan and fuzz share it, so it is compiled once.
 # usage: tests/run_all.sh [release] [asan] [fuzz]   (no argument: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,18 +45,22 @@ configure_clang() {
   cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ "$@"
 }
 
+configure_sanitized() {
+  configure_clang build-san -DKVTUNE_SANITIZE=ON -DKVTUNE_BUILD_FUZZERS=ON
+}
+
 stage_asan() {
-  configure_clang build-asan -DKVTUNE_SANITIZE=ON
-  cmake --build build-asan -j2 --target kvtune_tests
+  configure_sanitized
+  cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
-  (cd build-asan/tests && ./kvtune_tests '~[slow]')
+  (cd build-san/tests && ./kvtune_tests '~[slow]')
 }
 
 stage_fuzz() {
-  configure_clang build-fuzz -DKVTUNE_BUILD_FUZZERS=ON -DKVTUNE_BUILD_TESTS=OFF
-  cmake --build build-fuzz -j2 --target fuzz_shapes fuzz_import fuzz_keys
+  configure_sanitized
+  cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys
   sanitizer_environment
-  fuzz/run_fuzzers.sh build-fuzz "$FUZZ_SECONDS"
+  fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS"
 }
 
 timings=()

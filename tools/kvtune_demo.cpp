@@ -1,5 +1,6 @@
-// kvtune-demo: the main job. Measures the copy roofline, then tunes and runs tuned_normalize on a
-// few shapes and prints shape, chosen variant, time, GB/s and % of the measured copy bandwidth.
+// kvtune-demo: the main job. Measures the copy roofline, then tunes and runs both operators —
+// tuned_normalize and tuned_dwconv (forward, input gradient, weight gradient) — on a few shapes and
+// prints shape, chosen variant, time, GB/s and % of the measured copy bandwidth.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -49,6 +50,31 @@ double median_ms(F&& body, int batch, int samples = 15) {
   return t[t.size() / 2];
 }
 
+// Device buffers of `bytes` each, filled with finite pseudo-random 16-bit patterns (f16 values in
+// [1, 2) for 16-bit types; small positive floats for f32). Never zeros.
+struct Buffers {
+  std::vector<void*> ptrs;
+  Buffers(int count, std::size_t bytes) : ptrs(std::size_t(count), nullptr) {
+    std::vector<unsigned short> noise(bytes / 2);
+    for (int i = 0; i < count; ++i) {
+      check(cudaMalloc(&ptrs[std::size_t(i)], bytes), "cudaMalloc");
+      for (std::size_t k = 0; k < noise.size(); ++k)
+        noise[k] = static_cast<unsigned short>(0x3C00u + ((k * 2654435761u + unsigned(i)) >> 7) % 0x0400u);
+      check(cudaMemcpy(ptrs[std::size_t(i)], noise.data(), noise.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+  }
+  ~Buffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+  Buffers(const Buffers&) = delete;
+  void* operator[](int i) const { return ptrs[std::size_t(i)]; }
+};
+
+// Enough rotation sets that one round of `bytes_per_call` exceeds twice the L2.
+int rotation(std::size_t bytes_per_call, int l2_bytes) {
+  return int(std::clamp<std::size_t>(2 * std::size_t(l2_bytes) / std::max<std::size_t>(bytes_per_call, 1) + 1, 1, 64));
+}
+
 // Device-to-device copy of 1 GiB, bytes read + written per second.
 double copy_bandwidth_gbps() {
   const std::size_t bytes = std::size_t(1) << 30;
@@ -65,7 +91,7 @@ double copy_bandwidth_gbps() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvtune-demo: tune and run tuned_normalize on a few shapes against the copy roofline"};
+  CLI::App app{"kvtune-demo: tune and run tuned_normalize and tuned_dwconv on a few shapes against the copy roofline"};
   std::string policy = "tune";
   app.add_option("--policy", policy, "tune, heuristic or cached")->check(CLI::IsMember({"tune", "heuristic", "cached"}));
   CLI11_PARSE(app, argc, argv);
@@ -109,17 +135,8 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) {
       const std::size_t elem = s.dtype == kvtune::DType::f32 ? 4 : 2;
       const std::size_t bytes = std::size_t(s.rows * s.cols) * elem;
-      // Rotate through enough buffers that one round exceeds twice the L2.
-      const int copies = int(std::clamp<std::size_t>(2 * std::size_t(prop.l2CacheSize) / (2 * bytes) + 1, 1, 64));
-      std::vector<void*> xs(copies), ys(copies);
-      for (int i = 0; i < copies; ++i) {
-        check(cudaMalloc(&xs[i], bytes), "cudaMalloc");
-        check(cudaMalloc(&ys[i], bytes), "cudaMalloc");
-        std::vector<unsigned short> noise(bytes / 2);
-        for (std::size_t k = 0; k < noise.size(); ++k)
-          noise[k] = static_cast<unsigned short>(0x3C00u + ((k * 2654435761u + i) >> 7) % 0x0400u);  // finite values
-        check(cudaMemcpy(xs[i], noise.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-      }
+      const int copies = rotation(2 * bytes, prop.l2CacheSize);
+      const Buffers xs(copies, bytes), ys(copies, bytes);
       kvtune::NormalizeArgs args;
       args.rows = s.rows;
       args.cols = s.cols;
@@ -140,11 +157,68 @@ int main(int argc, char** argv) {
       const double gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
       fmt::print("{:>14} {:>5} {:>11} {:<46} {:>9.2f} {:>8.0f} {:>6.1f}%\n", fmt::format("{}x{}", s.rows, s.cols),
                  kvtune::to_string(s.dtype), kvtune::to_string(s.mode), variant, ms * 1e3, gbps, 100 * gbps / copy);
-      for (int i = 0; i < copies; ++i) {
-        cudaFree(xs[i]);
-        cudaFree(ys[i]);
-      }
     }
+
+    // Depthwise convolution: model bytes are each input read once and each output written once
+    // (the filter is negligible), as in kvtune-bench.
+    fmt::print("\n{:<34} {:>15} {:<44} {:>9} {:>8} {:>7}\n", "depthwise convolution", "direction", "variant",
+               "time us", "GB/s", "% copy");
+    struct Conv {
+      const char* name;
+      kvtune::DwLayout layout;
+      std::int64_t n, c, h, w;
+      int k;
+      bool causal;
+    };
+    const Conv convs[] = {
+        {"Mamba causal K=4 8x4096x2048 NCL", kvtune::DwLayout::ncl, 8, 4096, 1, 2048, 4, true},
+        {"MobileNetV2 3x3 32x144x56x56 NCHW", kvtune::DwLayout::nchw, 32, 144, 56, 56, 3, false},
+    };
+    for (const auto& cv : convs)
+      for (kvtune::DwDirection dir :
+           {kvtune::DwDirection::forward, kvtune::DwDirection::backward_data, kvtune::DwDirection::backward_weight}) {
+        const bool two_d = cv.h > 1;
+        const std::size_t tensor = std::size_t(cv.n * cv.c * cv.h * cv.w) * 4;  // f32, same size in and out
+        const std::size_t filter = std::size_t(cv.c * cv.k * (two_d ? cv.k : 1)) * 4;
+        // Forward and input gradient read one tensor and write one; the weight gradient reads two.
+        const std::size_t bytes = 2 * tensor + filter;
+        const int copies = rotation(bytes, prop.l2CacheSize);
+        const Buffers in(copies, tensor), out(copies, tensor), weights(copies, filter);
+        kvtune::DwConvArgs a;
+        a.direction = dir;
+        a.layout = cv.layout;
+        a.n = cv.n;
+        a.c = cv.c;
+        a.h = cv.h;
+        a.w = cv.w;
+        a.kernel_w = cv.k;
+        a.kernel_h = two_d ? cv.k : 1;
+        a.causal = cv.causal;
+        if (!cv.causal) a.pad_left = a.pad_right = a.pad_top = a.pad_bottom = cv.k / 2;
+        if (!two_d) a.pad_top = a.pad_bottom = 0;
+        int next = 0;
+        const auto bind = [&] {
+          if (dir == kvtune::DwDirection::forward) {
+            a.x = in[next], a.weight = weights[next], a.y = out[next];
+          } else if (dir == kvtune::DwDirection::backward_data) {
+            a.dy = in[next], a.weight = weights[next], a.dx = out[next];
+          } else {
+            a.x = in[next], a.dy = out[next], a.dweight = weights[next];
+          }
+          next = (next + 1) % copies;
+        };
+        bind();
+        const std::string variant = context.dwconv_variant(a);  // tunes on first sight
+        const double ms = median_ms(
+            [&] {
+              bind();
+              context.dwconv(a);
+            },
+            20);
+        const double gbps = double(bytes) / (ms * 1e-3) / 1e9;
+        fmt::print("{:<34} {:>15} {:<44} {:>9.2f} {:>8.0f} {:>6.1f}%\n", cv.name, kvtune::to_string(dir), variant,
+                   ms * 1e3, gbps, 100 * gbps / copy);
+      }
     const auto c = context.counters();
     fmt::print("\ncounters: calls={} table_hits={} cache_hits={} tunes={} heuristic={} compiles={} timed={} "
                "rejected={}\n",

@@ -308,10 +308,15 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
   float acc[TG + 1];
 #pragma unroll
   for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
-  if (c < p.channels) {
+  if (c < p.channels && begin + py < end) {
+    // (n, h, w) of position e, advanced by PY positions a step with carries instead of the three
+    // 64-bit divisions per element a direct decomposition costs (they dominated the instruction count).
+    const long long step_w = PY % p.dst_w, step_hw = PY / p.dst_w;
+    const long long step_h = step_hw % p.dst_h, step_n = step_hw / p.dst_h;
+    long long w = (begin + py) % p.dst_w, h = (begin + py) / p.dst_w;
+    long long n = h / p.dst_h;
+    h %= p.dst_h;
     for (long long e = begin + py; e < end; e += PY) {
-      const long long w = e % p.dst_w, rest = e / p.dst_w;
-      const long long h = rest % p.dst_h, n = rest / p.dst_h;
       const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
                                           : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
       const float g = kvt_to_float(dy[g_idx]);
@@ -325,6 +330,17 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
                                               : ((n * p.src_h + r) * p.src_w + q) * p.channels + c;
           acc[j] += g * kvt_to_float(x[x_idx]);
         }
+      }
+      w += step_w;
+      h += step_h;
+      n += step_n;
+      if (w >= p.dst_w) {
+        w -= p.dst_w;
+        ++h;
+      }
+      if (h >= p.dst_h) {
+        h -= p.dst_h;
+        ++n;
       }
     }
   }
