@@ -102,6 +102,30 @@ TEST_CASE("enumerated variants are valid, unique and cover every axis", "[normal
   CHECK(rpb.size() >= 4);
 }
 
+TEST_CASE("rows covered exactly by the register slices compile without masks", "[normalize]") {
+  // bf16 x 1024: 64 threads x 8 elements x 2 vectors cover the row exactly (FULL).
+  Config r;
+  r.threads_per_row = 64;
+  r.rows_per_block = 2;
+  r.vector_bytes = 16;
+  r.items = 2;
+  r.keep = Keep::registers;
+  const Problem exact = make(DType::bf16, NormMode::layernorm, 1024);
+  REQUIRE(normalize::is_valid(exact, r));
+  CHECK(normalize::compile_request(exact, r, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, true>");
+  // 1000 columns leave the last slice partial: masked.
+  const Problem odd = make(DType::bf16, NormMode::layernorm, 1000);
+  REQUIRE(normalize::is_valid(odd, r));
+  CHECK(normalize::compile_request(odd, r, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 2, 0, 0, 1, 0, 0, false>");
+  // Only register keep can be FULL.
+  r.keep = Keep::shared;
+  r.items = 0;
+  CHECK(normalize::compile_request(exact, r, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize<kvt_bf16, 64, 2, 8, 0, 1, 0, 1, 0, 0, false>");
+}
+
 TEST_CASE("constraints reject what cannot run", "[normalize]") {
   const Problem p = make(DType::f32, NormMode::layernorm, 1024);
   Config c;

@@ -17,7 +17,7 @@ namespace kvtune::normalize {
 namespace {
 
 // Bump when this description changes in a way that changes generated code or its meaning.
-constexpr int kDescriptionVersion = 1;
+constexpr int kDescriptionVersion = 2;
 constexpr std::int64_t kMaxIterations = 64;          // vectors one thread handles per row
 constexpr int kMaxRegisterRowBytes = 128;            // row bytes one thread may keep in registers
 constexpr std::size_t kMaxSharedBytes = 160 * 1024;  // the device limit is checked again when tuning
@@ -344,10 +344,13 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.source = embedded::normalize_cu;
   r.headers = headers();
   r.arch = arch;
-  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
-                                    c.threads_per_row, c.rows_per_block, c.vector_bytes / p.element_bytes(), c.items,
-                                    static_cast<int>(c.keep), static_cast<int>(c.stat), mode_index(p.mode),
-                                    affine_bits(p), stats_bits(p))};
+  const std::int64_t ve = c.vector_bytes / p.element_bytes();
+  // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
+  const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
+  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
+                                    c.threads_per_row, c.rows_per_block, ve, c.items, static_cast<int>(c.keep),
+                                    static_cast<int>(c.stat), mode_index(p.mode), affine_bits(p), stats_bits(p),
+                                    full ? "true" : "false")};
   return r;
 }
 
