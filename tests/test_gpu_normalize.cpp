@@ -349,3 +349,48 @@ TEST_CASE("stream capture: loaded problems are captured, others fail without bre
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine and stats combination",
+          "[gpu][normalize]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  std::size_t checked = 0;
+  for (DType d : {DType::f32, DType::bf16})
+    for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+      for (int affine = 0; affine < 4; ++affine)
+        for (bool stats : {false, true})
+          for (std::int64_t cols : {256, 1024}) {
+            normalize::Problem p;
+            p.dtype = d;
+            p.mode = mode;
+            p.cols = cols;
+            p.gamma = (affine & 1) != 0;
+            p.beta = (affine & 2) != 0;
+            p.mean_out = p.rstd_out = stats;
+            std::vector<normalize::Config> full;
+            for (const auto& c : normalize::enumerate(p))
+              if (c.keep == normalize::Keep::registers &&
+                  std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / int(elem_size(d))) == cols)
+                full.push_back(c);
+            const auto candidates = normalize::make_candidates(p, full, fingerprint.arch());
+            const auto compiled = tuner::compile_all(candidates, 0);
+            for (std::int64_t rows : {1000, 7}) {
+              p.rows = rows;
+              auto harness = normalize::make_harness(p, full, fingerprint.arch(), 0, stream);
+              for (std::size_t i = 0; i < candidates.size(); ++i) {
+                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << " " << compiled[i].message);
+                REQUIRE(compiled[i].status == tuner::Status::ok);
+                const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+                const auto verdict = harness->verify(candidates[i], kernel, stream);
+                INFO(verdict.message);
+                CHECK(verdict.ok);
+                ++checked;
+              }
+            }
+          }
+  cudaStreamDestroy(stream);
+  WARN("verified " << checked << " (FULL variant, rows) pairs");
+  CHECK(checked > 500);
+}
