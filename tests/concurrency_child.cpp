@@ -41,6 +41,8 @@ struct DwCase {
     args.x = alloc(elems);
     args.y = alloc(elems);
     args.weight = alloc(std::size_t(c) * std::size_t(k * k) * 4);
+    // The memsets ran on the legacy stream; the calls run on non-blocking streams.
+    detail::cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
   }
   void* alloc(std::size_t bytes) {
     void* p = nullptr;

@@ -25,6 +25,10 @@ class LayerNormCase {
     detail::cuda_check(cudaMalloc(&x_, bytes), "cudaMalloc");
     detail::cuda_check(cudaMalloc(&y_, bytes), "cudaMalloc");
     detail::cuda_check(cudaMemcpy(x_, host_.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    // From pageable memory, cudaMemcpy may return before the DMA into x has landed, and callers
+    // run the operator on non-blocking streams, which do not wait for the legacy stream: without
+    // this, the first call can read a partly written x (seen as wrong outputs in the 8-process test).
+    detail::cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
   }
   ~LayerNormCase() {
     cudaFree(x_);
