@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kernel_templates/dwconv/dwconv_family.h"
@@ -306,4 +307,42 @@ TEST_CASE("dwconv problem hash: equal problems hash equal, any field changes it"
   q = p;
   q.deterministic = false;
   CHECK(hash(q) != hash(p));
+}
+
+TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ranked by the cost model", "[dwconv]") {
+  // The suites' weight gradients: Mamba causal K=4 NCL and MobileNetV2 3x3 NCHW, f32.
+  DwConvArgs mamba = args_1d(DwDirection::backward_weight, DwLayout::ncl, 4, 1, 1);
+  mamba.n = 8, mamba.c = 4096, mamba.w = 2048;
+  mamba.pad_left = mamba.pad_right = 0;
+  mamba.causal = true;
+  DwConvArgs mobile = args_2d(DwDirection::backward_weight, DwLayout::nchw);
+  mobile.n = 32, mobile.c = 144, mobile.h = mobile.w = 56;
+  for (const DwConvArgs& a : {mamba, mobile}) {
+    const Problem p = dwconv::make_problem(a);
+    INFO(p.key());
+    const auto all = dwconv::enumerate(p);
+    std::vector<std::pair<double, Config>> ranked;
+    int tiled = 0;
+    for (const auto& c : all) {
+      ranked.emplace_back(dwconv::predicted_seconds(p, c, 132, 4.2e12), c);
+      if (c.outputs_per_thread <= 1) continue;
+      ++tiled;
+      CHECK(c.taps_per_block == p.kh * p.kw);
+      CHECK(c.label().find(",rw=") != std::string::npos);
+      const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+      CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.outputs_per_thread));
+    }
+    CHECK(tiled >= 4);
+    // The model ranks a tiled variant first, so the budgeted search always tries some.
+    std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    CHECK(ranked.front().second.outputs_per_thread > 1);
+    // A run needs every tap; a 7x7 kernel (49 taps) has no tiled variant.
+    Config c = ranked.front().second;
+    c.taps_per_block = 2;
+    CHECK_FALSE(dwconv::is_valid(p, c));
+  }
+  DwConvArgs big = mobile;
+  big.kernel_h = big.kernel_w = 7;
+  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 3;
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(big))) CHECK(c.outputs_per_thread <= 1);
 }

@@ -289,7 +289,8 @@ class DwConvProblem final : public OpProblem {
     // The declared axes. tiled: outputs per thread 1..16, threads along W (or C) and rows per block
     // 1..1024 (powers of two), vector channels 1..8, halo and filter staging; plus the two direct
     // designs. wgrad: channels per block and position threads 1..1024, taps per block 1..32,
-    // splits 1..32768 (powers of two), ordered or atomic reduction. Seeds outside the axes count too.
+    // splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of 4 or 8
+    // outputs (or none). Seeds outside the axes count too.
     const dw::Problem& p = e_.problem;
     std::set<std::string> total, runnable;
     const auto consider = [&](const dw::Config& c) {
@@ -302,16 +303,18 @@ class DwConvProblem final : public OpProblem {
         for (int py = 1; py <= 1024; py *= 2)
           for (int tg = 1; tg <= 32; ++tg)
             for (int splits = 1; splits <= 32768; splits *= 2)
-              for (int atomic : {0, 1}) {
-                dw::Config c;
-                c.kernel = dw::Kernel::wgrad;
-                c.channels_per_block = ct;
-                c.position_threads = py;
-                c.taps_per_block = tg;
-                c.splits = splits;
-                c.atomic = atomic;
-                consider(c);
-              }
+              for (int atomic : {0, 1})
+                for (int rw : {0, 4, 8}) {
+                  dw::Config c;
+                  c.kernel = dw::Kernel::wgrad;
+                  c.channels_per_block = ct;
+                  c.position_threads = py;
+                  c.taps_per_block = tg;
+                  c.splits = splits;
+                  c.atomic = atomic;
+                  c.outputs_per_thread = rw;
+                  consider(c);
+                }
     } else {
       for (int coalesced : {0, 1}) {
         dw::Config c;

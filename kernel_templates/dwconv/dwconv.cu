@@ -18,9 +18,16 @@
 //                        `splits` slices of the N x Ho x Wo reduction; threads reduce through
 //                        shared memory in a fixed order; splits > 1 combine per-split partials in
 //                        the last-arriving block (deterministic) or through f32 atomics (ATOMIC 1).
+//                        RW > 1 (register tiling, TG = every tap): a thread takes runs of RW
+//                        consecutive dy elements along W and loads each x row's window once for
+//                        all KW taps, instead of one x load per tap and dy element.
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
 #include "common.cuh"
 #include "dwconv_params.h"
+
+template <bool B> struct kvt_bool {
+  static constexpr bool value = B;
+};
 
 __host__ __device__ constexpr int kvt_floordiv(int a, int b) { return (a >= 0) ? a / b : -((-a + b - 1) / b); }
 
@@ -279,8 +286,9 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
 // otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
 // last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
-          int ATOMIC, int BIAS>
+          int ATOMIC, int BIAS, int RW = 1>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
+  static_assert(RW == 1 || TG == KH * KW, "register-tiled wgrad keeps every tap");
   constexpr int kTaps = KH * KW;
   constexpr int kCols = kTaps + 1;  // the last column is dbias
   __shared__ float partial[PY][CT][TG + 1];
@@ -308,7 +316,71 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
   float acc[TG + 1];
 #pragma unroll
   for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
-  if (c < p.channels && begin + py < end) {
+  if constexpr (RW > 1) {
+    // Runs of RW outputs along W within one (n, h) row; this split's slice is a range of runs.
+    constexpr int kWin = (RW - 1) * SW + (KW - 1) * DW + 1;
+    const long long runs_per_row = (p.dst_w + RW - 1) / RW;
+    const long long runs = p.batch * p.dst_h * runs_per_row;
+    const long long per_split_runs = (runs + p.splits - 1) / p.splits;
+    const long long run_begin = split * per_split_runs;
+    const long long run_end = run_begin + per_split_runs < runs ? run_begin + per_split_runs : runs;
+    if (c < p.channels && run_begin + py < run_end) {
+      const long long step_r = PY % runs_per_row, step_hr = PY / runs_per_row;
+      const long long step_h = step_hr % p.dst_h, step_n = step_hr / p.dst_h;
+      long long wr = (run_begin + py) % runs_per_row, h = (run_begin + py) / runs_per_row;
+      long long n = h / p.dst_h;
+      h %= p.dst_h;
+      for (long long e = run_begin + py; e < run_end; e += PY) {
+        const long long w0 = wr * RW;
+        float g[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+          const long long w = w0 + r;
+          const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
+                                              : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
+          g[r] = w < p.dst_w ? kvt_to_float(dy[g_idx]) : 0.f;
+          if (BIAS) acc[TG] += g[r];
+        }
+        // A run that ends past the row skips its missing outputs' products, so an x column that
+        // only they would touch cannot bring in a NaN (0 * inf) that the definition does not have.
+        const int valid = p.dst_w - w0 < RW ? static_cast<int>(p.dst_w - w0) : RW;
+        auto taps = [&](auto whole_run) {
+#pragma unroll
+          for (int kh = 0; kh < KH; ++kh) {
+            const long long row = h * SH - PH + (long long)kh * DH;
+            if (row < 0 || row >= p.src_h) continue;
+            const long long q0 = w0 * SW - PW;
+            const T* x_row = LAYOUT == 0 ? x + ((n * p.channels + c) * p.src_h + row) * p.src_w
+                                         : x + ((n * p.src_h + row) * p.src_w) * p.channels + c;
+            float win[kWin];
+#pragma unroll
+            for (int i = 0; i < kWin; ++i) {
+              const long long q = q0 + i;
+              win[i] = (q >= 0 && q < p.src_w) ? kvt_to_float(x_row[LAYOUT == 0 ? q : q * p.channels]) : 0.f;
+            }
+#pragma unroll
+            for (int kw = 0; kw < KW; ++kw)
+#pragma unroll
+              for (int r = 0; r < RW; ++r)
+                if (decltype(whole_run)::value || r < valid) acc[kh * KW + kw] += g[r] * win[r * SW + kw * DW];
+          }
+        };
+        if (valid == RW) taps(kvt_bool<true>{});
+        else taps(kvt_bool<false>{});
+        wr += step_r;
+        h += step_h;
+        n += step_n;
+        if (wr >= runs_per_row) {
+          wr -= runs_per_row;
+          ++h;
+        }
+        if (h >= p.dst_h) {
+          h -= p.dst_h;
+          ++n;
+        }
+      }
+    }
+  } else if (c < p.channels && begin + py < end) {
     // (n, h, w) of position e, advanced by PY positions a step with carries instead of the three
     // 64-bit divisions per element a direct decomposition costs (they dominated the instruction count).
     const long long step_w = PY % p.dst_w, step_hw = PY / p.dst_w;

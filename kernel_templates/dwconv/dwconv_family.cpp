@@ -20,6 +20,7 @@ constexpr int kDescriptionVersion = 1;
 constexpr int kMaxKernel = 63;
 constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per kernel row
 constexpr int kMaxFilterRegisters = 64;
+constexpr int kMaxTiledWgradTaps = 32;  // a register-tiled wgrad thread keeps one accumulator per tap
 constexpr std::size_t kMaxSmem = 48 * 1024;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -87,8 +88,9 @@ std::string Config::label() const {
       return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}", outputs_per_thread, threads_x, threads_y,
                          vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg");
     case Kernel::wgrad:
-      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}", channels_per_block, position_threads,
-                         taps_per_block, splits, atomic ? "atomic" : "ordered");
+      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}", channels_per_block, position_threads,
+                         taps_per_block, splits, atomic ? "atomic" : "ordered",
+                         outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "");
   }
   return "?";
 }
@@ -285,7 +287,13 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (c.splits < 1 || c.splits > 65535) return fail("splits: 1..65535");
     if (c.atomic && p.deterministic) return fail("atomics need deterministic = false");
     if (std::size_t(block) * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail("shared memory");
-    const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
+    // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
+    const int rw = std::max(1, c.outputs_per_thread);
+    if (c.outputs_per_thread < 0 || c.outputs_per_thread > 16) return fail("outputs per thread: 0..16");
+    if (rw > 1 && c.taps_per_block != taps(p)) return fail("register-tiled wgrad keeps every tap (tg = taps)");
+    if (prune && rw > 1 && taps(p) > kMaxTiledWgradTaps) return fail("too many taps to keep in registers");
+    if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
+    const std::int64_t positions = p.n * p.dst_h() * ceil_div(p.dst_w(), rw);
     if (prune && c.splits > 1 && positions / c.splits < 4 * c.position_threads)
       return fail("too little work per split");
     if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
@@ -385,16 +393,18 @@ std::vector<Config> enumerate(const Problem& p) {
       for (int block : {128, 256})
         for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32)})
           for (int splits : {1, 8, 32, 128})
-            for (int atomic : {0, 1}) {
-              Config c;
-              c.kernel = Kernel::wgrad;
-              c.channels_per_block = ct;
-              c.position_threads = block / ct;
-              c.taps_per_block = tg;
-              c.splits = splits;
-              c.atomic = atomic;
-              add(c);
-            }
+            for (int atomic : {0, 1})
+              for (int rw : {0, 4, 8}) {
+                Config c;
+                c.kernel = Kernel::wgrad;
+                c.channels_per_block = ct;
+                c.position_threads = block / ct;
+                c.taps_per_block = tg;
+                c.splits = splits;
+                c.atomic = atomic;
+                c.outputs_per_thread = rw;
+                add(c);
+              }
     return out;
   }
   const int elem = p.element_bytes();
@@ -550,6 +560,8 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         kernel_type(p.dtype), p.channel_last() ? 1 : 0, p.kh, p.kw, p.sh, p.sw, p.dh,
                                         p.dw, p.pad_top, p.pad_left, c.channels_per_block, c.position_threads,
                                         c.taps_per_block, c.atomic, p.bias ? 1 : 0)};
+      if (c.outputs_per_thread > 1)  // the default RW = 1 keeps the older variants' names (and cubins)
+        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.outputs_per_thread));
       break;
   }
   return r;
@@ -733,7 +745,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double positions = batch * double(p.out_h() * p.out_w());
       const double occupancy = std::min(1.0, blocks * ct * py / (sms * 2048));
       const double work = channels * tap_count * positions;
-      const double loads = channels * positions * (tap_count / tg);
+      // Register tiling loads each x row's window once per run of rw outputs for all KW taps.
+      const double rw = std::max(1, c.outputs_per_thread);
+      const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+      const double loads = rw > 1 ? channels * positions * p.kh * window / rw / 4 : channels * positions * (tap_count / tg);
       const double issue = (work * kFma + loads * kLoad) / sms / std::max(occupancy, 1e-3);
       const double reduce = blocks * ct * tg * kReduce * std::log2(std::max(py, 2.0)) / sms +
                             (splits > 1 ? kSplit * channels * tap_count * splits / sms / 1000 : 0);
