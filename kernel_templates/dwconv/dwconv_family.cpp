@@ -449,14 +449,8 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.channels_per_block = p.channel_last() ? 32 : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
-    // Register tiling wherever every tap fits: the tuned winner on all three H200 suite problems
-    // it applies to (1D K=3, K=4, 3x3; bench/NOTES.md), 2-4.4x faster than one position per step.
-    if (taps(p) <= kMaxTiledWgradTaps && p.dst_w() >= 4) {
-      c.taps_per_block = taps(p);
-      c.outputs_per_thread = 4;
-    }
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
-    const std::int64_t positions = p.n * p.dst_h() * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
+    const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
     c.splits = 1;
     while (c.splits < 128 && blocks * c.splits < 4 * 132 && positions / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
