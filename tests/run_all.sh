@@ -34,19 +34,14 @@ stage_release() {
   ctest --test-dir build --output-on-failure
 }
 
-# Configures a sanitizer build folder with clang and Ninja (one made otherwise is started afresh).
-configure_clang() {
-  local dir=$1
-  shift
-  if [[ -f $dir/CMakeCache.txt ]] && ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$dir/CMakeCache.txt"; then
-    echo "$dir was configured with another generator: starting it afresh"
-    rm -rf "$dir"
-  fi
-  cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ "$@"
-}
-
+# Configures build-san/ with clang and Ninja for both sanitizer stages (KVTUNE_BUILD_FUZZERS implies
+# ASan + UBSan); a folder made with another generator is started afresh.
 configure_sanitized() {
-  configure_clang build-san -DKVTUNE_SANITIZE=ON -DKVTUNE_BUILD_FUZZERS=ON
+  if [[ -f build-san/CMakeCache.txt ]] && ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' build-san/CMakeCache.txt; then
+    echo "build-san was configured with another generator: starting it afresh"
+    rm -rf build-san
+  fi
+  cmake -G Ninja -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DKVTUNE_BUILD_FUZZERS=ON
 }
 
 stage_asan() {
