@@ -327,7 +327,7 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
       ranked.emplace_back(dwconv::predicted_seconds(p, c, 132, 4.2e12), c);
       if (c.outputs_per_thread <= 1) continue;
       ++tiled;
-      CHECK(c.taps_per_block == p.kh * p.kw);
+      CHECK((c.taps_per_block == p.kh * p.kw || (p.kh > 1 && c.taps_per_block == p.kw)));
       CHECK(c.label().find(",rw=") != std::string::npos);
       const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
       CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.outputs_per_thread));
@@ -336,13 +336,31 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     // The model ranks a tiled variant first, so the budgeted search always tries some.
     std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     CHECK(ranked.front().second.outputs_per_thread > 1);
-    // A run needs every tap; a 7x7 kernel (49 taps) has no tiled variant.
+    // A run needs every tap, or every tap of one kernel row.
     Config c = ranked.front().second;
     c.taps_per_block = 2;
     CHECK_FALSE(dwconv::is_valid(p, c));
   }
-  DwConvArgs big = mobile;
-  big.kernel_h = big.kernel_w = 7;
-  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 3;
-  for (const auto& c : dwconv::enumerate(dwconv::make_problem(big))) CHECK(c.outputs_per_thread <= 1);
+  // 7x7 (49 taps) and 31x31: too many accumulators for every tap, so the tiled variants take one
+  // kernel row per block column (tg = kw).
+  for (int k : {7, 31}) {
+    DwConvArgs big = mobile;
+    big.kernel_h = big.kernel_w = k;
+    big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = k / 2;
+    const Problem p = dwconv::make_problem(big);
+    int tiled = 0;
+    for (const auto& c : dwconv::enumerate(p)) {
+      if (c.outputs_per_thread <= 1) continue;
+      ++tiled;
+      CHECK(c.taps_per_block == k);
+    }
+    CHECK(tiled >= 4);
+    Config c;
+    c.kernel = dwconv::Kernel::wgrad;
+    c.channels_per_block = 1, c.position_threads = 128, c.splits = 1, c.outputs_per_thread = 4;
+    c.taps_per_block = k;
+    CHECK(dwconv::is_valid(p, c));
+    c.taps_per_block = k - 1;  // neither every tap nor one row
+    CHECK_FALSE(dwconv::is_valid(p, c));
+  }
 }

@@ -287,8 +287,8 @@ class DwConvProblem final : public OpProblem {
 
   SpaceSize space() const override {
     // The declared axes. tiled: outputs per thread 1..16, threads along W (or C) and rows per block
-    // 1..1024 (powers of two), vector channels 1..8, halo and filter staging; plus the two direct
-    // designs. wgrad: channels per block and position threads 1..1024, taps per block 1..32,
+    // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8;
+    // plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per block 1..32,
     // splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of 4 or 8
     // outputs (or none). Seeds outside the axes count too.
     const dw::Problem& p = e_.problem;
@@ -327,16 +327,18 @@ class DwConvProblem final : public OpProblem {
           for (int ty = 1; ty <= 1024; ty *= 2)
             for (int vc = 1; vc <= 8; vc *= 2)
               for (int halo : {0, 1})
-                for (int filter : {0, 1}) {
-                  dw::Config c;
-                  c.outputs_per_thread = rw;
-                  c.threads_x = tx;
-                  c.threads_y = ty;
-                  c.vector_channels = vc;
-                  c.smem_halo = halo;
-                  c.smem_filter = filter;
-                  consider(c);
-                }
+                for (int filter : {0, 1})
+                  for (int rh : {0, 2, 4, 8}) {
+                    dw::Config c;
+                    c.outputs_per_thread = rw;
+                    c.threads_x = tx;
+                    c.threads_y = ty;
+                    c.vector_channels = vc;
+                    c.smem_halo = halo;
+                    c.smem_filter = filter;
+                    c.rows_per_thread = rh;
+                    consider(c);
+                  }
     }
     const auto tuned = dw::enumerate(p);
     for (const auto& c : tuned) {

@@ -18,9 +18,10 @@
 //                        `splits` slices of the N x Ho x Wo reduction; threads reduce through
 //                        shared memory in a fixed order; splits > 1 combine per-split partials in
 //                        the last-arriving block (deterministic) or through f32 atomics (ATOMIC 1).
-//                        RW > 1 (register tiling, TG = every tap): a thread takes runs of RW
-//                        consecutive dy elements along W and loads each x row's window once for
-//                        all KW taps, instead of one x load per tap and dy element.
+//                        RW > 1 (register tiling, TG = every tap, or TG = KW: one kernel row per
+//                        block column): a thread takes runs of RW consecutive dy elements along W
+//                        and loads each x row's window once for all KW taps, instead of one x load
+//                        per tap and dy element.
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
 #include "common.cuh"
 #include "dwconv_params.h"
@@ -43,6 +44,13 @@ struct Axis {
   __host__ __device__ static constexpr bool valid(int r, int k) {
     return DIR == 0 ? true : (r + P - k * D) - kvt_floordiv(r + P - k * D, S) * S == 0;
   }
+  // Whether some output of the run reads window position i (dilation leaves gaps).
+  __host__ __device__ static constexpr bool used(int i) {
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < K; ++k)
+        if (valid(r, k) && offset(r, k) == i) return true;
+    return false;
+  }
   // Source index of the window's first element for a run starting at output t0 (DIR 1: S | t0).
   __device__ static long long base(long long t0) { return DIR == 0 ? t0 * S - P : t0 / S + kQmin; }
 };
@@ -61,9 +69,11 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
 }
 
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
-          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS>
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
+  static_assert(RH == 1 || STAGE == 0, "rows per thread read their rows from global memory");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
+  using AH = Axis<DIR, KH, SH, DH, PH, RH>;  // the thread's RH output rows and the source rows they read
   constexpr int kWin = AW::kWindow;
   constexpr int kTaps = KH * KW;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
@@ -74,13 +84,13 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
   float* smem = reinterpret_cast<float*>(dynamic_smem);
 
   if constexpr (LAYOUT == 0) {
-    // Block -> (plane, W tile), grid.y -> H tile.
+    // Block -> (plane, W tile), grid.y -> H tile of TY * RH rows.
     const long long w_tiles = (p.dst_w + TX * RW - 1) / (TX * RW);
     const long long plane = blockIdx.x / w_tiles;
     const long long w_tile = blockIdx.x % w_tiles;
     const long long c = plane % p.channels;
-    const long long h0 = (long long)blockIdx.y * TY;
-    const long long h = h0 + ty;
+    const long long h0 = (long long)blockIdx.y * (TY * RH);
+    const long long h = h0 + (long long)ty * RH;  // the thread's first output row
     const long long t0 = w_tile * (TX * RW) + (long long)tx * RW;
     const T* src_plane = src + plane * p.src_h * p.src_w;
 
@@ -115,65 +125,110 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     if constexpr (STAGE == 1 || FILTER == 1) __syncthreads();
     if (h >= p.dst_h || t0 >= p.dst_w) return;
 
-    float acc[RW];
+    float acc[RH][RW];
 #pragma unroll
-    for (int r = 0; r < RW; ++r) acc[r] = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
+    for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+      for (int r = 0; r < RW; ++r) acc[rh][r] = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
     const long long win0 = AW::base(t0);
+    // Columns wholly inside the plane (every thread but the edge ones): loads without tests.
+    const bool cols_inside = win0 >= 0 && win0 + kWin <= p.src_w;
+    auto load = [&](long long row, float (&win)[kWin]) {
+      const T* srow = src_plane + row * p.src_w + win0;
+      if (cols_inside) {
 #pragma unroll
-    for (int kh = 0; kh < KH; ++kh) {
-      float win[kWin];
-      if constexpr (STAGE == 1) {
-        // Tile row of output row h, tap kh (rows outside the plane are zero in the tile).
-        int tr;
-        if constexpr (DIR == 0) {
-          tr = ty * SH + kh * DH;
-        } else {
-          const int num = ty + PH - kh * DH;  // h0 is a multiple of SH
-          if (num - kvt_floordiv(num, SH) * SH != 0) continue;
-          tr = kvt_floordiv(num, SH) - TileRows::kQmin;
-        }
-        const float* trow = tile + tr * kTileCols + (DIR == 0 ? tx * RW * SW : tx * (RW / SW));
-#pragma unroll
-        for (int i = 0; i < kWin; ++i) win[i] = trow[i];
+        for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(srow[j]);
       } else {
-        long long row;
-        if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
-        const T* srow = src_plane + row * p.src_w;
 #pragma unroll
-        for (int i = 0; i < kWin; ++i) {
-          const long long q = win0 + i;
-          win[i] = (q >= 0 && q < p.src_w) ? kvt_to_float(srow[q]) : 0.f;
-        }
+        for (int j = 0; j < kWin; ++j) win[j] = (win0 + j >= 0 && win0 + j < p.src_w) ? kvt_to_float(srow[j]) : 0.f;
       }
+    };
+    auto accumulate = [&](const float (&win)[kWin], int rh, int kh) {
 #pragma unroll
       for (int r = 0; r < RW; ++r)
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw)
-          if (AW::valid(r, kw)) acc[r] += win[AW::offset(r, kw)] * tap(kh * KW + kw);
-    }
-    T* drow = dst + (plane * p.dst_h + h) * p.dst_w;
+          if (AW::valid(r, kw)) acc[rh][r] += win[AW::offset(r, kw)] * tap(kh * KW + kw);
+    };
+    if constexpr (RH == 1) {
 #pragma unroll
-    for (int r = 0; r < RW; ++r)
-      if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[r]);
+      for (int kh = 0; kh < KH; ++kh) {
+        float win[kWin];
+        if constexpr (STAGE == 1) {
+          // Tile row of output row h, tap kh (rows outside the plane are zero in the tile).
+          int tr;
+          if constexpr (DIR == 0) {
+            tr = ty * SH + kh * DH;
+          } else {
+            const int num = ty + PH - kh * DH;  // h0 is a multiple of SH
+            if (num - kvt_floordiv(num, SH) * SH != 0) continue;
+            tr = kvt_floordiv(num, SH) - TileRows::kQmin;
+          }
+          const float* trow = tile + tr * kTileCols + (DIR == 0 ? tx * RW * SW : tx * (RW / SW));
+#pragma unroll
+          for (int j = 0; j < kWin; ++j) win[j] = trow[j];
+        } else {
+          long long row;
+          if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+          load(row, win);
+        }
+        accumulate(win, 0, kh);
+      }
+    } else {
+      // Every source row the thread's RH output rows read, loaded once and used by every
+      // (row, tap) pair that lands on it (compile-time after unrolling; DIR 1: SH divides h).
+      const long long row_base = AH::base(h);
+#pragma unroll
+      for (int i = 0; i < AH::kWindow; ++i) {
+        if (!AH::used(i)) continue;
+        const long long row = row_base + i;
+        if (row < 0 || row >= p.src_h) continue;
+        float win[kWin];
+        load(row, win);
+#pragma unroll
+        for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+          for (int kh = 0; kh < KH; ++kh)
+            if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+      }
+    }
+#pragma unroll
+    for (int rh = 0; rh < RH; ++rh) {
+      if (h + rh >= p.dst_h) break;
+      T* drow = dst + (plane * p.dst_h + h + rh) * p.dst_w;
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+        if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[rh][r]);
+    }
   } else {
-    // Block -> (C tile, W run), grid.y -> (n, H tile).
+    // Block -> (C tile, W run), grid.y -> (n, H tile of TY * RH rows).
     constexpr int kChannelsPerBlock = TX * VC;
     using V = Vec<T, VC>;
     const long long c_tiles = (p.channels + kChannelsPerBlock - 1) / kChannelsPerBlock;
     const long long c0 = (blockIdx.x % c_tiles) * kChannelsPerBlock + (long long)tx * VC;
     const long long t0 = (blockIdx.x / c_tiles) * RW;
-    const long long h_tiles = (p.dst_h + TY - 1) / TY;
+    const long long h_tiles = (p.dst_h + TY * RH - 1) / (TY * RH);
     const long long n = blockIdx.y / h_tiles;
-    const long long h = (blockIdx.y % h_tiles) * TY + ty;
+    const long long h = (blockIdx.y % h_tiles) * (TY * RH) + (long long)ty * RH;
 
     float* filter_smem = smem;
     float filter[FILTER == 0 ? kTaps * VC : 1];
     if constexpr (FILTER == 0) {
+      // The thread's VC channels' taps are one contiguous chunk of VC x kTaps weights: kTaps vector
+      // loads where aligned (one per tap and channel otherwise), element e = channel e / kTaps, tap e % kTaps.
+      const T* chunk = wt + c0 * kTaps;
+      if (c0 + VC <= p.channels && reinterpret_cast<unsigned long long>(chunk) % sizeof(V) == 0) {
 #pragma unroll
-      for (int v = 0; v < VC; ++v)
+        for (int j = 0; j < kTaps; ++j) {
+          const V f = reinterpret_cast<const V*>(chunk)[j];
 #pragma unroll
-        for (int k = 0; k < kTaps; ++k)
-          filter[k * VC + v] = c0 + v < p.channels ? kvt_to_float(wt[(c0 + v) * kTaps + k]) : 0.f;
+          for (int u = 0; u < VC; ++u) filter[((j * VC + u) % kTaps) * VC + (j * VC + u) / kTaps] = kvt_to_float(f.v[u]);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VC * kTaps; ++e)
+          filter[(e % kTaps) * VC + e / kTaps] = c0 + e / kTaps < p.channels ? kvt_to_float(chunk[e]) : 0.f;
+      }
     } else {
       const long long cb = (blockIdx.x % c_tiles) * kChannelsPerBlock;
       for (int i = threadIdx.x; i < kTaps * kChannelsPerBlock; i += TX * TY) {
@@ -189,53 +244,90 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     if (h >= p.dst_h || c0 >= p.channels || n >= p.batch) return;
     const bool full_vector = c0 + VC <= p.channels;
 
-    float acc[RW][VC];
+    float acc[RH][RW][VC];
 #pragma unroll
     for (int v = 0; v < VC; ++v) {
       const float b = (HAS_BIAS && c0 + v < p.channels) ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
 #pragma unroll
-      for (int r = 0; r < RW; ++r) acc[r][v] = b;
+      for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
     }
     const long long win0 = AW::base(t0);
+    // Whole vectors and columns inside the row (every thread but the edge ones): loads without tests.
+    const bool inside = full_vector && win0 >= 0 && win0 + kWin <= p.src_w;
+    auto load = [&](long long row, V (&win)[kWin]) {
+      const T* srow = src + ((n * p.src_h + row) * p.src_w + win0) * p.channels + c0;
+      if (inside) {
 #pragma unroll
-    for (int kh = 0; kh < KH; ++kh) {
-      long long row;
-      if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
-      const T* srow = src + ((n * p.src_h + row) * p.src_w) * p.channels + c0;
-      V win[kWin];
+        for (int j = 0; j < kWin; ++j) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
+        return;
+      }
 #pragma unroll
-      for (int i = 0; i < kWin; ++i) {
-        const long long q = win0 + i;
+      for (int j = 0; j < kWin; ++j) {
+        const long long q = win0 + j;
         if (q >= 0 && q < p.src_w && full_vector) {
-          win[i] = *reinterpret_cast<const V*>(srow + q * p.channels);
+          win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
         } else {
 #pragma unroll
           for (int v = 0; v < VC; ++v)
-            win[i].v[v] = (q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[q * p.channels + v]
-                                                                            : kvt_from_float<T>(0.f);
+            win[j].v[v] = (q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[j * p.channels + v]
+                                                                          : kvt_from_float<T>(0.f);
         }
       }
+    };
+    auto accumulate = [&](const V (&win)[kWin], int rh, int kh) {
 #pragma unroll
       for (int r = 0; r < RW; ++r)
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw)
           if (AW::valid(r, kw))
 #pragma unroll
-            for (int v = 0; v < VC; ++v) acc[r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * tap(kh * KW + kw, v);
+            for (int v = 0; v < VC; ++v)
+              acc[rh][r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * tap(kh * KW + kw, v);
+    };
+    if constexpr (RH == 1) {
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) {
+        long long row;
+        if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
+        V win[kWin];
+        load(row, win);
+        accumulate(win, 0, kh);
+      }
+    } else {
+      const long long row_base = AH::base(h);  // see the channel-first branch
+#pragma unroll
+      for (int i = 0; i < AH::kWindow; ++i) {
+        if (!AH::used(i)) continue;
+        const long long row = row_base + i;
+        if (row < 0 || row >= p.src_h) continue;
+        V win[kWin];
+        load(row, win);
+#pragma unroll
+        for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+          for (int kh = 0; kh < KH; ++kh)
+            if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+      }
     }
-    T* drow = dst + ((n * p.dst_h + h) * p.dst_w) * p.channels + c0;
 #pragma unroll
-    for (int r = 0; r < RW; ++r) {
-      if (t0 + r >= p.dst_w) break;
-      V out;
+    for (int rh = 0; rh < RH; ++rh) {
+      if (h + rh >= p.dst_h) break;
+      T* drow = dst + ((n * p.dst_h + h + rh) * p.dst_w) * p.channels + c0;
 #pragma unroll
-      for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[r][v]);
-      if (full_vector) {
-        *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
-      } else {
+      for (int r = 0; r < RW; ++r) {
+        if (t0 + r >= p.dst_w) break;
+        V out;
 #pragma unroll
-        for (int v = 0; v < VC; ++v)
-          if (c0 + v < p.channels) drow[(t0 + r) * p.channels + v] = out.v[v];
+        for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[rh][r][v]);
+        if (full_vector) {
+          *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
+        } else {
+#pragma unroll
+          for (int v = 0; v < VC; ++v)
+            if (c0 + v < p.channels) drow[(t0 + r) * p.channels + v] = out.v[v];
+        }
       }
     }
   }
@@ -288,8 +380,10 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
           int ATOMIC, int BIAS, int RW = 1>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
-  static_assert(RW == 1 || TG == KH * KW, "register-tiled wgrad keeps every tap");
+  static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
   constexpr int kTaps = KH * KW;
+  // Register tiling with TG == KW < kTaps: block column `group` owns kernel row kh = group.
+  constexpr int kTiledRows = TG == KH * KW ? KH : 1;
   constexpr int kCols = kTaps + 1;  // the last column is dbias
   __shared__ float partial[PY][CT][TG + 1];
   __shared__ bool last_block;
@@ -346,7 +440,8 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
         const int valid = p.dst_w - w0 < RW ? static_cast<int>(p.dst_w - w0) : RW;
         auto taps = [&](auto whole_run) {
 #pragma unroll
-          for (int kh = 0; kh < KH; ++kh) {
+          for (int tr = 0; tr < kTiledRows; ++tr) {
+            const int kh = kTiledRows == KH ? tr : group;
             const long long row = h * SH - PH + (long long)kh * DH;
             if (row < 0 || row >= p.src_h) continue;
             const long long q0 = w0 * SW - PW;
@@ -362,7 +457,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             for (int kw = 0; kw < KW; ++kw)
 #pragma unroll
               for (int r = 0; r < RW; ++r)
-                if (decltype(whole_run)::value || r < valid) acc[kh * KW + kw] += g[r] * win[r * SW + kw * DW];
+                if (decltype(whole_run)::value || r < valid) acc[tr * KW + kw] += g[r] * win[r * SW + kw * DW];
           }
         };
         if (valid == RW) taps(kvt_bool<true>{});

@@ -20,7 +20,8 @@ constexpr int kDescriptionVersion = 1;
 constexpr int kMaxKernel = 63;
 constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per kernel row
 constexpr int kMaxFilterRegisters = 64;
-constexpr int kMaxTiledWgradTaps = 32;  // a register-tiled wgrad thread keeps one accumulator per tap
+constexpr int kMaxAccumulators = 64;      // rows x outputs x channels one tiled thread accumulates
+constexpr int kMaxUnrolledFmas = 4096;    // rows per thread unroll rows x taps x outputs x channels  // a register-tiled wgrad thread keeps one accumulator per tap
 constexpr std::size_t kMaxSmem = 48 * 1024;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -76,7 +77,8 @@ int taps(const Problem& p) { return p.kh * p.kw; }
 bool Config::operator==(const Config& o) const {
   return kernel == o.kernel && outputs_per_thread == o.outputs_per_thread && threads_x == o.threads_x &&
          threads_y == o.threads_y && vector_channels == o.vector_channels && smem_halo == o.smem_halo &&
-         smem_filter == o.smem_filter && coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
+         smem_filter == o.smem_filter && std::max(1, rows_per_thread) == std::max(1, o.rows_per_thread) &&
+         coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
          position_threads == o.position_threads && taps_per_block == o.taps_per_block && splits == o.splits &&
          atomic == o.atomic;
 }
@@ -85,8 +87,9 @@ std::string Config::label() const {
   switch (kernel) {
     case Kernel::direct: return coalesced ? "direct,order=coalesced" : "direct,order=naive";
     case Kernel::tiled:
-      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}", outputs_per_thread, threads_x, threads_y,
-                         vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg");
+      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}{}", outputs_per_thread, threads_x, threads_y,
+                         vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg",
+                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
     case Kernel::wgrad:
       return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}", channels_per_block, position_threads,
                          taps_per_block, splits, atomic ? "atomic" : "ordered",
@@ -104,6 +107,7 @@ nlohmann::json Config::to_json() const {
           {"vc", vector_channels},
           {"halo", smem_halo},
           {"filter", smem_filter},
+          {"rh", rows_per_thread},
           {"coalesced", coalesced},
           {"ct", channels_per_block},
           {"py", position_threads},
@@ -126,6 +130,7 @@ Config Config::from_json(const nlohmann::json& j) {
     c.vector_channels = detail::json_int(j, "vc");
     c.smem_halo = detail::json_int(j, "halo");
     c.smem_filter = detail::json_int(j, "filter");
+    c.rows_per_thread = j.contains("rh") ? detail::json_int(j, "rh") : 0;  // absent before rows per thread
     c.coalesced = detail::json_int(j, "coalesced");
     c.channels_per_block = detail::json_int(j, "ct");
     c.position_threads = detail::json_int(j, "py");
@@ -290,8 +295,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
     const int rw = std::max(1, c.outputs_per_thread);
     if (c.outputs_per_thread < 0 || c.outputs_per_thread > 16) return fail("outputs per thread: 0..16");
-    if (rw > 1 && c.taps_per_block != taps(p)) return fail("register-tiled wgrad keeps every tap (tg = taps)");
-    if (prune && rw > 1 && taps(p) > kMaxTiledWgradTaps) return fail("too many taps to keep in registers");
+    // (tg <= 32 above bounds the accumulators: every tap, or one kernel row's KW taps per block column)
+    if (rw > 1 && c.taps_per_block != taps(p) && !(c.taps_per_block == p.kw && p.kh > 1))
+      return fail("register-tiled wgrad keeps every tap (tg = taps) or one kernel row's (tg = kw)");
     if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
     const std::int64_t positions = p.n * p.dst_h() * ceil_div(p.dst_w(), rw);
     if (prune && c.splits > 1 && positions / c.splits < 4 * c.position_threads)
@@ -302,7 +308,16 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
   if (c.kernel == Kernel::direct) return c.outputs_per_thread == 0 && c.threads_x == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
+  const int rh = std::max(1, c.rows_per_thread);
   if (rw < 1 || rw > 16 || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
+  if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
+  if (rh > 1) {
+    if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
+    if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
+    if (rh * rw * vc > kMaxAccumulators) return fail("too many accumulators");
+    if (rh * taps(p) * rw * vc > kMaxUnrolledFmas) return fail("unrolled code too large");
+    if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
+  }
   if (prune && tx * ty < 32 && !(p.channel_last() && tx * vc >= p.c)) return fail("blocks under a warp");
   if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
   const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
@@ -311,6 +326,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (win > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail("filter too large for registers");
     std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
+    if (ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
     if (c.smem_halo) {
       if (dir == 1 && ty % p.sh != 0) return fail("backward_data halo tile: rows per block a multiple of stride_h");
       floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, ty)) *
@@ -318,16 +334,16 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     }
     if (floats * 4 > kMaxSmem) return fail("shared memory");
     if (prune && tx * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
-    if (prune && ty > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+    if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
   } else {
     if (c.smem_halo) return fail("channel-last: no halo staging (rows are shared across threads only along W)");
     if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
-    if (p.n * ceil_div(p.dst_h(), ty) > 65535) return fail("grid.y limit");
+    if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
     if (prune && tx * vc / 2 >= p.c) return fail("idle channel threads");
-    if (prune && ty > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+    if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
     if (prune && rw > next_pow2(p.dst_w())) return fail("run longer than the output");
   }
   if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
@@ -391,7 +407,7 @@ std::vector<Config> enumerate(const Problem& p) {
   if (p.direction == DwDirection::backward_weight) {
     for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
       for (int block : {128, 256})
-        for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32)})
+        for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32), p.kh > 1 && p.kw <= 32 ? p.kw : 0})
           for (int splits : {1, 8, 32, 128})
             for (int atomic : {0, 1})
               for (int rw : {0, 4, 8}) {
@@ -408,36 +424,42 @@ std::vector<Config> enumerate(const Problem& p) {
     return out;
   }
   const int elem = p.element_bytes();
+  // Rows per thread (each source row loaded once for all of them) only where there are rows.
+  const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
   for (int rw : {1, 2, 4, 8})
     for (int ty : {1, 2, 4, 8})
-      for (int filter : {0, 1}) {
-        if (!p.channel_last()) {
-          for (int block : {64, 128, 256})
-            for (int halo : {0, 1}) {
-              Config c;
-              c.outputs_per_thread = rw;
-              c.threads_y = ty;
-              c.threads_x = block / ty;
-              c.vector_channels = 1;
-              c.smem_halo = halo;
-              c.smem_filter = filter;
-              add(c);
-            }
-        } else {
-          if (rw == 8 || ty == 8) continue;
-          for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
-            for (int tx : {4, 8, 16, 32, 64}) {
-              if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
-              Config c;
-              c.outputs_per_thread = rw;
-              c.threads_y = ty;
-              c.threads_x = tx;
-              c.vector_channels = vc;
-              c.smem_filter = filter;
-              add(c);
-            }
+      for (int filter : {0, 1})
+        for (int rh : row_counts) {
+          if (!p.channel_last()) {
+            for (int block : {64, 128, 256})
+              for (int halo : {0, 1}) {
+                if (rh > 1 && (halo || rw == 1)) continue;
+                Config c;
+                c.outputs_per_thread = rw;
+                c.threads_y = ty;
+                c.threads_x = block / ty;
+                c.vector_channels = 1;
+                c.smem_halo = halo;
+                c.smem_filter = filter;
+                c.rows_per_thread = rh > 1 ? rh : 0;
+                add(c);
+              }
+          } else {
+            if ((rw == 8 && p.dst_h() > 1) || ty == 8) continue;  // runs of 8 for 1D only
+            for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
+              for (int tx : {4, 8, 16, 32, 64}) {
+                if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
+                Config c;
+                c.outputs_per_thread = rw;
+                c.threads_y = ty;
+                c.threads_x = tx;
+                c.vector_channels = vc;
+                c.smem_filter = filter;
+                c.rows_per_thread = rh > 1 ? rh : 0;
+                add(c);
+              }
+          }
         }
-      }
   return out;
 }
 
@@ -495,7 +517,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       if (!p.channel_last()) {
         const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread);
         g.grid_x = static_cast<unsigned>(batch * p.c * w_tiles);
-        g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y));
+        g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
         std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
         if (c.smem_halo)
           floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, c.threads_y)) *
@@ -504,7 +526,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       } else {
         const std::int64_t c_tiles = ceil_div(p.c, c.threads_x * c.vector_channels);
         g.grid_x = static_cast<unsigned>(c_tiles * ceil_div(dst_w, c.outputs_per_thread));
-        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y));
+        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
         g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
       }
       break;
@@ -551,6 +573,8 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
       r.name_expressions = {fmt::format("kvt_dwconv_tiled<{}, {}, {}, {}, {}, {}, {}, {}>", args, c.outputs_per_thread,
                                         c.threads_x, c.threads_y, c.vector_channels, c.smem_halo, c.smem_filter,
                                         p.bias ? 1 : 0)};
+      if (c.rows_per_thread > 1)  // the default RH = 1 keeps the older variants' names
+        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.rows_per_thread));
       break;
     case Kernel::direct:
       r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}>", args, c.coalesced, p.bias ? 1 : 0)};
@@ -707,14 +731,17 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
     }
     case Kernel::tiled: {
       const double tx = c.threads_x, ty = c.threads_y, rw = c.outputs_per_thread;
+      const double rh = std::max(1, c.rows_per_thread);
       const double vc = std::max(1, c.vector_channels);
       const double block = tx * ty;
       const double row_loads = (rw - 1) * sw + double(kw - 1) * p.dw + 1;
+      // Source rows read per thread: KH per output row, or shared by RH output rows.
+      const double rows_read = rh > 1 ? (rh - 1) * sh + double(kh - 1) * p.dh + 1 : kh;
       double cost = 0, efficiency = 1, blocks = 0, lanes = 1;
       if (!p.channel_last()) {
-        efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty);
-        blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / ty);
-        const double per_output = kh * row_loads / rw;
+        efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty * rh);
+        blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / (ty * rh));
+        const double per_output = rows_read * row_loads / (rw * rh);
         if (c.smem_halo) {
           const double tile = ((ty - 1) * sh + double(kh - 1) * p.dh + 1) * ((tx * rw - 1) * sw + double(kw - 1) * p.dw + 1);
           cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);
@@ -724,12 +751,13 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
       } else {
         lanes = vc;
-        efficiency = fraction(channels, tx * vc) * fraction(dst_w, rw) * fraction(dst_h, ty);
-        blocks = std::ceil(channels / (tx * vc)) * std::ceil(dst_w / rw) * batch * std::ceil(dst_h / ty);
-        cost = kh * row_loads / rw / vc * kLoad + tap_count * kFma + tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
+        efficiency = fraction(channels, tx * vc) * fraction(dst_w, rw) * fraction(dst_h, ty * rh);
+        blocks = std::ceil(channels / (tx * vc)) * std::ceil(dst_w / rw) * batch * std::ceil(dst_h / (ty * rh));
+        cost = rows_read * row_loads / (rw * rh) / vc * kLoad + tap_count * kFma +
+               tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
       }
       const double threads = blocks * block;
-      const double registers = 24 + rw * lanes * (p.channel_last() ? elem / 4 : 1) * 2 +
+      const double registers = 24 + rw * lanes * (p.channel_last() ? elem / 4 : 1) * 2 + (rh - 1) * rw * lanes +
                                (c.smem_filter ? 0 : tap_count * lanes);
       const double register_occupancy = std::min(1.0, 65536 / (std::max(registers, 16.0) * 2048));
       const double issue = outputs / efficiency * cost / sms / std::sqrt(register_occupancy);

@@ -28,6 +28,8 @@ struct Config {
   int vector_channels = 0;     // VC: channels per vector access (channel-last), 1 otherwise
   int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first)
   int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
+  int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
+                               // for all of them (0 and 1: one row; global-memory halo only)
   // direct (the seed study's naive and coalesced designs)
   int coalesced = 0;
   // wgrad (backward_weight)
