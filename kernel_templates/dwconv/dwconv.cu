@@ -85,10 +85,13 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 
   if constexpr (LAYOUT == 0) {
     // Block -> (plane, W tile), grid.y -> H tile of TY * RH rows.
-    const long long w_tiles = (p.dst_w + TX * RW - 1) / (TX * RW);
-    const long long plane = blockIdx.x / w_tiles;
-    const long long w_tile = blockIdx.x % w_tiles;
-    const long long c = plane % p.channels;
+    // 32-bit block decomposition: grid.x < 2^31 bounds every quotient, and a 64-bit division by a
+    // run-time value costs ~70 instructions per thread, more than a small tile's useful work.
+    const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TX * RW - 1) / (TX * RW));
+    const unsigned plane32 = blockIdx.x / w_tiles;
+    const long long plane = plane32;
+    const long long w_tile = blockIdx.x - plane32 * w_tiles;
+    const long long c = plane32 % static_cast<unsigned>(p.channels);
     const long long h0 = (long long)blockIdx.y * (TY * RH);
     const long long h = h0 + (long long)ty * RH;  // the thread's first output row
     const long long t0 = w_tile * (TX * RW) + (long long)tx * RW;
@@ -204,12 +207,15 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // Block -> (C tile, W run), grid.y -> (n, H tile of TY * RH rows).
     constexpr int kChannelsPerBlock = TX * VC;
     using V = Vec<T, VC>;
-    const long long c_tiles = (p.channels + kChannelsPerBlock - 1) / kChannelsPerBlock;
-    const long long c0 = (blockIdx.x % c_tiles) * kChannelsPerBlock + (long long)tx * VC;
-    const long long t0 = (blockIdx.x / c_tiles) * RW;
-    const long long h_tiles = (p.dst_h + TY * RH - 1) / (TY * RH);
-    const long long n = blockIdx.y / h_tiles;
-    const long long h = (blockIdx.y % h_tiles) * (TY * RH) + (long long)ty * RH;
+    // 32-bit block decomposition (see the channel-first branch).
+    const unsigned c_tiles = static_cast<unsigned>((p.channels + kChannelsPerBlock - 1) / kChannelsPerBlock);
+    const unsigned w_run = blockIdx.x / c_tiles, c_tile = blockIdx.x - w_run * c_tiles;
+    const long long c0 = (long long)c_tile * kChannelsPerBlock + (long long)tx * VC;
+    const long long t0 = (long long)w_run * RW;
+    const unsigned h_tiles = static_cast<unsigned>((p.dst_h + TY * RH - 1) / (TY * RH));
+    const unsigned n32 = blockIdx.y / h_tiles;
+    const long long n = n32;
+    const long long h = (long long)(blockIdx.y - n32 * h_tiles) * (TY * RH) + (long long)ty * RH;
 
     float* filter_smem = smem;
     float filter[FILTER == 0 ? kTaps * VC : 1];
@@ -230,7 +236,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
           filter[(e % kTaps) * VC + e / kTaps] = c0 + e / kTaps < p.channels ? kvt_to_float(chunk[e]) : 0.f;
       }
     } else {
-      const long long cb = (blockIdx.x % c_tiles) * kChannelsPerBlock;
+      const long long cb = (long long)c_tile * kChannelsPerBlock;
       for (int i = threadIdx.x; i < kTaps * kChannelsPerBlock; i += TX * TY) {
         const long long cc = cb + i % kChannelsPerBlock;
         filter_smem[i] = cc < p.channels ? kvt_to_float(wt[cc * kTaps + i / kChannelsPerBlock]) : 0.f;
