@@ -364,3 +364,48 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     CHECK_FALSE(dwconv::is_valid(p, c));
   }
 }
+
+TEST_CASE("rows per thread and large channel-last kernels: variants exist, geometry and names follow", "[dwconv]") {
+  // MobileNetV2 3x3 NCHW f32: rows-per-thread variants, each block covering ty x rh output rows.
+  DwConvArgs mobile = args_2d(DwDirection::forward, DwLayout::nchw);
+  mobile.n = 32, mobile.c = 144, mobile.h = mobile.w = 56;
+  const Problem p = dwconv::make_problem(mobile);
+  int with_rows = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (c.rows_per_thread <= 1) continue;
+    ++with_rows;
+    CHECK(c.smem_halo == 0);
+    CHECK(c.label().find(fmt::format(",rh={}", c.rows_per_thread)) != std::string::npos);
+    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(g.grid_y == static_cast<unsigned>((56 + c.threads_y * c.rows_per_thread - 1) / (c.threads_y * c.rows_per_thread)));
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.rows_per_thread));
+    CHECK(Config::from_json(c.to_json()) == c);
+  }
+  CHECK(with_rows >= 8);
+  // A config stored before rows per thread existed (no "rh") still parses, as one row.
+  auto j = dwconv::heuristic_config(p, 9).to_json();
+  j.erase("rh");
+  CHECK(Config::from_json(j).rows_per_thread == 0);
+  // 1D problems have one row: no rows-per-thread variants.
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(args_1d(DwDirection::forward, DwLayout::ncl, 4, 1, 1))))
+    CHECK(c.rows_per_thread <= 1);
+  // backward_data with stride 2: rows per thread must be a multiple of the stride.
+  DwConvArgs strided = mobile;
+  strided.direction = DwDirection::backward_data;
+  strided.stride_h = strided.stride_w = 2;
+  const Problem q = dwconv::make_problem(strided);
+  Config c = dwconv::heuristic_config(q, 9);
+  c.kernel = dwconv::Kernel::tiled, c.smem_halo = 0, c.outputs_per_thread = 2, c.rows_per_thread = 3;
+  CHECK_FALSE(dwconv::is_valid(q, c));
+  // ConvNeXt-style 31x31 NHWC bf16: the shared-memory filter allows few channels per block, so
+  // blocks of 8 rows keep a tiled variant in the space (only the direct kernels ran before).
+  DwConvArgs big = args_2d(DwDirection::forward, DwLayout::nhwc);
+  big.dtype = DType::bf16;
+  big.n = 16, big.c = 128, big.h = big.w = 56;
+  big.kernel_h = big.kernel_w = 31;
+  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 15;
+  int tiled = 0;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(big))) tiled += v.kernel == dwconv::Kernel::tiled;
+  CHECK(tiled >= 1);
+}

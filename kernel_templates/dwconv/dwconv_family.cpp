@@ -445,7 +445,9 @@ std::vector<Config> enumerate(const Problem& p) {
                 add(c);
               }
           } else {
-            if ((rw == 8 && p.dst_h() > 1) || ty == 8) continue;  // runs of 8 for 1D only
+            // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
+          // filter limits the channels per block, so blocks grow along H instead).
+          if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
               for (int tx : {4, 8, 16, 32, 64}) {
                 if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
@@ -465,12 +467,19 @@ std::vector<Config> enumerate(const Problem& p) {
 
 Config heuristic_config(const Problem& p, int cc_major) {
   (void)cc_major;  // one rule serves sm_80..sm_100 today
+  // The shapes of the tuned winners on the benchmark suites (H200, bench/results/2026-11-23-h200-dwconv-rows).
   Config c;
   if (p.direction == DwDirection::backward_weight) {
     c.kernel = Kernel::wgrad;
     c.channels_per_block = p.channel_last() ? 32 : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
+    if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= 32 || (p.kh > 1 && p.kw <= 32))) {
+      // Register-tiled runs of 4 outputs: every tap, or one kernel row per block column.
+      c.outputs_per_thread = 4;
+      c.position_threads = 128;
+      c.taps_per_block = taps(p) <= 32 ? taps(p) : p.kw;
+    }
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
     const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
     c.splits = 1;
@@ -479,19 +488,23 @@ Config heuristic_config(const Problem& p, int cc_major) {
   } else {
     c.kernel = Kernel::tiled;
     const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
+    const bool two_d = p.dst_h() > 1;
     c.outputs_per_thread = rw_base * std::max(1, 4 / rw_base);
     c.vector_channels = 1;
+    c.rows_per_thread = two_d ? 2 : 0;
     if (p.channel_last()) {
-      c.vector_channels = std::max(1, std::min(16, p.align_bytes) / p.element_bytes());
-      c.threads_x = 32;
-      c.threads_y = 2;
-      c.outputs_per_thread = rw_base * std::max(1, 2 / rw_base);
+      // 2D: 4-byte vectors, runs of 4, two rows; 1D: 8-byte vectors, runs of 8.
+      c.vector_channels = std::max(1, std::min(two_d ? 4 : 8, p.align_bytes) / p.element_bytes());
+      c.threads_x = two_d ? 32 : 64;
+      c.threads_y = two_d ? 4 : 1;
+      if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
     } else {
-      c.threads_y = p.dst_h() == 1 ? 1 : 4;
-      c.threads_x = 128 / c.threads_y;
+      c.threads_y = two_d ? 2 : 1;
+      c.threads_x = two_d ? 32 : 128;
     }
     c.smem_filter = 0;
     if (!is_valid(p, c)) c.smem_filter = 1;
+    if (!is_valid(p, c)) c.rows_per_thread = 0;
   }
   if (is_valid(p, c)) return c;
   for (const auto& candidate : enumerate(p))  // the first tiled (or wgrad) variant that fits
