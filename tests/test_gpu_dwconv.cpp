@@ -93,6 +93,7 @@ const Shape kShapes[] = {
     {"large N, bf16", DwLayout::nchw, DType::bf16, 64, 32, 28, 28, 3, 3, 1, 1, 1, 1, false, true},
     {"N = 1, 31x31", DwLayout::nchw, DType::f32, 1, 8, 40, 36, 31, 31, 1, 1, 15, 15, false, false},
     {"NHWC f16 stride 2", DwLayout::nhwc, DType::f16, 4, 40, 14, 14, 3, 3, 2, 1, 1, 1, false, true},
+    {"NHWC bf16 9x9 (over 64 taps: blocks of 8 rows)", DwLayout::nhwc, DType::bf16, 2, 24, 12, 10, 9, 9, 1, 1, 4, 4, false, false},
 };
 
 DwConvArgs make_args(const Shape& s, DwDirection dir) {
