@@ -149,7 +149,16 @@ void replay(const nlohmann::json& entry, int budget, Replay& r) {
   std::map<std::string, double> measured;
   for (const auto& t : entry.at("trials"))
     if (t.at("status") == "ok") measured[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
-  const auto configs = F::enumerate(*problem);
+  // The trials predate later additions to the space (dwconv rows per thread, runs of 8 for 1D
+  // channel-last, weight gradients by kernel row): replay the search over the variants they measured.
+  auto configs = F::enumerate(*problem);
+  {
+    const auto all = F::candidates(*problem, configs, "sm_90");
+    decltype(configs) recorded;
+    for (std::size_t i = 0; i < configs.size(); ++i)
+      if (measured.count(all[i].label)) recorded.push_back(configs[i]);
+    configs = recorded;
+  }
   auto candidates = F::candidates(*problem, configs, "sm_90");
   constexpr int kH200Sms = 132;
   constexpr double kH200Copy = 4.24e12;  // bytes/s, measured in the same run
