@@ -116,11 +116,9 @@ void time_variant(const Shape& s, Bufs<T>& b, const char* label, K kernel, dim3 
 }
 
 // The tiled kernel's launch geometry (dwconv_family.cpp geometry(), global halo).
-template <class T, int LAYOUT, int KH, int KW, int PH, int PW, int RW, int TX, int TY, int VC, int FILTER, int RH,
-          int STAGE = 0>
+template <class T, int LAYOUT, int KH, int KW, int PH, int PW, int RW, int TX, int TY, int VC, int FILTER, int RH>
 void tiled(const Shape& s, Bufs<T>& b) {
-  static_assert(STAGE == 0 || LAYOUT == 1, "the probe stages channel-last tiles only");
-  auto k = kvt_dwconv_tiled<T, LAYOUT, 0, KH, KW, 1, 1, 1, 1, PH, PW, RW, TX, TY, VC, STAGE, FILTER, 0, RH>;
+  auto k = kvt_dwconv_tiled<T, LAYOUT, 0, KH, KW, 1, 1, 1, 1, PH, PW, RW, TX, TY, VC, 0, FILTER, 0, RH>;
   dim3 grid;
   size_t smem = 0;
   if (LAYOUT == 0) {
@@ -129,12 +127,10 @@ void tiled(const Shape& s, Bufs<T>& b) {
   } else {
     const long long c_tiles = (s.c + TX * VC - 1) / (TX * VC);
     grid = dim3((unsigned)(c_tiles * ((s.out_w() + RW - 1) / RW)), (unsigned)(s.n * ((s.out_h() + TY * RH - 1) / (TY * RH))));
-    smem = FILTER ? (size_t(KH * KW) * TX * VC + 3) / 4 * 16 : 0;
-    if (STAGE) smem += size_t(TY * RH + KH - 1) * (RW + KW - 1) * TX * VC * sizeof(T);
+    smem = FILTER ? size_t(KH * KW) * TX * VC * 4 : 0;
   }
   char label[128];
-  std::snprintf(label, sizeof label, "tiled rw=%d tx=%d ty=%d vc=%d filter=%s rh=%d%s", RW, TX, TY, VC,
-                FILTER ? "smem" : "reg", RH, STAGE ? " staged" : "");
+  std::snprintf(label, sizeof label, "tiled rw=%d tx=%d ty=%d vc=%d filter=%s rh=%d", RW, TX, TY, VC, FILTER ? "smem" : "reg", RH);
   time_variant(s, b, label, k, grid, dim3(TX * TY), smem);
 }
 

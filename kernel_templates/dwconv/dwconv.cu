@@ -10,8 +10,7 @@
 //              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile
 //              in shared memory first.
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
-//              access) x RW outputs along W; TX threads along C, TY rows per block. STAGE 1 stages
-//              the block's source tile in shared memory with 16-byte loads first.
+//              access) x RW outputs along W; TX threads along C, TY rows per block.
 //     FILTER 0 keeps the taps in registers, 1 in shared memory.
 //   kvt_dwconv_direct    one thread per output: ORDER 0 "naive" (channel index fastest: strided
 //                        for channel-first), ORDER 1 "coalesced" (contiguous axis fastest).
@@ -72,7 +71,7 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
           int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
-  static_assert(RH == 1 || STAGE == 0 || LAYOUT == 1, "channel-first rows per thread read from global memory");
+  static_assert(RH == 1 || STAGE == 0, "rows per thread read their rows from global memory");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
   using AH = Axis<DIR, KH, SH, DH, PH, RH>;  // the thread's RH output rows and the source rows they read
   constexpr int kWin = AW::kWindow;
@@ -242,40 +241,12 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         const long long cc = cb + i % kChannelsPerBlock;
         filter_smem[i] = cc < p.channels ? kvt_to_float(wt[cc * kTaps + i / kChannelsPerBlock]) : 0.f;
       }
+      __syncthreads();
     }
     auto tap = [&](int k, int v) -> float {
       if constexpr (FILTER == 0) return filter[k * VC + v];
       else return filter_smem[k * kChannelsPerBlock + tx * VC + v];
     };
-    // STAGE 1: the block's source tile (the rows its TY * RH output rows read, the columns of its run
-    // of RW outputs, its TX * VC channels) in shared memory as T, loaded with 16-byte vectors (the host
-    // requires 16-byte aligned pixels), zero outside the image. Threads then read VC-channel windows
-    // from it: the load width no longer ties the compute width (and its registers).
-    using TileRows = Axis<DIR, KH, SH, DH, PH, TY * RH>;
-    constexpr int kTileRows = STAGE == 1 ? TileRows::kWindow : 1;
-    constexpr int kPix = kTileRows * kWin;
-    T* tile = reinterpret_cast<T*>(smem + (FILTER == 1 ? (kTaps * kChannelsPerBlock + 3) / 4 * 4 : 0));
-    if constexpr (STAGE == 1) {
-      constexpr int kE = 16 / sizeof(T);  // elements per 16-byte vector
-      constexpr int kVecs = kChannelsPerBlock / kE;
-      using W16 = Vec<T, kE>;
-      const long long cb = (long long)c_tile * kChannelsPerBlock;
-      const long long row0 = TileRows::base((long long)(blockIdx.y - n32 * h_tiles) * (TY * RH));
-      const long long col0 = AW::base(t0);
-      for (int i = threadIdx.x; i < kPix * kVecs; i += TX * TY) {
-        const int pix = i / kVecs, vec = i - pix * kVecs;
-        const long long row = row0 + pix / kWin, col = col0 + pix % kWin, ch = cb + vec * kE;
-        W16 val;
-        if (row >= 0 && row < p.src_h && col >= 0 && col < p.src_w && ch < p.channels && n < p.batch) {
-          val = *reinterpret_cast<const W16*>(src + ((n * p.src_h + row) * p.src_w + col) * p.channels + ch);
-        } else {
-#pragma unroll
-          for (int u = 0; u < kE; ++u) val.v[u] = kvt_from_float<T>(0.f);
-        }
-        *reinterpret_cast<W16*>(tile + pix * kChannelsPerBlock + vec * kE) = val;
-      }
-    }
-    if constexpr (STAGE == 1 || FILTER == 1) __syncthreads();
     if (h >= p.dst_h || c0 >= p.channels || n >= p.batch) return;
     const bool full_vector = c0 + VC <= p.channels;
 
@@ -321,7 +292,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
             for (int v = 0; v < VC; ++v)
               acc[rh][r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * tap(kh * KW + kw, v);
     };
-    if constexpr (RH == 1 && STAGE == 0) {
+    if constexpr (RH == 1) {
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) {
         long long row;
@@ -331,22 +302,14 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         accumulate(win, 0, kh);
       }
     } else {
-      // See the channel-first branch. STAGE 1 (DIR 0, or stride_h 1): source row i of this thread is
-      // tile row ty * RH * SH + i, and every tile row exists (zeros outside the image).
-      const long long row_base = AH::base(h);
+      const long long row_base = AH::base(h);  // see the channel-first branch
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
+        const long long row = row_base + i;
+        if (row < 0 || row >= p.src_h) continue;
         V win[kWin];
-        if constexpr (STAGE == 1) {
-          const T* trow = tile + (ty * RH * (DIR == 0 ? SH : 1) + i) * kWin * kChannelsPerBlock + tx * VC;
-#pragma unroll
-          for (int j = 0; j < kWin; ++j) win[j] = *reinterpret_cast<const V*>(trow + j * kChannelsPerBlock);
-        } else {
-          const long long row = row_base + i;
-          if (row < 0 || row >= p.src_h) continue;
-          load(row, win);
-        }
+        load(row, win);
 #pragma unroll
         for (int rh = 0; rh < RH; ++rh)
 #pragma unroll

@@ -275,20 +275,6 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
 
 namespace {
 
-// Dynamic shared memory of a channel-last tiled variant: the filter (f32, padded to 16 bytes) and the
-// staged source tile (T): the rows of TY x RH output rows by the window of one run, TX x VC channels.
-std::size_t channel_last_smem(const Problem& p, const Config& c) {
-  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(c.vector_channels);
-  std::size_t bytes = c.smem_filter ? (std::size_t(taps(p)) * channels + 3) / 4 * 16 : 0;
-  if (c.smem_halo) {
-    const int dir = dir_index(p.direction);
-    const int rows = window(dir, p.kh, p.sh, p.dh, p.pad_top, c.threads_y * std::max(1, c.rows_per_thread));
-    const int cols = window(dir, p.kw, p.sw, p.dw, p.pad_left, c.outputs_per_thread);
-    bytes += std::size_t(rows) * std::size_t(cols) * channels * std::size_t(p.element_bytes());
-  }
-  return bytes;
-}
-
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const auto fail = [why](std::string reason) {
     if (why != nullptr) *why = std::move(reason);
@@ -326,7 +312,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (rw < 1 || rw > 16 || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
   if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
   if (rh > 1) {
-    if (c.smem_halo && !p.channel_last()) return fail("channel-first rows per thread read from global memory (no halo staging)");
+    if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
     if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
     if (rh * rw * vc > kMaxAccumulators) return fail("too many accumulators");
     if (rh * taps(p) * rw * vc > kMaxUnrolledFmas) return fail("unrolled code too large");
@@ -350,16 +336,11 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (prune && tx * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
     if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
   } else {
+    if (c.smem_halo) return fail("channel-last: no halo staging (rows are shared across threads only along W)");
     if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
-    if (c.smem_halo) {
-      // The staged tile is loaded with 16-byte vectors: aligned pixels and whole vectors per block.
-      if (p.align_bytes < 16) return fail("channel-last staging needs 16-byte aligned pixels");
-      if ((tx * vc * elem) % 16 != 0) return fail("channel-last staging: channels per block in 16-byte vectors");
-      if (dir == 1 && p.sh != 1) return fail("channel-last staging: backward_data with stride_h 1 only");
-    }
-    if (channel_last_smem(p, c) > kMaxSmem) return fail("shared memory");
+    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
     if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
     if (prune && tx * vc / 2 >= p.c) return fail("idle channel threads");
     if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
@@ -468,21 +449,17 @@ std::vector<Config> enumerate(const Problem& p) {
           // filter limits the channels per block, so blocks grow along H instead).
           if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
-              for (int tx : {4, 8, 16, 32, 64})
-                for (int halo : {0, 1}) {
-                  if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
-                  // Staging for 2D, with narrow compute vectors (its point: 16-byte loads, few registers).
-                  if (halo && (p.dst_h() == 1 || vc * elem > 4)) continue;
-                  Config c;
-                  c.outputs_per_thread = rw;
-                  c.threads_y = ty;
-                  c.threads_x = tx;
-                  c.vector_channels = vc;
-                  c.smem_halo = halo;
-                  c.smem_filter = filter;
-                  c.rows_per_thread = rh > 1 ? rh : 0;
-                  add(c);
-                }
+              for (int tx : {4, 8, 16, 32, 64}) {
+                if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
+                Config c;
+                c.outputs_per_thread = rw;
+                c.threads_y = ty;
+                c.threads_x = tx;
+                c.vector_channels = vc;
+                c.smem_filter = filter;
+                c.rows_per_thread = rh > 1 ? rh : 0;
+                add(c);
+              }
           }
         }
   return out;
@@ -563,7 +540,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
         const std::int64_t c_tiles = ceil_div(p.c, c.threads_x * c.vector_channels);
         g.grid_x = static_cast<unsigned>(c_tiles * ceil_div(dst_w, c.outputs_per_thread));
         g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
-        g.dynamic_smem = channel_last_smem(p, c);
+        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
       }
       break;
     }
@@ -789,15 +766,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         lanes = vc;
         efficiency = fraction(channels, tx * vc) * fraction(dst_w, rw) * fraction(dst_h, ty * rh);
         blocks = std::ceil(channels / (tx * vc)) * std::ceil(dst_w / rw) * batch * std::ceil(dst_h / (ty * rh));
-        const double window_reads = rows_read * row_loads / (rw * rh) / vc;
-        if (c.smem_halo) {
-          // 16-byte loads of the block's tile, then the windows from shared memory.
-          const double tile = ((ty * rh - 1) * sh + double(kh - 1) * p.dh + 1) * row_loads;
-          cost = tile / (ty * rh * rw) / (16 / elem) * kLoad + window_reads * kShared + kSync / (tx * ty * rw * rh);
-        } else {
-          cost = window_reads * kLoad;
-        }
-        cost += tap_count * kFma + tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
+        cost = rows_read * row_loads / (rw * rh) / vc * kLoad + tap_count * kFma +
+               tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
       }
       const double threads = blocks * block;
       const double registers = 24 + rw * lanes * (p.channel_last() ? elem / 4 : 1) * 2 + (rh - 1) * rw * lanes +
