@@ -6,7 +6,8 @@
 //     forward        y[t]  = sum_k x[t*S - P + k*D] w[k]
 //     backward_data  dx[t] = sum_k dy[(t + P - k*D) / S] w[k]   where S divides t + P - k*D
 //     LAYOUT 0 channel-first (NCHW / NCL): a block is a TY x (TX*RW) tile of one (n, c) plane;
-//              each thread computes RW consecutive outputs along W from a register window.
+//              each thread computes RW consecutive outputs along W from a register window, read
+//              as aligned vectors of VC elements along W where VC > 1.
 //              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile
 //              in shared memory first.
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
@@ -136,9 +137,23 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     const long long win0 = AW::base(t0);
     // Columns wholly inside the plane (every thread but the edge ones): loads without tests.
     const bool cols_inside = win0 >= 0 && win0 + kWin <= p.src_w;
+    // VC > 1: the window read as aligned vectors of VC elements along W (the host guarantees VC | RW,
+    // VC | src_w, VC | dst_w, aligned planes, and DIR 0 or stride_w 1, so win0 = kLead mod VC).
+    using V = Vec<T, VC>;
+    constexpr int kB = DIR == 0 ? -PW : AW::kQmin;
+    constexpr int kLead = ((kB % VC) + VC) % VC;  // window start within its first vector
+    constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
+    const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
     auto load = [&](long long row, float (&win)[kWin]) {
       const T* srow = src_plane + row * p.src_w + win0;
-      if (cols_inside) {
+      if (VC > 1 && vec_inside) {
+        const V* vrow = reinterpret_cast<const V*>(srow - kLead);
+        V vecs[kVecs];
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) vecs[i] = vrow[i];
+#pragma unroll
+        for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(vecs[(kLead + j) / VC].v[(kLead + j) % VC]);
+      } else if (cols_inside) {
 #pragma unroll
         for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(srow[j]);
       } else {
@@ -199,6 +214,16 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     for (int rh = 0; rh < RH; ++rh) {
       if (h + rh >= p.dst_h) break;
       T* drow = dst + (plane * p.dst_h + h + rh) * p.dst_w;
+      if (VC > 1 && t0 + RW <= p.dst_w) {
+#pragma unroll
+        for (int r = 0; r < RW; r += VC) {
+          V out;
+#pragma unroll
+          for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(acc[rh][(r + u) % RW]);
+          *reinterpret_cast<V*>(drow + t0 + r) = out;
+        }
+        continue;
+      }
 #pragma unroll
       for (int r = 0; r < RW; ++r)
         if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[rh][r]);

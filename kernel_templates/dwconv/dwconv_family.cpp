@@ -322,7 +322,14 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
   const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
   if (!p.channel_last()) {
-    if (vc != 1) return fail("channel-first: one channel per thread");
+    if (vc != 1) {
+      // vc > 1: the window loaded, and the run stored, as aligned vectors of vc elements along W.
+      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+      if (c.smem_halo) return fail("channel-first vectors along W: global-memory halo only");
+      if (rw % vc != 0) return fail("channel-first vectors along W: outputs per thread a multiple of the width");
+      if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("channel-first vectors along W: rows a multiple of the width");
+      if (dir == 1 && p.sw != 1) return fail("channel-first vectors along W: backward_data with stride_w 1 only");
+    }
     if (win > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail("filter too large for registers");
     std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
@@ -432,18 +439,20 @@ std::vector<Config> enumerate(const Problem& p) {
         for (int rh : row_counts) {
           if (!p.channel_last()) {
             for (int block : {64, 128, 256})
-              for (int halo : {0, 1}) {
-                if (rh > 1 && (halo || rw == 1)) continue;
-                Config c;
-                c.outputs_per_thread = rw;
-                c.threads_y = ty;
-                c.threads_x = block / ty;
-                c.vector_channels = 1;
-                c.smem_halo = halo;
-                c.smem_filter = filter;
-                c.rows_per_thread = rh > 1 ? rh : 0;
-                add(c);
-              }
+              for (int halo : {0, 1})
+                for (int vw : {1, std::min(rw, 16 / elem)}) {  // vectors along W: the whole run, ≤ 16 bytes
+                  if (rh > 1 && (halo || rw == 1)) continue;
+                  if (vw > 1 && halo) continue;
+                  Config c;
+                  c.outputs_per_thread = rw;
+                  c.threads_y = ty;
+                  c.threads_x = block / ty;
+                  c.vector_channels = vw;
+                  c.smem_halo = halo;
+                  c.smem_filter = filter;
+                  c.rows_per_thread = rh > 1 ? rh : 0;
+                  add(c);
+                }
           } else {
             // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
           // filter limits the channels per block, so blocks grow along H instead).
@@ -754,7 +763,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       if (!p.channel_last()) {
         efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty * rh);
         blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / (ty * rh));
-        const double per_output = rows_read * row_loads / (rw * rh);
+        // vc > 1: aligned vectors along W, one more than the window needs at worst.
+        const double row_vectors = vc > 1 ? std::ceil((row_loads + vc - 1) / vc) : row_loads;
+        const double per_output = rows_read * row_vectors / (rw * rh);
         if (c.smem_halo) {
           const double tile = ((ty - 1) * sh + double(kh - 1) * p.dh + 1) * ((tx * rw - 1) * sw + double(kw - 1) * p.dw + 1);
           cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);

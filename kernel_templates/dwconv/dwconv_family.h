@@ -25,7 +25,8 @@ struct Config {
   int outputs_per_thread = 0;  // RW: consecutive outputs along W per thread
   int threads_x = 0;           // TX: along W (channel-first) or along C (channel-last)
   int threads_y = 0;           // TY: output rows per block
-  int vector_channels = 0;     // VC: channels per vector access (channel-last), 1 otherwise
+  int vector_channels = 0;     // VC: channels per vector access (channel-last); channel-first:
+                               // elements per vector access along W (1: scalars)
   int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first)
   int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
   int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
