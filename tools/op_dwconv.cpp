@@ -328,17 +328,7 @@ class DwConvProblem final : public OpProblem {
             for (int vc = 1; vc <= 8; vc *= 2)
               for (int halo : {0, 1})
                 for (int filter : {0, 1})
-                  for (int rh : {0, 2, 4, 8}) {
-                    dw::Config c;
-                    c.outputs_per_thread = rw;
-                    c.threads_x = tx;
-                    c.threads_y = ty;
-                    c.vector_channels = vc;
-                    c.smem_halo = halo;
-                    c.smem_filter = filter;
-                    c.rows_per_thread = rh;
-                    consider(c);
-                  }
+                  for (int rh : {0, 2, 4, 8}) consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh));
     }
     const auto tuned = dw::enumerate(p);
     for (const auto& c : tuned) {

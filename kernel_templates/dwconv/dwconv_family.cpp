@@ -361,6 +361,19 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
 
 bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
 
+Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh) {
+  Config c;
+  c.kernel = Kernel::tiled;
+  c.outputs_per_thread = rw;
+  c.threads_x = tx;
+  c.threads_y = ty;
+  c.vector_channels = vc;
+  c.smem_halo = halo;
+  c.smem_filter = filter;
+  c.rows_per_thread = rh > 1 ? rh : 0;
+  return c;
+}
+
 std::vector<std::pair<std::string, Config>> seed_configs(const Problem& p) {
   std::vector<std::pair<std::string, Config>> seeds;
   const bool last = p.channel_last();
@@ -431,6 +444,9 @@ std::vector<Config> enumerate(const Problem& p) {
     return out;
   }
   const int elem = p.element_bytes();
+  const auto tiled = [&](int rw, int tx, int ty, int vc, int halo, int filter, int rh) {
+    add(tiled_config(rw, tx, ty, vc, halo, filter, rh));
+  };
   // Rows per thread (each source row loaded once for all of them) only where there are rows.
   const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
   for (int rw : {1, 2, 4, 8})
@@ -441,33 +457,17 @@ std::vector<Config> enumerate(const Problem& p) {
             for (int block : {64, 128, 256})
               for (int halo : {0, 1})
                 for (int vw : {1, std::min(rw, 16 / elem)}) {  // vectors along W: the whole run, ≤ 16 bytes
-                  if (rh > 1 && (halo || rw == 1)) continue;
-                  if (vw > 1 && halo) continue;
-                  Config c;
-                  c.outputs_per_thread = rw;
-                  c.threads_y = ty;
-                  c.threads_x = block / ty;
-                  c.vector_channels = vw;
-                  c.smem_halo = halo;
-                  c.smem_filter = filter;
-                  c.rows_per_thread = rh > 1 ? rh : 0;
-                  add(c);
+                  if ((rh > 1 && (halo || rw == 1)) || (vw > 1 && halo)) continue;
+                  tiled(rw, block / ty, ty, vw, halo, filter, rh);
                 }
           } else {
             // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
-          // filter limits the channels per block, so blocks grow along H instead).
-          if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
+            // filter limits the channels per block, so blocks grow along H instead).
+            if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
               for (int tx : {4, 8, 16, 32, 64}) {
                 if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
-                Config c;
-                c.outputs_per_thread = rw;
-                c.threads_y = ty;
-                c.threads_x = tx;
-                c.vector_channels = vc;
-                c.smem_filter = filter;
-                c.rows_per_thread = rh > 1 ? rh : 0;
-                add(c);
+                tiled(rw, tx, ty, vc, 0, filter, rh);
               }
           }
         }

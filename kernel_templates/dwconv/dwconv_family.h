@@ -87,6 +87,8 @@ std::optional<Problem> problem_from_key(const std::string& key);
 /// for checking a problem with validate() without memory.
 void set_placeholders(DwConvArgs& args, bool bias);
 
+/// A tiled-kernel config from its axes (rh <= 1: one row per thread).
+Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh);
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Every valid variant; the seed study's designs first.
 std::vector<Config> enumerate(const Problem& problem);
