@@ -329,6 +329,7 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
       ++tiled;
       CHECK((c.taps_per_block == p.kh * p.kw || (p.kh > 1 && c.taps_per_block == p.kw)));
       CHECK(c.label().find(",rw=") != std::string::npos);
+      if (c.vector_channels > 1 || c.rows_per_thread > 1) continue;  // their names: the next test case
       const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
       CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.outputs_per_thread));
     }
@@ -341,20 +342,22 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     c.taps_per_block = 2;
     CHECK_FALSE(dwconv::is_valid(p, c));
   }
-  // 7x7 (49 taps) and 31x31: too many accumulators for every tap, so the tiled variants take one
-  // kernel row per block column (tg = kw).
+  // 7x7 (49 taps): every tap in registers, or one kernel row per block column (tg = kw); 31x31:
+  // too many accumulators for every tap, one kernel row only.
   for (int k : {7, 31}) {
     DwConvArgs big = mobile;
     big.kernel_h = big.kernel_w = k;
     big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = k / 2;
     const Problem p = dwconv::make_problem(big);
-    int tiled = 0;
+    int tiled = 0, every_tap = 0;
     for (const auto& c : dwconv::enumerate(p)) {
       if (c.outputs_per_thread <= 1) continue;
       ++tiled;
-      CHECK(c.taps_per_block == k);
+      CHECK((c.taps_per_block == k || (k == 7 && c.taps_per_block == 49)));
+      every_tap += c.taps_per_block == k * k;
     }
     CHECK(tiled >= 4);
+    CHECK((k == 7 ? every_tap >= 4 : every_tap == 0));
     Config c;
     c.kernel = dwconv::Kernel::wgrad;
     c.channels_per_block = 1, c.position_threads = 128, c.splits = 1, c.outputs_per_thread = 4;
@@ -363,6 +366,57 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     c.taps_per_block = k - 1;  // neither every tap nor one row
     CHECK_FALSE(dwconv::is_valid(p, c));
   }
+}
+
+TEST_CASE("weight gradients: vectors along W and rows per thread follow their rules", "[dwconv]") {
+  // MobileNetV2 3x3 and ConvNeXt 7x7 NCHW f32 (W = 56): both axes in the space.
+  for (int k : {3, 7}) {
+    DwConvArgs a = args_2d(DwDirection::backward_weight, DwLayout::nchw);
+    a.n = 32, a.c = 96, a.h = a.w = 56;
+    a.kernel_h = a.kernel_w = k;
+    a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = k / 2;
+    const Problem p = dwconv::make_problem(a);
+    INFO(p.key());
+    int vectors = 0, rows = 0;
+    for (const auto& c : dwconv::enumerate(p)) {
+      const int vc = std::max(1, c.vector_channels), rh = std::max(1, c.rows_per_thread);
+      if (vc == 1 && rh == 1) continue;
+      CHECK(c.outputs_per_thread > 1);
+      CHECK(c.outputs_per_thread % vc == 0);
+      if (rh > 1) CHECK(c.taps_per_block == k * k);
+      vectors += vc > 1;
+      rows += rh > 1;
+      CHECK(c.label().find(vc > 1 ? fmt::format(",vc={}", vc) : ",rw=") != std::string::npos);
+      CHECK((rh == 1 || c.label().find(fmt::format(",rh={}", rh)) != std::string::npos));
+      // RW, RH and VC close the template's arguments; older variants keep their names.
+      const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+      const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, rh, vc);
+      CHECK(name.substr(name.size() - suffix.size()) == suffix);
+      CHECK(Config::from_json(c.to_json()) == c);
+      CHECK(dwconv::geometry(p, c, p.n).grid_y == static_cast<unsigned>(c.splits));
+    }
+    CHECK(vectors >= 8);
+    CHECK(rows >= 8);
+    // Rows per thread need every tap; vectors need rows that are a multiple of the width.
+    Config c = dwconv::heuristic_config(p, 9);
+    c.outputs_per_thread = 4, c.vector_channels = 4, c.rows_per_thread = 2, c.taps_per_block = k * k;
+    std::string why;
+    CHECK(dwconv::is_valid(p, c, &why));
+    INFO(why);
+    c.taps_per_block = k;
+    CHECK_FALSE(dwconv::is_valid(p, c));
+    c.taps_per_block = k * k, c.rows_per_thread = 0, c.outputs_per_thread = 0;
+    CHECK_FALSE(dwconv::is_valid(p, c));  // vectors need register-tiled runs
+    DwConvArgs odd = a;
+    odd.w = 54;  // 54 = 2 x 27: no 4-element vectors; the space offers 2
+    const Problem q = dwconv::make_problem(odd);
+    c.outputs_per_thread = 4, c.vector_channels = 4;
+    CHECK_FALSE(dwconv::is_valid(q, c));
+    for (const auto& v : dwconv::enumerate(q)) CHECK(v.vector_channels <= 2);
+  }
+  // Channel-last weight gradients have no vectors along W.
+  DwConvArgs last = args_2d(DwDirection::backward_weight, DwLayout::nhwc);
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(last))) CHECK(c.vector_channels <= 1);
 }
 
 TEST_CASE("rows per thread and large channel-last kernels: variants exist, geometry and names follow", "[dwconv]") {

@@ -94,6 +94,10 @@ const Shape kShapes[] = {
     {"N = 1, 31x31", DwLayout::nchw, DType::f32, 1, 8, 40, 36, 31, 31, 1, 1, 15, 15, false, false},
     {"NHWC f16 stride 2", DwLayout::nhwc, DType::f16, 4, 40, 14, 14, 3, 3, 2, 1, 1, 1, false, true},
     {"NHWC bf16 9x9 (over 64 taps: blocks of 8 rows)", DwLayout::nhwc, DType::bf16, 2, 24, 12, 10, 9, 9, 1, 1, 4, 4, false, false},
+    // Weight gradients with vectors along W and rows per thread: partial runs and row groups.
+    {"NCHW 5x5 dilation 2, W = 20", DwLayout::nchw, DType::f32, 2, 16, 13, 20, 5, 5, 1, 2, 4, 4, false, true},
+    {"NCHW f16 stride 2, W = 32", DwLayout::nchw, DType::f16, 2, 8, 10, 32, 3, 3, 2, 1, 1, 1, false, false},
+    {"NCHW 7x7, 18 x 16 (49 taps a thread)", DwLayout::nchw, DType::f32, 3, 8, 18, 16, 7, 7, 1, 1, 3, 3, false, true},
 };
 
 DwConvArgs make_args(const Shape& s, DwDirection dir) {

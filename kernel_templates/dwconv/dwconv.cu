@@ -22,7 +22,11 @@
 //                        RW > 1 (register tiling, TG = every tap, or TG = KW: one kernel row per
 //                        block column): a thread takes runs of RW consecutive dy elements along W
 //                        and loads each x row's window once for all KW taps, instead of one x load
-//                        per tap and dy element.
+//                        per tap and dy element. RH > 1 (every tap): a thread's tile is RH dy rows x
+//                        RW outputs and each x row it touches is loaded once for every (dy row,
+//                        kernel row) pair. VC > 1 (channel-first): dy runs and x windows are read
+//                        as aligned vectors of VC elements along W.
+//                        Lanes of one channel reduce by warp shuffles before shared memory.
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
 #include "common.cuh"
 #include "dwconv_params.h"
@@ -409,14 +413,19 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
 // otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
 // last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
-          int ATOMIC, int BIAS, int RW = 1>
+          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
   static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
+  static_assert(RH == 1 || (RW > 1 && TG == KH * KW), "rows per thread share x rows across every tap");
+  static_assert(VC == 1 || (LAYOUT == 0 && RW > 1 && RW % VC == 0), "vectors along W: channel-first runs");
   constexpr int kTaps = KH * KW;
-  // Register tiling with TG == KW < kTaps: block column `group` owns kernel row kh = group.
-  constexpr int kTiledRows = TG == KH * KW ? KH : 1;
+  constexpr bool kAllTaps = TG == KH * KW;
   constexpr int kCols = kTaps + 1;  // the last column is dbias
-  __shared__ float partial[PY][CT][TG + 1];
+  // Lanes of one channel add their sums by warp shuffles first, so a block column sums one value
+  // per warp instead of one per thread (the serial sum over PY values was a long tail).
+  constexpr bool kLaneReduce = CT < 32 && 32 % CT == 0 && (CT * PY) % 32 == 0;
+  constexpr int kRows = kLaneReduce ? CT * PY / 32 : PY;
+  __shared__ float partial[kRows][CT][TG + 1];
   __shared__ bool last_block;
   const int cx = threadIdx.x % CT, py = threadIdx.x / CT;
   const long long c_tiles = (p.channels + CT - 1) / CT;
@@ -442,66 +451,114 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
 #pragma unroll
   for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
   if constexpr (RW > 1) {
-    // Runs of RW outputs along W within one (n, h) row; this split's slice is a range of runs.
-    constexpr int kWin = (RW - 1) * SW + (KW - 1) * DW + 1;
+    // Tiles of RH rows x RW outputs along W within one image; this split's slice is a range of
+    // tiles. x rows are loaded once per tile for every (dy row, kernel row) pair that reads them
+    // (every tap), or once per dy row for the block column's kernel row (TG = KW, RH = 1).
+    using AW = Axis<0, KW, SW, DW, PW, RW>;
+    using AH = Axis<0, KH, SH, DH, PH, RH>;
+    constexpr int kWin = AW::kWindow;
+    constexpr int kXRows = kAllTaps ? AH::kWindow : 1;
+    using V = Vec<T, VC>;
+    constexpr int kLead = ((-PW % VC) + VC) % VC;  // VC | w0 * SW: the window starts kLead into a vector
+    constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
     const long long runs_per_row = (p.dst_w + RW - 1) / RW;
-    const long long runs = p.batch * p.dst_h * runs_per_row;
+    const long long row_groups = (p.dst_h + RH - 1) / RH;
+    const long long runs = p.batch * row_groups * runs_per_row;
     const long long per_split_runs = (runs + p.splits - 1) / p.splits;
     const long long run_begin = split * per_split_runs;
     const long long run_end = run_begin + per_split_runs < runs ? run_begin + per_split_runs : runs;
     if (c < p.channels && run_begin + py < run_end) {
       const long long step_r = PY % runs_per_row, step_hr = PY / runs_per_row;
-      const long long step_h = step_hr % p.dst_h, step_n = step_hr / p.dst_h;
-      long long wr = (run_begin + py) % runs_per_row, h = (run_begin + py) / runs_per_row;
-      long long n = h / p.dst_h;
-      h %= p.dst_h;
+      const long long step_h = step_hr % row_groups, step_n = step_hr / row_groups;
+      long long wr = (run_begin + py) % runs_per_row, hg = (run_begin + py) / runs_per_row;
+      long long n = hg / row_groups;
+      hg %= row_groups;
       for (long long e = run_begin + py; e < run_end; e += PY) {
-        const long long w0 = wr * RW;
-        float g[RW];
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-          const long long w = w0 + r;
-          const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
-                                              : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
-          g[r] = w < p.dst_w ? kvt_to_float(dy[g_idx]) : 0.f;
-          if (BIAS) acc[TG] += g[r];
-        }
-        // A run that ends past the row skips its missing outputs' products, so an x column that
-        // only they would touch cannot bring in a NaN (0 * inf) that the definition does not have.
+        const long long w0 = wr * RW, h = hg * RH;
         const int valid = p.dst_w - w0 < RW ? static_cast<int>(p.dst_w - w0) : RW;
-        auto taps = [&](auto whole_run) {
+        const int rows = p.dst_h - h < RH ? static_cast<int>(p.dst_h - h) : RH;
+        float g[RH][RW];
 #pragma unroll
-          for (int tr = 0; tr < kTiledRows; ++tr) {
-            const int kh = kTiledRows == KH ? tr : group;
-            const long long row = h * SH - PH + (long long)kh * DH;
-            if (row < 0 || row >= p.src_h) continue;
-            const long long q0 = w0 * SW - PW;
-            const T* x_row = LAYOUT == 0 ? x + ((n * p.channels + c) * p.src_h + row) * p.src_w
-                                         : x + ((n * p.src_h + row) * p.src_w) * p.channels + c;
-            float win[kWin];
+        for (int rr = 0; rr < RH; ++rr) {
+          const T* g_row = LAYOUT == 0 ? dy + ((n * p.channels + c) * p.dst_h + h + rr) * p.dst_w
+                                       : dy + ((n * p.dst_h + h + rr) * p.dst_w) * p.channels + c;
+#pragma unroll
+          for (int r = 0; r < RW; r += VC) {
+            // VC > 1: the host guarantees VC | dst_w, so a vector is wholly inside the row or past it.
+            const bool in = rr < rows && w0 + r < p.dst_w;
+            if constexpr (VC > 1) {
+              V v;
+              if (in) v = *reinterpret_cast<const V*>(g_row + w0 + r);
+#pragma unroll
+              for (int u = 0; u < VC; ++u) g[rr][r + u] = in ? kvt_to_float(v.v[u]) : 0.f;
+            } else {
+              g[rr][r] = in ? kvt_to_float(g_row[LAYOUT == 0 ? w0 + r : (w0 + r) * p.channels]) : 0.f;
+            }
+          }
+          if (BIAS)
+#pragma unroll
+            for (int r = 0; r < RW; ++r) acc[TG] += g[rr][r];
+        }
+        const long long q0 = w0 * SW - PW;
+        auto load_x = [&](long long row, float (&win)[kWin]) {
+          const T* x_row = LAYOUT == 0 ? x + ((n * p.channels + c) * p.src_h + row) * p.src_w
+                                       : x + ((n * p.src_h + row) * p.src_w) * p.channels + c;
+          if constexpr (VC > 1) {
+            // Aligned vectors (VC | src_w): each is wholly inside the row or wholly padding.
+            V vecs[kVecs];
+#pragma unroll
+            for (int i = 0; i < kVecs; ++i) {
+              const long long qs = q0 - kLead + i * VC;
+              if (qs >= 0 && qs < p.src_w) vecs[i] = *reinterpret_cast<const V*>(x_row + qs);
+              else
+#pragma unroll
+                for (int u = 0; u < VC; ++u) vecs[i].v[u] = kvt_from_float<T>(0.f);
+            }
+#pragma unroll
+            for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(vecs[(kLead + j) / VC].v[(kLead + j) % VC]);
+          } else {
 #pragma unroll
             for (int i = 0; i < kWin; ++i) {
               const long long q = q0 + i;
               win[i] = (q >= 0 && q < p.src_w) ? kvt_to_float(x_row[LAYOUT == 0 ? q : q * p.channels]) : 0.f;
             }
+          }
+        };
+        // A tile that ends past the row (or the image) skips its missing outputs' products, so an x
+        // column that only they would touch cannot bring in a NaN (0 * inf) the definition lacks.
+        auto taps = [&](auto whole_run) {
 #pragma unroll
-            for (int kw = 0; kw < KW; ++kw)
+          for (int i = 0; i < kXRows; ++i) {
+            if (kAllTaps && !AH::used(i)) continue;
+            const long long row = kAllTaps ? AH::base(h) + i : h * SH - PH + (long long)group * DH;
+            if (row < 0 || row >= p.src_h) continue;
+            float win[kWin];
+            load_x(row, win);
 #pragma unroll
-              for (int r = 0; r < RW; ++r)
-                if (decltype(whole_run)::value || r < valid) acc[tr * KW + kw] += g[r] * win[r * SW + kw * DW];
+            for (int rr = 0; rr < RH; ++rr)
+#pragma unroll
+              for (int kh = 0; kh < (kAllTaps ? KH : 1); ++kh) {
+                if (kAllTaps && AH::offset(rr, kh) != i) continue;
+                if (rr >= rows) continue;
+#pragma unroll
+                for (int kw = 0; kw < KW; ++kw)
+#pragma unroll
+                  for (int r = 0; r < RW; ++r)
+                    if (decltype(whole_run)::value || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
+              }
           }
         };
         if (valid == RW) taps(kvt_bool<true>{});
         else taps(kvt_bool<false>{});
         wr += step_r;
-        h += step_h;
+        hg += step_h;
         n += step_n;
         if (wr >= runs_per_row) {
           wr -= runs_per_row;
-          ++h;
+          ++hg;
         }
-        if (h >= p.dst_h) {
-          h -= p.dst_h;
+        if (hg >= row_groups) {
+          hg -= row_groups;
           ++n;
         }
       }
@@ -542,8 +599,19 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
       }
     }
   }
+  if constexpr (kLaneReduce) {
+    // Lanes with the same channel (lane % CT) add up; lane cx < CT stores its warp's sum.
 #pragma unroll
-  for (int j = 0; j <= TG; ++j) partial[py][cx][j] = acc[j];
+    for (int j = 0; j <= TG; ++j) {
+      float v = acc[j];
+#pragma unroll
+      for (int off = 16; off >= CT; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if ((threadIdx.x & 31) < CT) partial[threadIdx.x / 32][cx][j] = v;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j <= TG; ++j) partial[py][cx][j] = acc[j];
+  }
   __syncthreads();
 
   // Column (cx, j) of this block: tap group * TG + j, or dbias (j == TG, written by group 0 only).
@@ -562,7 +630,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
     int t;
     if (!column(i, cc, t)) continue;
     float s = 0.f;
-    for (int y = 0; y < PY; ++y) s += partial[y][i % CT][i / CT];  // fixed order
+    for (int y = 0; y < kRows; ++y) s += partial[y][i % CT][i / CT];  // fixed order
     if (p.splits == 1 && !ATOMIC) write_final(cc, t, s);
     else if (ATOMIC) atomicAdd(p.workspace + cc * kCols + t, s);
     else p.workspace[split * p.channels * kCols + cc * kCols + t] = s;

@@ -91,9 +91,11 @@ std::string Config::label() const {
                          vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg",
                          rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
     case Kernel::wgrad:
-      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}", channels_per_block, position_threads,
+      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}{}{}", channels_per_block, position_threads,
                          taps_per_block, splits, atomic ? "atomic" : "ordered",
-                         outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "");
+                         outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "",
+                         vector_channels > 1 ? fmt::format(",vc={}", vector_channels) : "",
+                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
   }
   return "?";
 }
@@ -287,19 +289,39 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     const int block = c.channels_per_block * c.position_threads;
     if (c.channels_per_block < 1 || c.position_threads < 1 || block > 1024) return fail("block size outside 1..1024");
     if (!p.channel_last() && c.channels_per_block != 1) return fail("channel-first wgrad takes one channel per block");
-    if (c.taps_per_block < 1 || c.taps_per_block > 32) return fail("taps per block: 1..32");
+    const int rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
+    const int vc = std::max(1, c.vector_channels);
+    if (c.outputs_per_thread < 0 || c.outputs_per_thread > 16) return fail("outputs per thread: 0..16");
+    if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
+    // Accumulators: up to 32 taps per block column, 64 for a register-tiled thread with every tap.
+    const int max_taps = rw > 1 && c.taps_per_block == taps(p) ? kMaxAccumulators : 32;
+    if (c.taps_per_block < 1 || c.taps_per_block > max_taps) return fail(fmt::format("taps per block: 1..{}", max_taps));
     if (c.taps_per_block > taps(p)) return fail("more taps per block than the kernel has");
     if (c.splits < 1 || c.splits > 65535) return fail("splits: 1..65535");
     if (c.atomic && p.deterministic) return fail("atomics need deterministic = false");
-    if (std::size_t(block) * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail("shared memory");
+    // Mirror of the kernel's partial[kRows][CT][TG + 1]: one row per warp where lanes reduce first.
+    const int ct = c.channels_per_block;
+    const bool lane_reduce = ct < 32 && 32 % ct == 0 && block % 32 == 0;
+    const std::size_t partial_rows = lane_reduce ? std::size_t(block / 32) : std::size_t(c.position_threads);
+    if (partial_rows * ct * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail("shared memory");
     // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
-    const int rw = std::max(1, c.outputs_per_thread);
-    if (c.outputs_per_thread < 0 || c.outputs_per_thread > 16) return fail("outputs per thread: 0..16");
-    // (tg <= 32 above bounds the accumulators: every tap, or one kernel row's KW taps per block column)
     if (rw > 1 && c.taps_per_block != taps(p) && !(c.taps_per_block == p.kw && p.kh > 1))
       return fail("register-tiled wgrad keeps every tap (tg = taps) or one kernel row's (tg = kw)");
+    if (rh > 1 && (rw == 1 || c.taps_per_block != taps(p)))
+      return fail("rows per thread: register-tiled runs with every tap");
+    if (rh * rw > kMaxAccumulators || rh * taps(p) * rw > kMaxUnrolledFmas) return fail("tile too large for registers");
+    if (vc > 1) {
+      // vc > 1: dy runs and x windows as aligned vectors of vc elements along W.
+      if (p.channel_last() || rw == 1) return fail("vectors along W: channel-first register-tiled runs only");
+      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+      if (rw % vc != 0) return fail("vectors along W: outputs per thread a multiple of the width");
+      if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("vectors along W: rows a multiple of the width");
+    }
+    if (rw > 1 && window(0, p.kw, p.sw, p.dw, p.pad_left, rw) + vc > kMaxWindowRegisters)
+      return fail("register window too large");
     if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
-    const std::int64_t positions = p.n * p.dst_h() * ceil_div(p.dst_w(), rw);
+    if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
+    const std::int64_t positions = p.n * ceil_div(p.dst_h(), rh) * ceil_div(p.dst_w(), rw);
     if (prune && c.splits > 1 && positions / c.splits < 4 * c.position_threads)
       return fail("too little work per split");
     if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
@@ -425,22 +447,35 @@ std::vector<Config> enumerate(const Problem& p) {
     if (is_valid(p, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (p.direction == DwDirection::backward_weight) {
+    // Vectors along W (channel-first) and rows per thread (every tap, runs of 4) for register tiles.
+    const int elem = p.element_bytes();
+    int widest = 16 / elem;  // the widest vector that divides the rows (14 x 14 planes: 2 elements)
+    while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes))
+      widest /= 2;
+    const std::vector<int> widths = p.channel_last() || widest < 2 ? std::vector<int>{0} : std::vector<int>{0, widest};
+    const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{0, 2, 4} : std::vector<int>{0};
     for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
       for (int block : {128, 256})
-        for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32), p.kh > 1 && p.kw <= 32 ? p.kw : 0})
+        for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32), p.kh > 1 && p.kw <= 32 ? p.kw : 0,
+                       taps(p) <= kMaxAccumulators ? taps(p) : 0})
           for (int splits : {1, 8, 32, 128})
             for (int atomic : {0, 1})
-              for (int rw : {0, 4, 8}) {
-                Config c;
-                c.kernel = Kernel::wgrad;
-                c.channels_per_block = ct;
-                c.position_threads = block / ct;
-                c.taps_per_block = tg;
-                c.splits = splits;
-                c.atomic = atomic;
-                c.outputs_per_thread = rw;
-                add(c);
-              }
+              for (int rw : {0, 4, 8})
+                for (int vw : widths)
+                  for (int rh : row_counts) {
+                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw != 4)) continue;
+                    Config c;
+                    c.kernel = Kernel::wgrad;
+                    c.channels_per_block = ct;
+                    c.position_threads = block / ct;
+                    c.taps_per_block = tg;
+                    c.splits = splits;
+                    c.atomic = atomic;
+                    c.outputs_per_thread = rw;
+                    c.vector_channels = std::min(vw, rw);
+                    c.rows_per_thread = rh;
+                    add(c);
+                  }
     return out;
   }
   const int elem = p.element_bytes();
@@ -608,6 +643,9 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         c.taps_per_block, c.atomic, p.bias ? 1 : 0)};
       if (c.outputs_per_thread > 1)  // the default RW = 1 keeps the older variants' names (and cubins)
         r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.outputs_per_thread));
+      if (c.rows_per_thread > 1 || c.vector_channels > 1)  // likewise RH = 1, VC = 1 (only with RW > 1)
+        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}, {}", std::max(1, c.rows_per_thread),
+                                                                                   std::max(1, c.vector_channels)));
       break;
   }
   return r;
@@ -795,13 +833,21 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double splits = c.splits;
       const double blocks = std::ceil(channels / ct) * std::ceil(tap_count / tg) * splits;
       const double positions = batch * double(p.out_h() * p.out_w());
-      const double occupancy = std::min(1.0, blocks * ct * py / (sms * 2048));
-      const double work = channels * tap_count * positions;
-      // Register tiling loads each x row's window once per run of rw outputs for all KW taps.
-      const double rw = std::max(1, c.outputs_per_thread);
+      // Register tiling loads each x row's window once per run of rw outputs for all KW taps (and,
+      // with rh rows per thread, once for every dy row that reads it), as vc-element vectors.
+      const double rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
+      const double vc = std::max(1, c.vector_channels);
       const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
-      const double loads = rw > 1 ? channels * positions * p.kh * window / rw / 4 : channels * positions * (tap_count / tg);
-      const double issue = (work * kFma + loads * kLoad) / sms / std::max(occupancy, 1e-3);
+      const double rows_read = rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
+      const double row_vectors = vc > 1 ? std::ceil((window + vc - 1) / vc) : window;
+      const double registers = 24 + tg + (rw > 1 ? rh * rw + window : 0);
+      const double occupancy = std::min(1.0, blocks * ct * py / (sms * 2048));
+      // Half the SM's threads hide a run's latency; fewer (over 64 registers) slow the issue.
+      const double register_occupancy = std::min(1.0, 65536 / (registers * 1024));
+      const double work = channels * tap_count * positions;
+      const double loads = rw > 1 ? channels * positions * rows_read * row_vectors / (rw * rh) / 4
+                                  : channels * positions * (tap_count / tg);
+      const double issue = (work * kFma + loads * kLoad) / sms / std::max(occupancy, 1e-3) / std::sqrt(register_occupancy);
       const double reduce = blocks * ct * tg * kReduce * std::log2(std::max(py, 2.0)) / sms +
                             (splits > 1 ? kSplit * channels * tap_count * splits / sms / 1000 : 0);
       const double memory = bytes / bandwidth * std::sqrt(tap_count / tg) / std::max(occupancy, 1e-3);
