@@ -56,6 +56,12 @@ struct Axis {
         if (valid(r, k) && offset(r, k) == i) return true;
     return false;
   }
+  // The first window position at or after i that some output reads (kWindow if none).
+  __host__ __device__ static constexpr int next_used(int i) {
+    for (; i < kWindow; ++i)
+      if (used(i)) return i;
+    return kWindow;
+  }
   // Source index of the window's first element for a run starting at output t0 (DIR 1: S | t0).
   __device__ static long long base(long long t0) { return DIR == 0 ? t0 * S - P : t0 / S + kQmin; }
 };
@@ -148,9 +154,14 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     constexpr int kLead = ((kB % VC) + VC) % VC;  // window start within its first vector
     constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
     const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
+    // Rows outside the plane read as zeros (the row-window loop prefetches them unconditionally).
     auto load = [&](long long row, float (&win)[kWin]) {
-      const T* srow = src_plane + row * p.src_w + win0;
-      if (VC > 1 && vec_inside) {
+      const bool row_in = row >= 0 && row < p.src_h;
+      const T* srow = src_plane + (row_in ? row : 0) * p.src_w + win0;
+      if (!row_in) {
+#pragma unroll
+        for (int j = 0; j < kWin; ++j) win[j] = 0.f;
+      } else if (VC > 1 && vec_inside) {
         const V* vrow = reinterpret_cast<const V*>(srow - kLead);
         V vecs[kVecs];
 #pragma unroll
@@ -199,19 +210,23 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     } else {
       // Every source row the thread's RH output rows read, loaded once and used by every
       // (row, tap) pair that lands on it (compile-time after unrolling; DIR 1: SH divides h).
+      // Software pipeline: the next used row's window is loaded before this row's FMAs.
       const long long row_base = AH::base(h);
+      float win[kWin], next[kWin];
+      load(row_base + AH::next_used(0), win);
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
+        if (AH::next_used(i + 1) < AH::kWindow) load(row_base + AH::next_used(i + 1), next);
         const long long row = row_base + i;
-        if (row < 0 || row >= p.src_h) continue;
-        float win[kWin];
-        load(row, win);
+        if (row >= 0 && row < p.src_h)
 #pragma unroll
-        for (int rh = 0; rh < RH; ++rh)
+          for (int rh = 0; rh < RH; ++rh)
 #pragma unroll
-          for (int kh = 0; kh < KH; ++kh)
-            if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+            for (int kh = 0; kh < KH; ++kh)
+              if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+#pragma unroll
+        for (int j = 0; j < kWin; ++j) win[j] = next[j];
       }
     }
 #pragma unroll
@@ -291,9 +306,10 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     const long long win0 = AW::base(t0);
     // Whole vectors and columns inside the row (every thread but the edge ones): loads without tests.
     const bool inside = full_vector && win0 >= 0 && win0 + kWin <= p.src_w;
-    auto load = [&](long long row, V (&win)[kWin]) {
-      const T* srow = src + ((n * p.src_h + row) * p.src_w + win0) * p.channels + c0;
-      if (inside) {
+    auto load = [&](long long row, V (&win)[kWin]) {  // rows outside the image read as zeros
+      const bool row_in = row >= 0 && row < p.src_h;
+      const T* srow = src + ((n * p.src_h + (row_in ? row : 0)) * p.src_w + win0) * p.channels + c0;
+      if (inside && row_in) {
 #pragma unroll
         for (int j = 0; j < kWin; ++j) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
         return;
@@ -301,13 +317,13 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 #pragma unroll
       for (int j = 0; j < kWin; ++j) {
         const long long q = win0 + j;
-        if (q >= 0 && q < p.src_w && full_vector) {
+        if (row_in && q >= 0 && q < p.src_w && full_vector) {
           win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
         } else {
 #pragma unroll
           for (int v = 0; v < VC; ++v)
-            win[j].v[v] = (q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[j * p.channels + v]
-                                                                          : kvt_from_float<T>(0.f);
+            win[j].v[v] = (row_in && q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[j * p.channels + v]
+                                                                                    : kvt_from_float<T>(0.f);
         }
       }
     };
@@ -331,19 +347,22 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         accumulate(win, 0, kh);
       }
     } else {
-      const long long row_base = AH::base(h);  // see the channel-first branch
+      const long long row_base = AH::base(h);  // see the channel-first branch (pipelined rows)
+      V win[kWin], next[kWin];
+      load(row_base + AH::next_used(0), win);
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
+        if (AH::next_used(i + 1) < AH::kWindow) load(row_base + AH::next_used(i + 1), next);
         const long long row = row_base + i;
-        if (row < 0 || row >= p.src_h) continue;
-        V win[kWin];
-        load(row, win);
+        if (row >= 0 && row < p.src_h)
 #pragma unroll
-        for (int rh = 0; rh < RH; ++rh)
+          for (int rh = 0; rh < RH; ++rh)
 #pragma unroll
-          for (int kh = 0; kh < KH; ++kh)
-            if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+            for (int kh = 0; kh < KH; ++kh)
+              if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+#pragma unroll
+        for (int j = 0; j < kWin; ++j) win[j] = next[j];
       }
     }
 #pragma unroll
@@ -500,55 +519,61 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             for (int r = 0; r < RW; ++r) acc[TG] += g[rr][r];
         }
         const long long q0 = w0 * SW - PW;
-        auto load_x = [&](long long row, float (&win)[kWin]) {
+        // One x row's window as kVecs aligned accesses (VC = 1: kVecs = kWin scalars), predicated
+        // rather than branched: padding rows and columns read as zeros, so no control flow
+        // separates a row's loads from the previous row's FMAs.
+        auto load_row = [&](int i, V (&vecs)[kVecs]) {
+          const long long row = kAllTaps ? AH::base(h) + i : h * SH - PH + (long long)group * DH;
+          const bool row_in = row >= 0 && row < p.src_h;
           const T* x_row = LAYOUT == 0 ? x + ((n * p.channels + c) * p.src_h + row) * p.src_w
                                        : x + ((n * p.src_h + row) * p.src_w) * p.channels + c;
-          if constexpr (VC > 1) {
-            // Aligned vectors (VC | src_w): each is wholly inside the row or wholly padding.
-            V vecs[kVecs];
 #pragma unroll
-            for (int i = 0; i < kVecs; ++i) {
-              const long long qs = q0 - kLead + i * VC;
-              if (qs >= 0 && qs < p.src_w) vecs[i] = *reinterpret_cast<const V*>(x_row + qs);
-              else
+          for (int v = 0; v < kVecs; ++v) {
+            // VC > 1: VC | src_w, so a vector is wholly inside the row or wholly padding.
+            const long long qs = q0 - kLead + v * VC;
+            if (row_in && qs >= 0 && qs < p.src_w) vecs[v] = *reinterpret_cast<const V*>(x_row + (LAYOUT == 0 ? qs : qs * p.channels));
+            else
 #pragma unroll
-                for (int u = 0; u < VC; ++u) vecs[i].v[u] = kvt_from_float<T>(0.f);
-            }
-#pragma unroll
-            for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(vecs[(kLead + j) / VC].v[(kLead + j) % VC]);
-          } else {
-#pragma unroll
-            for (int i = 0; i < kWin; ++i) {
-              const long long q = q0 + i;
-              win[i] = (q >= 0 && q < p.src_w) ? kvt_to_float(x_row[LAYOUT == 0 ? q : q * p.channels]) : 0.f;
-            }
+              for (int u = 0; u < VC; ++u) vecs[v].v[u] = kvt_from_float<T>(0.f);
           }
         };
         // A tile that ends past the row (or the image) skips its missing outputs' products, so an x
         // column that only they would touch cannot bring in a NaN (0 * inf) the definition lacks.
-        auto taps = [&](auto whole_run) {
+        auto taps = [&](auto whole) {
+          // Software pipeline: the next used row's loads are issued before this row's FMAs.
+          V cur[kVecs], next[kVecs];
+          load_row(kAllTaps ? AH::next_used(0) : 0, cur);
 #pragma unroll
           for (int i = 0; i < kXRows; ++i) {
             if (kAllTaps && !AH::used(i)) continue;
+            if (kAllTaps && AH::next_used(i + 1) < kXRows) load_row(AH::next_used(i + 1), next);
+            // Padding rows add no products (as the definition: no 0 * inf NaN from them).
             const long long row = kAllTaps ? AH::base(h) + i : h * SH - PH + (long long)group * DH;
-            if (row < 0 || row >= p.src_h) continue;
+            if (row < 0 || row >= p.src_h) {
+#pragma unroll
+              for (int v = 0; v < kVecs; ++v) cur[v] = next[v];
+              continue;
+            }
             float win[kWin];
-            load_x(row, win);
+#pragma unroll
+            for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
 #pragma unroll
             for (int rr = 0; rr < RH; ++rr)
 #pragma unroll
               for (int kh = 0; kh < (kAllTaps ? KH : 1); ++kh) {
                 if (kAllTaps && AH::offset(rr, kh) != i) continue;
-                if (rr >= rows) continue;
+                if (!decltype(whole)::value && rr >= rows) continue;
 #pragma unroll
                 for (int kw = 0; kw < KW; ++kw)
 #pragma unroll
                   for (int r = 0; r < RW; ++r)
-                    if (decltype(whole_run)::value || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
+                    if (decltype(whole)::value || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
               }
+#pragma unroll
+            for (int v = 0; v < kVecs; ++v) cur[v] = next[v];
           }
         };
-        if (valid == RW) taps(kvt_bool<true>{});
+        if (valid == RW && rows == RH) taps(kvt_bool<true>{});
         else taps(kvt_bool<false>{});
         wr += step_r;
         hg += step_h;
