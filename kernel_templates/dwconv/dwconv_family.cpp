@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
@@ -336,8 +337,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (rh > 1) {
     if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
     if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
-    if (rh * rw * vc > kMaxAccumulators) return fail("too many accumulators");
-    if (rh * taps(p) * rw * vc > kMaxUnrolledFmas) return fail("unrolled code too large");
+    const int lanes = p.channel_last() ? vc : 1;  // channel-first vectors run along W, inside the run
+    if (rh * rw * lanes > kMaxAccumulators) return fail("too many accumulators");
+    if (rh * taps(p) * rw * lanes > kMaxUnrolledFmas) return fail("unrolled code too large");
     if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
   }
   if (prune && tx * ty < 32 && !(p.channel_last() && tx * vc >= p.c)) return fail("blocks under a warp");
@@ -483,11 +485,15 @@ std::vector<Config> enumerate(const Problem& p) {
     add(tiled_config(rw, tx, ty, vc, halo, filter, rh));
   };
   // Rows per thread (each source row loaded once for all of them) only where there are rows.
-  const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
+  // 8 rows (runs of 4 only) for kernels of 5 rows or more, where each thread's rows share most
+  // source rows: 14 source rows for 8 output rows of a 7x7 instead of 10 for 4.
+  std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
+  if (p.dst_h() > 1 && p.kh >= 5) row_counts.push_back(8);
   for (int rw : {1, 2, 4, 8})
     for (int ty : {1, 2, 4, 8})
       for (int filter : {0, 1})
         for (int rh : row_counts) {
+          if (rh == 8 && rw != 4) continue;
           if (!p.channel_last()) {
             for (int block : {64, 128, 256})
               for (int halo : {0, 1})
@@ -511,44 +517,63 @@ std::vector<Config> enumerate(const Problem& p) {
 
 Config heuristic_config(const Problem& p, int cc_major) {
   (void)cc_major;  // one rule serves sm_80..sm_100 today
-  // The shapes of the tuned winners on the benchmark suites (H200, bench/results/2026-11-23-h200-dwconv-rows).
+  // The shapes of the exhaustive winners on the benchmark suites (H200,
+  // bench/results/2026-11-23-h200-pipelined-rows and -wgrad-vectors); each falls back step by step
+  // (no vectors, shared-memory filter, fewer rows) where a problem does not allow it.
   Config c;
+  const auto first_valid = [&](std::initializer_list<std::function<void(Config&)>> steps) {
+    for (const auto& step : steps) {
+      if (is_valid(p, c)) return;
+      step(c);
+    }
+  };
   if (p.direction == DwDirection::backward_weight) {
     c.kernel = Kernel::wgrad;
     c.channels_per_block = p.channel_last() ? 32 : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
-    if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= 32 || (p.kh > 1 && p.kw <= 32))) {
-      // Register-tiled runs of 4 outputs: every tap, or one kernel row per block column.
-      c.outputs_per_thread = 4;
-      c.position_threads = 128;
-      c.taps_per_block = taps(p) <= 32 ? taps(p) : p.kw;
+    if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
+      // Register-tiled runs of 8 outputs read as 4-element vectors along W: every tap, or one
+      // kernel row per block column (runs of 4, 128 threads) for kernels over 64 taps.
+      const bool every_tap = taps(p) <= kMaxAccumulators;
+      c.outputs_per_thread = every_tap ? 8 : 4;
+      c.position_threads = every_tap ? 256 : 128;
+      c.taps_per_block = every_tap ? taps(p) : p.kw;
+      c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 0;
     }
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
     const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
     c.splits = 1;
-    while (c.splits < 128 && blocks * c.splits < 4 * 132 && positions / (c.splits * 2) >= 4 * c.position_threads)
+    while (c.splits < 128 && blocks * c.splits < 5 * 132 && positions / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
+    first_valid({[](Config& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 0; },
+                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.outputs_per_thread = 4; }});
   } else {
     c.kernel = Kernel::tiled;
     const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
     const bool two_d = p.dst_h() > 1;
     c.outputs_per_thread = rw_base * std::max(1, 4 / rw_base);
     c.vector_channels = 1;
-    c.rows_per_thread = two_d ? 2 : 0;
+    c.rows_per_thread = two_d ? 4 : 0;
+    c.smem_filter = 0;
     if (p.channel_last()) {
-      // 2D: 4-byte vectors, runs of 4, two rows; 1D: 8-byte vectors, runs of 8.
-      c.vector_channels = std::max(1, std::min(two_d ? 4 : 8, p.align_bytes) / p.element_bytes());
+      // 2D: scalar channels, runs of 4, four rows, 32 x 4 threads; 1D: 8-byte vectors, runs of 8.
+      c.vector_channels = two_d ? 1 : std::max(1, std::min(8, p.align_bytes) / p.element_bytes());
       c.threads_x = two_d ? 32 : 64;
       c.threads_y = two_d ? 4 : 1;
+      c.smem_filter = taps(p) > 9 ? 1 : 0;
       if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
     } else {
-      c.threads_y = two_d ? 2 : 1;
-      c.threads_x = two_d ? 32 : 128;
+      // 16 x 8 threads (2D) or 128 (1D), runs of 4 read as 4-element vectors along W.
+      c.threads_y = two_d ? 8 : 1;
+      c.threads_x = two_d ? 16 : 128;
+      c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
     }
-    c.smem_filter = 0;
-    if (!is_valid(p, c)) c.smem_filter = 1;
-    if (!is_valid(p, c)) c.rows_per_thread = 0;
+    first_valid({[](Config& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
+                 [](Config& v) { v.vector_channels = 1; }, [](Config& v) { v.smem_filter = 1; },
+                 [](Config& v) { v.rows_per_thread = v.rows_per_thread > 1 ? 2 : 0; },
+                 [](Config& v) { v.threads_x = 32, v.threads_y = v.threads_y > 1 ? 2 : 1; },
+                 [](Config& v) { v.rows_per_thread = 0; }});
   }
   if (is_valid(p, c)) return c;
   for (const auto& candidate : enumerate(p))  // the first tiled (or wgrad) variant that fits
