@@ -265,6 +265,53 @@ TEST_CASE("tuned dwconv: misaligned pointers, tune -> cache -> dispatch", "[gpu]
 }
 
 // The seed study's four designs and the tuned winner, side by side (prints a Markdown table).
+TEST_CASE("dwconv weight gradients with a split workspace: repeated calls and graph capture", "[gpu][dwconv]") {
+  KVTUNE_REQUIRE_GPU();
+  // 4 channels, 8 x 64 x 64 positions: the heuristic splits the reduction (a workspace per call).
+  const Shape s = {"split", DwLayout::nchw, DType::f32, 8, 4, 64, 64, 3, 3, 1, 1, 1, 1, false, true};
+  DwConvArgs a = make_args(s, DwDirection::backward_weight);
+  const std::size_t positions = std::size_t(a.n * a.c * a.h * a.w);
+  const auto x = random_host(a.dtype, positions, 21);
+  const auto g = random_host(a.dtype, positions, 22);
+  tuner::DeviceBuffer dx(x.bytes.size()), dg(g.bytes.size()), dw(std::size_t(a.c) * 9 * 4), db(std::size_t(a.c) * 4);
+  cudaMemcpy(dx.get(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dg.get(), g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  a.x = dx.get(), a.dy = dg.get(), a.dweight = dw.get(), a.dbias = db.get();
+  const dwconv::Problem p = dwconv::make_problem(a);
+  std::vector<double> ref, ref_bias;
+  dwconv::reference_backward_weight(p, a.n, x.values, g.values, ref, ref_bias);
+  ContextOptions o;
+  o.cache_path = ":memory:";
+  o.policy = Policy::heuristic;
+  Context context(o);
+  const auto config = dwconv::heuristic_config(p, detail::read_fingerprint(detail::current_device()).cc_major);
+  INFO(config.label());
+  REQUIRE(dwconv::geometry(p, config, a.n).workspace_bytes > 0);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  const auto poison_and_check = [&](auto&& run) {
+    cudaMemsetAsync(dw.get(), 0xFF, std::size_t(a.c) * 9 * 4, stream);
+    cudaMemsetAsync(db.get(), 0xFF, std::size_t(a.c) * 4, stream);
+    run();
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    CHECK(rel_error(a.dtype, dw.get(), ref) < tolerance(a.dtype));
+    CHECK(rel_error(a.dtype, db.get(), ref_bias) < tolerance(a.dtype));
+  };
+  for (int call = 0; call < 3; ++call) poison_and_check([&] { context.dwconv(a, stream); });
+  CHECK(context.dwconv_variant(a, stream) == config.label());
+  // Captured: the workspace becomes a graph allocation; the graph replays correctly, twice.
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  context.dwconv(a, stream);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) poison_and_check([&] { REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess); });
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 TEST_CASE("dwconv seed designs against the tuned winner", "[gpu][dwconv][bench]") {
   KVTUNE_REQUIRE_GPU();
   const auto fp = detail::read_fingerprint(detail::current_device());

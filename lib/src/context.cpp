@@ -147,6 +147,11 @@ struct Context::Impl {
     std::array<std::atomic<bool>, std::tuple_size_v<detail::Families>> has_exact{};
     std::mutex miss_mutex;  // one miss at a time per device
     std::mutex tune_mutex;  // one tuning at a time per device (foreground or background)
+    // backward_weight workspaces: a stream-ordered pool of the context's own that keeps its memory
+    // (the default pool gives it back at every synchronization, and mapping it again cost ~10 us a
+    // call on an H200). Null where the pool could not be made: then the device's default pool.
+    std::once_flag pool_init;
+    cudaMemPool_t workspace_pool = nullptr;
   };
 
   ContextOptions options;
@@ -194,7 +199,31 @@ struct Context::Impl {
     });
   }
 
-  ~Impl() { stop_worker(); }
+  ~Impl() {
+    stop_worker();
+    for (const auto& d : device_storage)
+      if (d->workspace_pool != nullptr) cudaMemPoolDestroy(d->workspace_pool);  // frees once unused
+  }
+
+  cudaMemPool_t workspace_pool(int ordinal) {
+    Device& d = device(ordinal);
+    std::call_once(d.pool_init, [&] {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = ordinal;
+      cudaMemPool_t pool = nullptr;
+      if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+        cudaGetLastError();
+        log("warn", fmt::format("device {}: no memory pool of kvtune's own; workspaces use the default pool", ordinal));
+        return;
+      }
+      std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      d.workspace_pool = pool;
+    });
+    return d.workspace_pool;
+  }
 
   static int fault_define(const std::string& fault) {
     return fault == "wrong" ? 1 : fault == "oob" ? 2 : fault == "hang" ? 3 : 0;
@@ -832,10 +861,16 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
   auto fail = [&](cudaError_t status, const char* what) {
     detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), entry.config.label(), "", ""});
   };
-  // backward_weight partials come from the stream-ordered pool: no synchronization, capture-safe.
+  // backward_weight partials come from a stream-ordered pool: no synchronization, capture-safe (a
+  // captured allocation becomes a graph memory node).
   if (workspace_bytes > 0) {
-    if (cudaError_t s = cudaMallocAsync(&launch_args.workspace, workspace_bytes, cuda_stream); s != cudaSuccess)
-      fail(s, "cudaMallocAsync (backward_weight workspace)");
+    int ordinal = 0;
+    if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) fail(s, "cudaGetDevice");
+    const cudaMemPool_t pool = impl_->workspace_pool(ordinal);
+    const cudaError_t s = pool != nullptr
+                              ? cudaMallocFromPoolAsync(&launch_args.workspace, workspace_bytes, pool, cuda_stream)
+                              : cudaMallocAsync(&launch_args.workspace, workspace_bytes, cuda_stream);
+    if (s != cudaSuccess) fail(s, "cudaMallocAsync (backward_weight workspace)");
   }
   const cudaError_t status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
   if (workspace_bytes > 0) cudaFreeAsync(launch_args.workspace, cuda_stream);
