@@ -463,3 +463,24 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(big))) tiled += v.kernel == dwconv::Kernel::tiled;
   CHECK(tiled >= 1);
 }
+
+TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shapes, never a seed", "[dwconv]") {
+  // Small and odd shapes of each direction and layout: the heuristic must be valid and not fall
+  // back to the seed designs (the naive weight gradient is 1 thread a block).
+  int checked = 0;
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    for (DwLayout l : {DwLayout::nchw, DwLayout::nhwc})
+      for (std::int64_t n : {1, 8})
+        for (std::int64_t hw : {7, 14, 64}) {
+          DwConvArgs a = args_2d(d, l);
+          a.n = n, a.c = 4, a.h = a.w = hw;
+          const Problem p = dwconv::make_problem(a);
+          INFO(p.key());
+          const Config c = dwconv::heuristic_config(p, 9);
+          INFO(c.label());
+          CHECK(dwconv::is_valid(p, c));
+          for (const auto& seed : dwconv::seed_configs(p)) CHECK(c != seed.second);
+          ++checked;
+        }
+  CHECK(checked == 36);
+}

@@ -529,7 +529,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
   };
   if (p.direction == DwDirection::backward_weight) {
     c.kernel = Kernel::wgrad;
-    c.channels_per_block = p.channel_last() ? 32 : 1;
+    c.channels_per_block = p.channel_last() ? static_cast<int>(std::min<std::int64_t>(32, next_pow2(p.c))) : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
@@ -541,13 +541,15 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 0;
     }
+    // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ runs a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
-    const std::int64_t positions = p.n * p.dst_h() * p.dst_w();
+    const std::int64_t runs = p.n * p.dst_h() * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
     c.splits = 1;
-    while (c.splits < 128 && blocks * c.splits < 5 * 132 && positions / (c.splits * 2) >= 4 * c.position_threads)
+    while (c.splits < 128 && blocks * c.splits < 5 * 132 && runs / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
     first_valid({[](Config& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 0; },
-                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.outputs_per_thread = 4; }});
+                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.outputs_per_thread = 4; },
+                 [](Config& v) { v.splits = 1; }});
   } else {
     c.kernel = Kernel::tiled;
     const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
@@ -568,6 +570,10 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.threads_y = two_d ? 8 : 1;
       c.threads_x = two_d ? 16 : 128;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
+      // Small planes: narrower tiles (taller blocks), then fewer rows of threads.
+      while (two_d && c.threads_x > 4 && c.threads_x * c.outputs_per_thread > 2 * next_pow2(p.dst_w()))
+        c.threads_x /= 2, c.threads_y *= 2;
+      while (c.threads_y > 1 && c.threads_y * c.rows_per_thread > next_pow2(p.dst_h())) c.threads_y /= 2;
     }
     first_valid({[](Config& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
                  [](Config& v) { v.vector_channels = 1; }, [](Config& v) { v.smem_filter = 1; },
@@ -576,7 +582,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
                  [](Config& v) { v.rows_per_thread = 0; }});
   }
   if (is_valid(p, c)) return c;
-  for (const auto& candidate : enumerate(p))  // the first tiled (or wgrad) variant that fits
+  // The first tiled (or wgrad) variant of the space beyond the seed designs, else a seed.
+  const auto seeds_of_p = seed_configs(p);
+  const auto is_seed = [&](const Config& v) {
+    return std::any_of(seeds_of_p.begin(), seeds_of_p.end(), [&](const auto& s) { return s.second == v; });
+  };
+  for (const auto& candidate : enumerate(p))
+    if (candidate.kernel != Kernel::direct && !is_seed(candidate) && is_valid(p, candidate)) return candidate;
+  for (const auto& candidate : enumerate(p))
     if (candidate.kernel != Kernel::direct && is_valid(p, candidate)) return candidate;
   const auto seeds = seed_configs(p);
   if (!seeds.empty()) return seeds.front().second;
