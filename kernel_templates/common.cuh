@@ -43,6 +43,21 @@ template <class T, int N> struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
+// A Vec of 4, 8 or 16 bytes from the lane `delta` below (UP) or above, by 32-bit warp shuffles; every
+// lane of the warp must call it.
+template <bool UP, class V> __device__ __forceinline__ V kvt_shfl_vec(const V& x, int delta) {
+  static_assert(sizeof(V) % 4 == 0, "whole 32-bit words");
+  union Words {
+    V vec;
+    unsigned w[sizeof(V) / 4];
+  } in, out;
+  in.vec = x;
+#pragma unroll
+  for (int i = 0; i < int(sizeof(V) / 4); ++i)
+    out.w[i] = UP ? __shfl_up_sync(0xffffffffu, in.w[i], delta) : __shfl_down_sync(0xffffffffu, in.w[i], delta);
+  return out.vec;
+}
+
 __device__ __forceinline__ bool kvt_finite(float f) {
   return (__float_as_uint(f) & 0x7f800000u) != 0x7f800000u;
 }

@@ -137,7 +137,9 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       }
     }
     if constexpr (STAGE == 1 || FILTER == 1) __syncthreads();
-    if (h >= p.dst_h || t0 >= p.dst_w) return;
+    // With the halo exchange every lane stays to the end (its loads and shuffles serve its neighbours;
+    // the stores below skip what is outside the output).
+    if (!(VC > 1 && STAGE == 0 && (RH > 1 || KH == 1)) && (h >= p.dst_h || t0 >= p.dst_w)) return;
 
     float acc[RH][RW];
 #pragma unroll
@@ -154,6 +156,46 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     constexpr int kLead = ((kB % VC) + VC) % VC;  // window start within its first vector
     constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
     const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
+    // Halo exchange (VC > 1, where every lane of a warp loads the same rows): a lane loads only its
+    // own kShift vectors; the window's vectors before them are the previous lane's own and those after
+    // them the next lane's, taken by warp shuffle (a warp's and a tile row's first and last lanes load
+    // theirs). Two or three 16-byte loads a row become one: neighbouring lanes' windows overlap, and
+    // without it a warp requested every byte from L2 twice (Nsight Compute, NCL bf16).
+    constexpr int kShift = (DIR == 0 ? RW * SW : RW) / VC;  // vectors between neighbouring lanes' windows
+    constexpr int kOwn0 = kVecs - 2 * kShift > 0 ? kVecs - 2 * kShift : 0;  // a lane's own: [kOwn0, +kShift)
+    constexpr bool kShuffle = VC > 1 && STAGE == 0 && (RH > 1 || KH == 1) && kVecs > kShift && kOwn0 <= kShift;
+    const bool first_lane = tx == 0 || (threadIdx.x & 31) == 0;
+    const bool last_lane = tx == TX - 1 || (threadIdx.x & 31) == 31;
+    auto issue = [&](long long row, V (&raw)[kVecs]) {  // the loads (own vectors; edge lanes also the halo)
+      const bool row_in = row >= 0 && row < p.src_h;
+      const long long q0 = win0 - kLead;
+      const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + q0;
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const bool fetch = (v >= kOwn0 && v < kOwn0 + kShift) || (v < kOwn0 ? first_lane : last_lane);
+        const long long qs = q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
+        if (fetch && row_in && qs >= 0 && qs < p.src_w) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
+        else
+#pragma unroll
+          for (int u = 0; u < VC; ++u) raw[v].v[u] = kvt_from_float<T>(0.f);
+      }
+    };
+    auto finish = [&](V (&raw)[kVecs], float (&win)[kWin]) {  // the shuffles, once the loads are needed
+      if constexpr (kShuffle) {
+#pragma unroll
+        for (int v = 0; v < kOwn0; ++v) {
+          const V got = kvt_shfl_vec<true>(raw[v + kShift], 1);
+          if (!first_lane) raw[v] = got;
+        }
+#pragma unroll
+        for (int v = kOwn0 + kShift; v < kVecs; ++v) {
+          const V got = kvt_shfl_vec<false>(raw[v - kShift], 1);
+          if (!last_lane) raw[v] = got;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(raw[(kLead + j) / VC].v[(kLead + j) % VC]);
+    };
     // Rows outside the plane read as zeros (the row-window loop prefetches them unconditionally).
     auto load = [&](long long row, float (&win)[kWin]) {
       const bool row_in = row >= 0 && row < p.src_h;
@@ -201,23 +243,38 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 #pragma unroll
           for (int j = 0; j < kWin; ++j) win[j] = trow[j];
         } else {
-          long long row;
-          if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
-          load(row, win);
+          long long row = -1;
+          const bool has_row = source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row);
+          if constexpr (kShuffle) {  // every lane loads and shuffles (zeros for a missing row)
+            V raw[kVecs];
+            issue(has_row ? row : -1, raw);
+            finish(raw, win);
+            if (!has_row) continue;
+          } else {
+            if (!has_row) continue;
+            load(row, win);
+          }
         }
         accumulate(win, 0, kh);
       }
     } else {
       // Every source row the thread's RH output rows read, loaded once and used by every
       // (row, tap) pair that lands on it (compile-time after unrolling; DIR 1: SH divides h).
-      // Software pipeline: the next used row's window is loaded before this row's FMAs.
+      // Software pipeline: the next used row's window is loaded before this row's FMAs (with the
+      // halo exchange, its loads are issued then and its shuffles done when it is used).
       const long long row_base = AH::base(h);
       float win[kWin], next[kWin];
-      load(row_base + AH::next_used(0), win);
+      V raw[kShuffle ? kVecs : 1], raw_next[kShuffle ? kVecs : 1];
+      if constexpr (kShuffle) issue(row_base + AH::next_used(0), raw);
+      else load(row_base + AH::next_used(0), win);
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
-        if (AH::next_used(i + 1) < AH::kWindow) load(row_base + AH::next_used(i + 1), next);
+        if (AH::next_used(i + 1) < AH::kWindow) {
+          if constexpr (kShuffle) issue(row_base + AH::next_used(i + 1), raw_next);
+          else load(row_base + AH::next_used(i + 1), next);
+        }
+        if constexpr (kShuffle) finish(raw, win);
         const long long row = row_base + i;
         if (row >= 0 && row < p.src_h)
 #pragma unroll
@@ -225,8 +282,13 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 #pragma unroll
             for (int kh = 0; kh < KH; ++kh)
               if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(win, rh, kh);
+        if constexpr (kShuffle) {
 #pragma unroll
-        for (int j = 0; j < kWin; ++j) win[j] = next[j];
+          for (int v = 0; v < kVecs; ++v) raw[v] = raw_next[v];
+        } else {
+#pragma unroll
+          for (int j = 0; j < kWin; ++j) win[j] = next[j];
+        }
       }
     }
 #pragma unroll
