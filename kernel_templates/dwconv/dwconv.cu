@@ -11,7 +11,8 @@
 //              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile
 //              in shared memory first.
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
-//              access) x RW outputs along W; TX threads along C, TY rows per block.
+//              access) x RW outputs along W; a block's TX threads take TX consecutive (W run,
+//              channel vector) pairs of an output row, channel vector fastest; TY rows per block.
 //     FILTER 0 keeps the taps in registers, 1 in shared memory.
 //   kvt_dwconv_direct    one thread per output: ORDER 0 "naive" (channel index fastest: strided
 //                        for channel-first), ORDER 1 "coalesced" (contiguous axis fastest).
@@ -304,64 +305,95 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[rh][r]);
     }
   } else {
-    // Block -> (C tile, W run), grid.y -> (n, H tile of TY * RH rows).
-    constexpr int kChannelsPerBlock = TX * VC;
+    // Threads -> (W run, channel vector) flattened, channel vector fastest: index flat = blockIdx.x * TX
+    // + tx is the pair (flat / cvs, flat % cvs) of an output row, cvs = channels / VC (the host
+    // guarantees VC | C).
+    // A warp reads 32 consecutive vectors of a row at any channel count (a C tile of TX * VC channels left
+    // lanes idle where it did not divide C: 144 channels in tiles of 128 ran 2 blocks for 1.125 blocks'
+    // work), and neighbouring runs' windows, which overlap, are read by one warp instead of two blocks.
+    // grid.y -> (n, H tile of TY * RH rows).
     using V = Vec<T, VC>;
-    // 32-bit block decomposition (see the channel-first branch).
-    const unsigned c_tiles = static_cast<unsigned>((p.channels + kChannelsPerBlock - 1) / kChannelsPerBlock);
-    const unsigned w_run = blockIdx.x / c_tiles, c_tile = blockIdx.x - w_run * c_tiles;
-    const long long c0 = (long long)c_tile * kChannelsPerBlock + (long long)tx * VC;
+    const unsigned cvs = static_cast<unsigned>(p.channels / VC);  // channel vectors per position
+    const unsigned flat = blockIdx.x * TX + tx;                   // 32-bit: grid.x * TX < 2^32 (host)
+    const unsigned w_run = flat / cvs, cv = flat - w_run * cvs;
+    const long long c0 = (long long)cv * VC;
     const long long t0 = (long long)w_run * RW;
     const unsigned h_tiles = static_cast<unsigned>((p.dst_h + TY * RH - 1) / (TY * RH));
     const unsigned n32 = blockIdx.y / h_tiles;
     const long long n = n32;
     const long long h = (long long)(blockIdx.y - n32 * h_tiles) * (TY * RH) + (long long)ty * RH;
 
+    // FILTER 1: the taps of the block's channel vectors in shared memory as [tap][slot][VC] floats. A
+    // block's TX consecutive indices cover TX consecutive channel vectors (mod cvs): slot = tx, or,
+    // where TX >= cvs, every vector once (slot = cv).
+    const bool all_vectors = TX >= cvs;
+    const unsigned slots = all_vectors ? cvs : TX;
+    const unsigned slot = all_vectors ? cv : tx;
     float* filter_smem = smem;
     float filter[FILTER == 0 ? kTaps * VC : 1];
     if constexpr (FILTER == 0) {
       // The thread's VC channels' taps are one contiguous chunk of VC x kTaps weights: kTaps vector
       // loads where aligned (one per tap and channel otherwise), element e = channel e / kTaps, tap e % kTaps.
-      const T* chunk = wt + c0 * kTaps;
-      if (c0 + VC <= p.channels && reinterpret_cast<unsigned long long>(chunk) % sizeof(V) == 0) {
+      if (t0 < p.dst_w) {
+        const T* chunk = wt + c0 * kTaps;
+        if (reinterpret_cast<unsigned long long>(chunk) % sizeof(V) == 0) {
 #pragma unroll
-        for (int j = 0; j < kTaps; ++j) {
-          const V f = reinterpret_cast<const V*>(chunk)[j];
+          for (int i = 0; i < kTaps; ++i) {
+            const V f = reinterpret_cast<const V*>(chunk)[i];
 #pragma unroll
-          for (int u = 0; u < VC; ++u) filter[((j * VC + u) % kTaps) * VC + (j * VC + u) / kTaps] = kvt_to_float(f.v[u]);
+            for (int u = 0; u < VC; ++u)
+              filter[((i * VC + u) % kTaps) * VC + (i * VC + u) / kTaps] = kvt_to_float(f.v[u]);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < VC * kTaps; ++e) filter[(e % kTaps) * VC + e / kTaps] = kvt_to_float(chunk[e]);
         }
-      } else {
-#pragma unroll
-        for (int e = 0; e < VC * kTaps; ++e)
-          filter[(e % kTaps) * VC + e / kTaps] = c0 + e / kTaps < p.channels ? kvt_to_float(chunk[e]) : 0.f;
       }
     } else {
-      const long long cb = (long long)c_tile * kChannelsPerBlock;
-      for (int i = threadIdx.x; i < kTaps * kChannelsPerBlock; i += TX * TY) {
-        const long long cc = cb + i % kChannelsPerBlock;
-        filter_smem[i] = cc < p.channels ? kvt_to_float(wt[cc * kTaps + i / kChannelsPerBlock]) : 0.f;
+      const unsigned first = all_vectors ? 0u : (blockIdx.x * TX) % cvs;
+      for (unsigned i = threadIdx.x; i < kTaps * slots * VC; i += TX * TY) {
+        const unsigned k = i / (slots * VC), e = i - k * (slots * VC);
+        const unsigned s = e / VC;
+        const long long ch = (long long)((first + s) % cvs) * VC + (e - s * VC);
+        filter_smem[i] = kvt_to_float(wt[ch * kTaps + k]);
       }
       __syncthreads();
     }
-    auto tap = [&](int k, int v) -> float {
-      if constexpr (FILTER == 0) return filter[k * VC + v];
-      else return filter_smem[k * kChannelsPerBlock + tx * VC + v];
+    // The VC taps of tap k for the thread's channels (16-byte shared loads where VC allows).
+    auto taps_of = [&](int k, float (&t)[VC]) {
+      if constexpr (FILTER == 0) {
+#pragma unroll
+        for (int v = 0; v < VC; ++v) t[v] = filter[k * VC + v];
+      } else {
+        const float* f = filter_smem + ((unsigned)k * slots + slot) * VC;
+        if constexpr (VC % 4 == 0) {
+#pragma unroll
+          for (int v = 0; v < VC; v += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(f + v);
+            t[v] = q.x, t[v + 1] = q.y, t[v + 2] = q.z, t[v + 3] = q.w;
+          }
+        } else if constexpr (VC == 2) {
+          const float2 q = *reinterpret_cast<const float2*>(f);
+          t[0] = q.x, t[1] = q.y;
+        } else {
+          t[0] = f[0];
+        }
+      }
     };
-    if (h >= p.dst_h || c0 >= p.channels || n >= p.batch) return;
-    const bool full_vector = c0 + VC <= p.channels;
+    if (h >= p.dst_h || t0 >= p.dst_w || n >= p.batch) return;
 
     float acc[RH][RW][VC];
 #pragma unroll
     for (int v = 0; v < VC; ++v) {
-      const float b = (HAS_BIAS && c0 + v < p.channels) ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
+      const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
 #pragma unroll
       for (int rh = 0; rh < RH; ++rh)
 #pragma unroll
         for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
     }
     const long long win0 = AW::base(t0);
-    // Whole vectors and columns inside the row (every thread but the edge ones): loads without tests.
-    const bool inside = full_vector && win0 >= 0 && win0 + kWin <= p.src_w;
+    // Columns inside the row (every thread but the edge ones): loads without tests.
+    const bool inside = win0 >= 0 && win0 + kWin <= p.src_w;
     // Rows outside the image read as zeros; callers that know the row is inside pass false (a
     // constant once inlined: no row test; a 31x31 window's 34 loads lost 27% to it on an H200).
     auto load = [&](long long row, V (&win)[kWin], bool row_may_be_outside) {
@@ -375,25 +407,25 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 #pragma unroll
       for (int j = 0; j < kWin; ++j) {
         const long long q = win0 + j;
-        if (row_in && q >= 0 && q < p.src_w && full_vector) {
+        if (row_in && q >= 0 && q < p.src_w) {
           win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
         } else {
 #pragma unroll
-          for (int v = 0; v < VC; ++v)
-            win[j].v[v] = (row_in && q >= 0 && q < p.src_w && c0 + v < p.channels) ? srow[j * p.channels + v]
-                                                                                    : kvt_from_float<T>(0.f);
+          for (int v = 0; v < VC; ++v) win[j].v[v] = kvt_from_float<T>(0.f);
         }
       }
     };
     auto accumulate = [&](const V (&win)[kWin], int rh, int kh) {
 #pragma unroll
-      for (int r = 0; r < RW; ++r)
+      for (int kw = 0; kw < KW; ++kw) {
+        float t[VC];
+        taps_of(kh * KW + kw, t);
 #pragma unroll
-        for (int kw = 0; kw < KW; ++kw)
+        for (int r = 0; r < RW; ++r)
           if (AW::valid(r, kw))
 #pragma unroll
-            for (int v = 0; v < VC; ++v)
-              acc[rh][r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * tap(kh * KW + kw, v);
+            for (int v = 0; v < VC; ++v) acc[rh][r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * t[v];
+      }
     };
     if constexpr (RH == 1) {
 #pragma unroll
@@ -433,13 +465,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         V out;
 #pragma unroll
         for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[rh][r][v]);
-        if (full_vector) {
-          *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
-        } else {
-#pragma unroll
-          for (int v = 0; v < VC; ++v)
-            if (c0 + v < p.channels) drow[(t0 + r) * p.channels + v] = out.v[v];
-        }
+        *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
       }
     }
   }

@@ -342,7 +342,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (rh * taps(p) * rw * lanes > kMaxUnrolledFmas) return fail("unrolled code too large");
     if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
   }
-  if (prune && tx * ty < 32 && !(p.channel_last() && tx * vc >= p.c)) return fail("blocks under a warp");
+  // Channel-last threads take (W run, channel vector) pairs of an output row, channel vector fastest.
+  const std::int64_t row_items = p.channel_last() && vc >= 1 ? p.c / vc * ceil_div(p.dst_w(), rw) : 0;
+  if (prune && tx * ty < 32 && !(p.channel_last() && tx >= row_items)) return fail("blocks under a warp");
   if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
   const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
   if (!p.channel_last()) {
@@ -371,9 +373,12 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
-    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
+    if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
+    if (c.smem_filter && std::size_t(taps(p)) * std::min<std::int64_t>(tx, p.c / vc) * vc * 4 > kMaxSmem)
+      return fail("shared memory");
     if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
-    if (prune && tx * vc / 2 >= p.c) return fail("idle channel threads");
+    if (row_items + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit thread index along a row)");
+    if (prune && tx / 2 >= row_items) return fail("idle threads (more than twice a row's work)");
     if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
     if (prune && rw > next_pow2(p.dst_w())) return fail("run longer than the output");
   }
@@ -505,11 +510,13 @@ std::vector<Config> enumerate(const Problem& p) {
             // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
             // filter limits the channels per block, so blocks grow along H instead).
             if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
-            for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
-              for (int tx : {4, 8, 16, 32, 64}) {
-                if (tx * ty > 256 || (tx * ty < 64 && tx * vc < p.c)) continue;  // small blocks only for few channels
+            for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
+              const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw);  // (W run, channel vector) pairs
+              for (int tx : {4, 8, 16, 32, 64, 128}) {
+                if (tx * ty > 256 || (tx * ty < 64 && tx < items)) continue;  // small blocks only for short rows
                 tiled(rw, tx, ty, vc, 0, filter, rh);
               }
+            }
           }
         }
   return out;
@@ -619,10 +626,14 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
                     std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_x * c.outputs_per_thread));
         g.dynamic_smem = floats * 4;
       } else {
-        const std::int64_t c_tiles = ceil_div(p.c, c.threads_x * c.vector_channels);
-        g.grid_x = static_cast<unsigned>(c_tiles * ceil_div(dst_w, c.outputs_per_thread));
+        // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
+        // the taps of the channel vectors a block touches.
+        const std::int64_t vectors = p.c / c.vector_channels;
+        g.grid_x = static_cast<unsigned>(ceil_div(vectors * ceil_div(dst_w, c.outputs_per_thread), c.threads_x));
         g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
-        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
+        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * std::min<std::int64_t>(c.threads_x, vectors) *
+                                             c.vector_channels * 4
+                                       : 0;
       }
       break;
     }
@@ -851,8 +862,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
       } else {
         lanes = vc;
-        efficiency = fraction(channels, tx * vc) * fraction(dst_w, rw) * fraction(dst_h, ty * rh);
-        blocks = std::ceil(channels / (tx * vc)) * std::ceil(dst_w / rw) * batch * std::ceil(dst_h / (ty * rh));
+        const double items = channels / vc * std::ceil(dst_w / rw);  // (W run, channel vector) pairs a row
+        efficiency = fraction(items, tx) * fraction(dst_w, rw) * fraction(dst_h, ty * rh);
+        blocks = std::ceil(items / tx) * batch * std::ceil(dst_h / (ty * rh));
         cost = rows_read * row_loads / (rw * rh) / vc * kLoad + tap_count * kFma +
                tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
       }
