@@ -374,8 +374,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
-    if (c.smem_filter && std::size_t(taps(p)) * std::min<std::int64_t>(tx, p.c / vc) * vc * 4 > kMaxSmem)
-      return fail("shared memory");
+    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
     if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
     if (row_items + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit thread index along a row)");
     if (prune && tx / 2 >= row_items) return fail("idle threads (more than twice a row's work)");
@@ -507,9 +506,10 @@ std::vector<Config> enumerate(const Problem& p) {
                   tiled(rw, block / ty, ty, vw, halo, filter, rh);
                 }
           } else {
-            // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
+            // Runs of 8 for 1D and for kernels of 5+ columns (a 7-wide window: 14 loads for 8 outputs
+            // instead of 10 for 4); 8 rows per block for large kernels only (their shared-memory
             // filter limits the channels per block, so blocks grow along H instead).
-            if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
+            if ((rw == 8 && p.dst_h() > 1 && p.kw < 5) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
               const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw);  // (W run, channel vector) pairs
               for (int tx : {4, 8, 16, 32, 64, 128}) {
@@ -627,13 +627,11 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
         g.dynamic_smem = floats * 4;
       } else {
         // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
-        // the taps of the channel vectors a block touches.
+        // the taps of threads_x channel vectors.
         const std::int64_t vectors = p.c / c.vector_channels;
         g.grid_x = static_cast<unsigned>(ceil_div(vectors * ceil_div(dst_w, c.outputs_per_thread), c.threads_x));
         g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
-        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * std::min<std::int64_t>(c.threads_x, vectors) *
-                                             c.vector_channels * 4
-                                       : 0;
+        g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
       }
       break;
     }
