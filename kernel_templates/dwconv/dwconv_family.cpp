@@ -506,10 +506,9 @@ std::vector<Config> enumerate(const Problem& p) {
                   tiled(rw, block / ty, ty, vw, halo, filter, rh);
                 }
           } else {
-            // Runs of 8 for 1D and for kernels of 5+ columns (a 7-wide window: 14 loads for 8 outputs
-            // instead of 10 for 4); 8 rows per block for large kernels only (their shared-memory
+            // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
             // filter limits the channels per block, so blocks grow along H instead).
-            if ((rw == 8 && p.dst_h() > 1 && p.kw < 5) || (ty == 8 && taps(p) <= 64)) continue;
+            if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
               const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw);  // (W run, channel vector) pairs
               for (int tx : {4, 8, 16, 32, 64, 128}) {
@@ -566,11 +565,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.rows_per_thread = two_d ? 4 : 0;
     c.smem_filter = 0;
     if (p.channel_last()) {
-      // 2D: scalar channels, runs of 4, four rows, 32 x 4 threads; 1D: 8-byte vectors, runs of 8.
+      // 2D: scalar channels, runs of 4, four rows, 64 x 2 threads, taps in registers up to 64 (the
+      // exhaustive winners of bench/results/2026-11-23-h200-channel-last-flat, or within 12 % of
+      // them); 1D: 8-byte vectors, runs of 8.
       c.vector_channels = two_d ? 1 : std::max(1, std::min(8, p.align_bytes) / p.element_bytes());
-      c.threads_x = two_d ? 32 : 64;
-      c.threads_y = two_d ? 4 : 1;
-      c.smem_filter = taps(p) > 9 ? 1 : 0;
+      c.threads_x = 64;
+      c.threads_y = two_d ? 2 : 1;
+      c.smem_filter = 0;
       if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
     } else {
       // 16 x 8 threads (2D) or 128 (1D), runs of 4 read as 4-element vectors along W.
