@@ -819,8 +819,9 @@ std::optional<Problem> problem_from_key(const std::string& key) {
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   // Calibration (H200, the exhaustive trials of bench/results/2026-11-22-h200-exhaustive); costs
   // are issue time per instruction and SM, divided over its 64 lanes' worth of throughput.
-  constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16, kShared = 1e-9 / 32, kFilterLoad = 1e-9 / 32;
+  constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16, kShared = 1e-9 / 32;
   constexpr double kSync = 6.25e-9, kNaive = 4.0, kLaunch = 2e-6, kReduce = 10e-9, kSplit = 1e-9;
+  constexpr double kLanesPerSm = 128, kClock = 1.98e9;  // f32 FMA lanes and SM clock (H200)
   const double elem = p.element_bytes();
   const double sms = sm_count;
   const int kh = p.kh, kw = p.kw, tap_count = kh * kw;
@@ -860,16 +861,30 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         }
         cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
       } else {
-        lanes = vc;
+        // Channel-last (refit on every trial of bench/results/2026-11-23-h200-channel-last-flat: the
+        // model's 32 best hold a variant within 1.6 % of the exhaustive winner on all 7 problems, against
+        // 4 of 7 before, which ranked 1-output, 8-channel, shared-filter variants first; they ran 3-7x
+        // slower). Thread instructions per output element: the FMAs, the window's vector loads, the
+        // filter's (registers: taps / run vector loads; shared: a 16-byte read per 4 channels and tap,
+        // plus the block's staging, taps per block row of runs). Resident warps from registers
+        // (accumulators, the double-buffered window, the taps) and block size; fewer than 8 a scheduler
+        // pair cannot hide latency. Time: the larger of issue and memory plus a quarter of the other.
         const double items = channels / vc * std::ceil(dst_w / rw);  // (W run, channel vector) pairs a row
-        efficiency = fraction(items, tx) * fraction(dst_w, rw) * fraction(dst_h, ty * rh);
+        efficiency = fraction(items, tx) * fraction(dst_h, ty * rh);
         blocks = std::ceil(items / tx) * batch * std::ceil(dst_h / (ty * rh));
-        cost = rows_read * row_loads / (rw * rh) / vc * kLoad + tap_count * kFma +
-               tap_count * (c.smem_filter ? kShared : kFilterLoad) / vc;
+        double per_output = tap_count + rows_read * row_loads / (rw * rh * vc);
+        per_output += c.smem_filter ? tap_count * std::ceil(vc / 4) / (rw * vc) + tap_count / (ty * rw * rh)
+                                    : tap_count / (rw * rh * vc);
+        const double registers = 24 + rw * rh * vc + row_loads * vc * elem / 4 * 2 + (c.smem_filter ? 0 : tap_count * vc);
+        const double resident = std::min({64.0, 65536 / (std::max(registers, 32.0) * 32),
+                                          std::floor(2048 / block) * block / 32, blocks * block / (sms * 32)});
+        const double latency = std::min(1.0, resident / 8);
+        const double issue = outputs * per_output / efficiency / (sms * kLanesPerSm * kClock) / std::sqrt(latency);
+        const double memory = bytes / bandwidth / efficiency / latency;
+        return std::max(issue, memory) + 0.25 * std::min(issue, memory) + kLaunch;
       }
       const double threads = blocks * block;
-      const double registers = 24 + rw * lanes * (p.channel_last() ? elem / 4 : 1) * 2 + (rh - 1) * rw * lanes +
-                               (c.smem_filter ? 0 : tap_count * lanes);
+      const double registers = 24 + rw * lanes * 2 + (rh - 1) * rw * lanes + (c.smem_filter ? 0 : tap_count * lanes);
       const double register_occupancy = std::min(1.0, 65536 / (std::max(registers, 16.0) * 2048));
       const double issue = outputs / efficiency * cost / sms / std::sqrt(register_occupancy);
       const double occupancy = std::min(1.0, threads / (sms * 2048)) * register_occupancy;
