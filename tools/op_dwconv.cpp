@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -288,34 +289,46 @@ class DwConvProblem final : public OpProblem {
   SpaceSize space() const override {
     // The declared axes. tiled: outputs per thread 1..16, threads along W (or C) and rows per block
     // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8;
-    // plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per block 1..32,
-    // splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of 4 or 8
-    // outputs (or none). Seeds outside the axes count too.
+    // plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
+    // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
+    // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
+    // outside the axes count too.
     const dw::Problem& p = e_.problem;
-    std::set<std::string> total, runnable;
-    const auto consider = [&](const dw::Config& c) {
-      const std::string label = c.label();
-      total.insert(label);
-      if (dw::is_valid(p, c)) runnable.insert(label);
-    };
+    const auto tuned = dw::enumerate(p);
+    std::set<std::string> runnable;
+    std::int64_t total = 0;
     if (p.direction == DwDirection::backward_weight) {
+      // ~7M points: counted, and only the valid ones named (a set of every label took minutes).
+      const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
+      const auto tiling = [](int rw, int vc, int rh) {  // runs, their vectors and rows: canonical points
+        const auto in = [](int v, std::initializer_list<int> set) { return std::find(set.begin(), set.end(), v) != set.end(); };
+        return in(rw, {0, 4, 8}) && in(vc, {0, 2, 4, 8}) && in(rh, {0, 2, 4, 8}) && vc <= rw && (rw > 0 || rh == 0);
+      };
+      const auto declared = [&](const dw::Config& c) {
+        return c.kernel == dw::Kernel::wgrad && pow2(c.channels_per_block, 1024) && pow2(c.position_threads, 1024) &&
+               c.taps_per_block >= 1 && c.taps_per_block <= 64 && pow2(c.splits, 32768) && c.atomic >= 0 &&
+               c.atomic <= 1 && tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
+      };
       for (int ct = 1; ct <= 1024; ct *= 2)
         for (int py = 1; py <= 1024; py *= 2)
-          for (int tg = 1; tg <= 32; ++tg)
+          for (int tg = 1; tg <= 64; ++tg)
             for (int splits = 1; splits <= 32768; splits *= 2)
               for (int atomic : {0, 1})
-                for (int rw : {0, 4, 8}) {
-                  dw::Config c;
-                  c.kernel = dw::Kernel::wgrad;
-                  c.channels_per_block = ct;
-                  c.position_threads = py;
-                  c.taps_per_block = tg;
-                  c.splits = splits;
-                  c.atomic = atomic;
-                  c.outputs_per_thread = rw;
-                  consider(c);
-                }
+                for (int rw : {0, 4, 8})
+                  for (int vc : {0, 2, 4, 8})
+                    for (int rh : {0, 2, 4, 8}) {
+                      if (!tiling(rw, vc, rh)) continue;
+                      ++total;
+                      const auto c = dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh);
+                      if (dw::is_valid(p, c)) runnable.insert(c.label());
+                    }
+      for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
+      std::set<std::string> labels;
+      const auto consider = [&](const dw::Config& c) {
+        labels.insert(c.label());
+        if (dw::is_valid(p, c)) runnable.insert(c.label());
+      };
       for (int coalesced : {0, 1}) {
         dw::Config c;
         c.kernel = dw::Kernel::direct;
@@ -329,14 +342,12 @@ class DwConvProblem final : public OpProblem {
               for (int halo : {0, 1})
                 for (int filter : {0, 1})
                   for (int rh : {0, 2, 4, 8}) consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh));
+      for (const auto& c : tuned) labels.insert(c.label());
+      total = static_cast<std::int64_t>(labels.size());
     }
-    const auto tuned = dw::enumerate(p);
-    for (const auto& c : tuned) {
-      total.insert(c.label());
-      runnable.insert(c.label());  // the seeds run even where pruning would drop them
-    }
+    for (const auto& c : tuned) runnable.insert(c.label());  // the seeds run even where pruning would drop them
     SpaceSize s;
-    s.total = static_cast<std::int64_t>(total.size());
+    s.total = total;
     s.runnable = static_cast<std::int64_t>(runnable.size());
     s.tuned = static_cast<std::int64_t>(tuned.size());
     return s;

@@ -402,22 +402,29 @@ Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh
   return c;
 }
 
+Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh) {
+  Config c;
+  c.kernel = Kernel::wgrad;
+  c.channels_per_block = ct;
+  c.position_threads = py;
+  c.taps_per_block = tg;
+  c.splits = splits;
+  c.atomic = atomic;
+  c.outputs_per_thread = rw;
+  c.vector_channels = vc;
+  c.rows_per_thread = rh;
+  return c;
+}
+
 std::vector<std::pair<std::string, Config>> seed_configs(const Problem& p) {
   std::vector<std::pair<std::string, Config>> seeds;
   const bool last = p.channel_last();
   if (p.direction == DwDirection::backward_weight) {
-    const int ct = last ? 32 : 1;
-    Config c;
-    c.kernel = Kernel::wgrad;
-    c.splits = 1;
-    c.channels_per_block = 1, c.position_threads = 1, c.taps_per_block = 1;
-    seeds.emplace_back("naive", c);
-    c.channels_per_block = ct, c.position_threads = 256 / ct, c.taps_per_block = 1;
-    seeds.emplace_back("coalesced", c);
-    c.taps_per_block = std::min(taps(p), 32);
-    seeds.emplace_back("smem-blocked", c);
-    c.position_threads = 32 / ct, c.taps_per_block = std::min(taps(p), 32);
-    seeds.emplace_back("warp-tiled", c);
+    const int ct = last ? 32 : 1, tg = std::min(taps(p), 32);
+    seeds.emplace_back("naive", wgrad_config(1, 1, 1, 1, 0, 0, 0, 0));
+    seeds.emplace_back("coalesced", wgrad_config(ct, 256 / ct, 1, 1, 0, 0, 0, 0));
+    seeds.emplace_back("smem-blocked", wgrad_config(ct, 256 / ct, tg, 1, 0, 0, 0, 0));
+    seeds.emplace_back("warp-tiled", wgrad_config(ct, 32 / ct, tg, 1, 0, 0, 0, 0));
   } else {
     Config c;
     c.kernel = Kernel::direct;
@@ -470,17 +477,7 @@ std::vector<Config> enumerate(const Problem& p) {
                 for (int vw : widths)
                   for (int rh : row_counts) {
                     if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw != 4)) continue;
-                    Config c;
-                    c.kernel = Kernel::wgrad;
-                    c.channels_per_block = ct;
-                    c.position_threads = block / ct;
-                    c.taps_per_block = tg;
-                    c.splits = splits;
-                    c.atomic = atomic;
-                    c.outputs_per_thread = rw;
-                    c.vector_channels = std::min(vw, rw);
-                    c.rows_per_thread = rh;
-                    add(c);
+                    add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
     return out;
   }

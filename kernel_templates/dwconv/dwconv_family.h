@@ -89,6 +89,9 @@ void set_placeholders(DwConvArgs& args, bool bias);
 
 /// A tiled-kernel config from its axes (rh <= 1: one row per thread).
 Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh);
+/// A weight-gradient config: channels and position threads per block, taps per block column, splits of
+/// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
+Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Every valid variant; the seed study's designs first.
 std::vector<Config> enumerate(const Problem& problem);
