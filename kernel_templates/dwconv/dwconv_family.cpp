@@ -860,7 +860,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       } else {
         // Channel-last (refit on every trial of bench/results/2026-11-23-h200-channel-last-flat: the
         // model's 32 best hold a variant within 1.6 % of the exhaustive winner on all 7 problems, against
-        // 4 of 7 before, which ranked 1-output, 8-channel, shared-filter variants first; they ran 3-7x
+        // 2 of 7 before, which ranked 1-output, 8-channel, shared-filter variants first; they ran 3-7x
         // slower). Thread instructions per output element: the FMAs, the window's vector loads, the
         // filter's (registers: taps / run vector loads; shared: a 16-byte read per 4 channels and tap,
         // plus the block's staging, taps per block row of runs). Resident warps from registers
