@@ -323,8 +323,8 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     const long long n = n32;
     const long long h = (long long)(blockIdx.y - n32 * h_tiles) * (TY * RH) + (long long)ty * RH;
 
-    // FILTER 1: the taps of the block's channel vectors in shared memory as [tap][TX slots][VC] floats
-    // (a compile-time stride: a run-time one cost an address computation per tap, NHWC bf16 31x31
+    // FILTER 1: the taps of the block's channel vectors in shared memory as [tap][TX slots][VC] floats,
+    // at compile-time strides and divisors (with a run-time slot count in both, NHWC bf16 31x31 went
     // 1.62 -> 2.13 ms on an H200). A block's TX consecutive indices cover TX consecutive channel
     // vectors (mod cvs): slot = tx, or, where TX >= cvs, every vector once (slot = cv).
     const bool all_vectors = TX >= cvs;
@@ -351,12 +351,14 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         }
       }
     } else {
+      // Every divisor compile-time (TX * VC, VC): a run-time division per element cost more than the
+      // 31x31 kernel's FMAs. Slot s holds channel vector first + s (mod cvs; first < cvs, s < cvs).
       const unsigned first = all_vectors ? 0u : (blockIdx.x * TX) % cvs;
-      for (unsigned i = threadIdx.x; i < kTaps * slots * VC; i += TX * TY) {
-        const unsigned k = i / (slots * VC), e = i - k * (slots * VC);
-        const unsigned s = e / VC;
-        const long long ch = (long long)((first + s) % cvs) * VC + (e - s * VC);
-        filter_smem[(k * TX + s) * VC + (e - s * VC)] = kvt_to_float(wt[ch * kTaps + k]);
+      for (unsigned i = threadIdx.x; i < kTaps * TX * VC; i += TX * TY) {
+        const unsigned k = i / (TX * VC), e = i - k * (TX * VC), s = e / VC;
+        if (s >= slots) continue;
+        const unsigned vec = first + s >= cvs ? first + s - cvs : first + s;
+        filter_smem[i] = kvt_to_float(wt[((long long)vec * VC + (e - s * VC)) * kTaps + k]);
       }
       __syncthreads();
     }
