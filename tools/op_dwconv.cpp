@@ -320,14 +320,14 @@ class DwConvProblem final : public OpProblem {
                       if (!tiling(rw, vc, rh)) continue;
                       ++total;
                       const auto c = dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh);
-                      if (dw::is_valid(p, c)) runnable.insert(c.label());
+                      if (dw::is_runnable(p, c)) runnable.insert(c.label());
                     }
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
       std::set<std::string> labels;
       const auto consider = [&](const dw::Config& c) {
         labels.insert(c.label());
-        if (dw::is_valid(p, c)) runnable.insert(c.label());
+        if (dw::is_runnable(p, c)) runnable.insert(c.label());
       };
       for (int coalesced : {0, 1}) {
         dw::Config c;
@@ -345,7 +345,6 @@ class DwConvProblem final : public OpProblem {
       for (const auto& c : tuned) labels.insert(c.label());
       total = static_cast<std::int64_t>(labels.size());
     }
-    for (const auto& c : tuned) runnable.insert(c.label());  // the seeds run even where pruning would drop them
     SpaceSize s;
     s.total = total;
     s.runnable = static_cast<std::int64_t>(runnable.size());
@@ -555,9 +554,7 @@ class DwConvHandler final : public OpHandler {
       throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
     }
     std::string why;
-    if (dw::is_valid(*p, c, &why)) return c.label();
-    for (const auto& [name, seed] : dw::seed_configs(*p))
-      if (seed == c) return c.label();  // a seed design runs even where pruning would drop it
+    if (dw::is_runnable(*p, c, &why)) return c.label();  // runs correctly, pruned or not (seeds too)
     throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
   }
 };

@@ -389,6 +389,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
 
 bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
 
+bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
+
 Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh) {
   Config c;
   c.kernel = Kernel::tiled;
@@ -449,7 +451,7 @@ std::vector<std::pair<std::string, Config>> seed_configs(const Problem& p) {
   }
   std::vector<std::pair<std::string, Config>> runnable;
   for (auto& s : seeds)
-    if (check(p, s.second, nullptr, false)) runnable.push_back(s);
+    if (is_runnable(p, s.second)) runnable.push_back(s);
   return runnable;
 }
 

@@ -92,7 +92,10 @@ Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh
 /// A weight-gradient config: channels and position threads per block, taps per block column, splits of
 /// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
 Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
+/// Whether `config` is a variant tuning may try (hard constraints and pruning); `why` gets the reason.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
+/// Hard constraints only: whether `config` runs correctly (the seed designs must only be runnable).
+bool is_runnable(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Every valid variant; the seed study's designs first.
 std::vector<Config> enumerate(const Problem& problem);
 /// The seed study's four designs for this problem: naive, coalesced, smem-blocked, warp-tiled.

@@ -67,12 +67,7 @@ struct DwConvFamily {
   static std::string template_hash() { return dwconv::template_hash(); }
   static std::vector<Config> enumerate(const Problem& p) { return dwconv::enumerate(p); }
   static Config heuristic(const Problem& p, int cc_major) { return dwconv::heuristic_config(p, cc_major); }
-  static bool is_valid(const Problem& p, const Config& c) {
-    if (dwconv::is_valid(p, c)) return true;
-    for (const auto& seed : dwconv::seed_configs(p))  // seeds are runnable even where pruned
-      if (seed.second == c) return true;
-    return false;
-  }
+  static bool is_valid(const Problem& p, const Config& c) { return dwconv::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return dwconv::compile_request(p, c, arch);
   }
