@@ -31,6 +31,7 @@
 
 #include "cache/store.h"
 #include "gpu_support.h"
+#include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kvtune/kvtune.h"
 #include "lib/src/device.h"
@@ -456,6 +457,13 @@ TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {
   const json seed = {{"kernel", "direct"}, {"rw", 0}, {"tx", 0}, {"ty", 0}, {"vc", 0}, {"halo", 0}, {"filter", 0},
                      {"coalesced", 1}, {"ct", 0}, {"py", 0}, {"tg", 0}, {"splits", 0}, {"atomic", 0}};
   CHECK(h->check_config(key, seed) == "direct,order=coalesced");
+  // Pruned (a tile 8x wider than the rows) but correct: accepted, as the cache accepts it.
+  const json wide = {{"kernel", "tiled"}, {"rw", 16}, {"tx", 1024}, {"ty", 1}, {"vc", 1}, {"halo", 0}, {"filter", 0},
+                     {"coalesced", 0}, {"ct", 0}, {"py", 0}, {"tg", 0}, {"splits", 0}, {"atomic", 0}};
+  const auto wide_problem = kvtune::dwconv::problem_from_key(key);
+  REQUIRE(wide_problem);
+  CHECK_FALSE(kvtune::dwconv::is_valid(*wide_problem, kvtune::dwconv::Config::from_json(wide)));
+  CHECK(h->check_config(key, wide) == "tiled,rw=16,tx=1024,ty=1,vc=1,halo=global,filter=reg");
   json wgrad = seed;
   wgrad["kernel"] = "wgrad";
   CHECK_THROWS_AS(h->check_config(key, wgrad), kvtune::tools::InputError);
