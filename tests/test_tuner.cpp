@@ -176,14 +176,11 @@ void replay(const nlohmann::json& entry, int budget, Replay& r) {
   std::string winner;
   for (const auto& [label, ms] : measured)
     if (ms < best) best = ms, winner = label;
-  int rank = 0;
-  for (const auto& c : candidates)
-    if (c.label != winner && measured.count(c.label) &&
-        c.predicted_seconds < candidates[std::size_t(std::find_if(candidates.begin(), candidates.end(),
-                                                                  [&](const auto& x) { return x.label == winner; }) -
-                                                     candidates.begin())]
-                                  .predicted_seconds)
-      ++rank;
+  const auto winner_at = std::find_if(candidates.begin(), candidates.end(), [&](const auto& x) { return x.label == winner; });
+  REQUIRE(winner_at != candidates.end());
+  const auto rank = std::count_if(candidates.begin(), candidates.end(), [&](const auto& x) {
+    return x.predicted_seconds < winner_at->predicted_seconds;
+  });
   r.ranks.push_back(fmt::format("{} {}/{}", problem->key().substr(0, 40), rank + 1, candidates.size()));
   for (int i : chosen)
     if (auto it = measured.find(candidates[std::size_t(i)].label); it != measured.end()) got = std::min(got, it->second);

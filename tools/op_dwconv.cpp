@@ -3,7 +3,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -300,9 +299,9 @@ class DwConvProblem final : public OpProblem {
     if (p.direction == DwDirection::backward_weight) {
       // ~7M points: counted, and only the valid ones named (a set of every label took minutes).
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
-      const auto tiling = [](int rw, int vc, int rh) {  // runs, their vectors and rows: canonical points
-        const auto in = [](int v, std::initializer_list<int> set) { return std::find(set.begin(), set.end(), v) != set.end(); };
-        return in(rw, {0, 4, 8}) && in(vc, {0, 2, 4, 8}) && in(rh, {0, 2, 4, 8}) && vc <= rw && (rw > 0 || rh == 0);
+      const auto tiling = [&](int rw, int vc, int rh) {  // runs, their vectors and rows: canonical points
+        return (rw == 0 || rw == 4 || rw == 8) && (vc == 0 || pow2(vc, 8)) && vc != 1 && (rh == 0 || pow2(rh, 8)) &&
+               rh != 1 && vc <= rw && (rw > 0 || rh == 0);
       };
       const auto declared = [&](const dw::Config& c) {
         return c.kernel == dw::Kernel::wgrad && pow2(c.channels_per_block, 1024) && pow2(c.position_threads, 1024) &&

@@ -845,21 +845,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double row_loads = (rw - 1) * sw + double(kw - 1) * p.dw + 1;
       // Source rows read per thread: KH per output row, or shared by RH output rows.
       const double rows_read = rh > 1 ? (rh - 1) * sh + double(kh - 1) * p.dh + 1 : kh;
-      double cost = 0, efficiency = 1, blocks = 0, lanes = 1;
-      if (!p.channel_last()) {
-        efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty * rh);
-        blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / (ty * rh));
-        // vc > 1: aligned vectors along W, one more than the window needs at worst.
-        const double row_vectors = vc > 1 ? std::ceil((row_loads + vc - 1) / vc) : row_loads;
-        const double per_output = rows_read * row_vectors / (rw * rh);
-        if (c.smem_halo) {
-          const double tile = ((ty - 1) * sh + double(kh - 1) * p.dh + 1) * ((tx * rw - 1) * sw + double(kw - 1) * p.dw + 1);
-          cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);
-        } else {
-          cost = per_output * kLoad;
-        }
-        cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
-      } else {
+      if (p.channel_last()) {
         // Channel-last (refit on every trial of bench/results/2026-11-23-h200-channel-last-flat: the
         // model's 32 best hold a variant within 1.6 % of the exhaustive winner on all 7 problems, against
         // 2 of 7 before, which ranked 1-output, 8-channel, shared-filter variants first; they ran 3-7x
@@ -869,8 +855,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         // (accumulators, the double-buffered window, the taps) and block size; fewer than 8 a scheduler
         // pair cannot hide latency. Time: the larger of issue and memory plus a quarter of the other.
         const double items = channels / vc * std::ceil(dst_w / rw);  // (W run, channel vector) pairs a row
-        efficiency = fraction(items, tx) * fraction(dst_h, ty * rh);
-        blocks = std::ceil(items / tx) * batch * std::ceil(dst_h / (ty * rh));
+        const double efficiency = fraction(items, tx) * fraction(dst_h, ty * rh);
+        const double blocks = std::ceil(items / tx) * batch * std::ceil(dst_h / (ty * rh));
         double per_output = tap_count + rows_read * row_loads / (rw * rh * vc);
         per_output += c.smem_filter ? tap_count * std::ceil(vc / 4) / (rw * vc) + tap_count / (ty * rw * rh)
                                     : tap_count / (rw * rh * vc);
@@ -882,8 +868,19 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         const double memory = bytes / bandwidth / efficiency / latency;
         return std::max(issue, memory) + 0.25 * std::min(issue, memory) + kLaunch;
       }
+      const double efficiency = fraction(dst_w, tx * rw) * fraction(dst_h, ty * rh);
+      const double blocks = batch * channels * std::ceil(dst_w / (tx * rw)) * std::ceil(dst_h / (ty * rh));
+      // vc > 1: aligned vectors along W, one more than the window needs at worst.
+      const double row_vectors = vc > 1 ? std::ceil((row_loads + vc - 1) / vc) : row_loads;
+      const double per_output = rows_read * row_vectors / (rw * rh);
+      double cost = per_output * kLoad;
+      if (c.smem_halo) {
+        const double tile = ((ty - 1) * sh + double(kh - 1) * p.dh + 1) * ((tx * rw - 1) * sw + double(kw - 1) * p.dw + 1);
+        cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);
+      }
+      cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
       const double threads = blocks * block;
-      const double registers = 24 + rw * lanes * 2 + (rh - 1) * rw * lanes + (c.smem_filter ? 0 : tap_count * lanes);
+      const double registers = 24 + rw * 2 + (rh - 1) * rw + (c.smem_filter ? 0 : tap_count);
       const double register_occupancy = std::min(1.0, 65536 / (std::max(registers, 16.0) * 2048));
       const double issue = outputs / efficiency * cost / sms / std::sqrt(register_occupancy);
       const double occupancy = std::min(1.0, threads / (sms * 2048)) * register_occupancy;
