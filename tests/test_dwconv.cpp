@@ -464,6 +464,57 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   CHECK(tiled >= 1);
 }
 
+TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {
+  // 31x31 NHWC bf16: with 48 KiB a shared filter holds 8 channels (a warp reads 16-byte halves of
+  // sectors); opting in lets 16 and 32 channels share a block, and runs of 8 halve the window loads.
+  DwConvArgs big = args_2d(DwDirection::forward, DwLayout::nhwc);
+  big.dtype = DType::bf16;
+  big.n = 16, big.c = 128, big.h = big.w = 56;
+  big.kernel_h = big.kernel_w = 31;
+  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 15;
+  const Problem p = dwconv::make_problem(big);
+  int runs_of_8 = 0, opt_in = 0;
+  for (const auto& v : dwconv::enumerate(p)) {
+    const std::size_t smem = dwconv::geometry(p, v, 1).dynamic_smem;
+    CHECK(smem <= 227 * 1024);
+    runs_of_8 += v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread == 8;
+    opt_in += smem > 48 * 1024;
+  }
+  CHECK(runs_of_8 > 0);
+  CHECK(opt_in > 0);
+  // The heuristic runs on any device: no opt-in.
+  CHECK(dwconv::geometry(p, dwconv::heuristic_config(p, 9), 1).dynamic_smem <= 48 * 1024);
+  // 7x7 (49 taps, registers allowed): no opt-in, no 2D runs of 8.
+  DwConvArgs seven = big;
+  seven.kernel_h = seven.kernel_w = 7;
+  seven.pad_top = seven.pad_bottom = seven.pad_left = seven.pad_right = 3;
+  const Problem q = dwconv::make_problem(seven);
+  for (const auto& v : dwconv::enumerate(q)) {
+    CHECK(dwconv::geometry(q, v, 1).dynamic_smem <= 48 * 1024);
+    CHECK_FALSE((v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread == 8));
+  }
+  // The new variants compile (a 15x15 keeps NVRTC's time small; the same template paths).
+  DwConvArgs mid = big;
+  mid.n = 2, mid.c = 32, mid.h = 19, mid.w = 20;
+  mid.kernel_h = mid.kernel_w = 15;
+  mid.pad_top = mid.pad_bottom = mid.pad_left = mid.pad_right = 7;
+  const Problem m = dwconv::make_problem(mid);
+  std::vector<detail::CompileRequest> requests;
+  for (const auto& v : dwconv::enumerate(m))
+    if (v.kernel == dwconv::Kernel::tiled &&
+        (v.outputs_per_thread == 8 || dwconv::geometry(m, v, 1).dynamic_smem > 48 * 1024))
+      requests.push_back(dwconv::compile_request(m, v, "sm_90"));
+  REQUIRE(requests.size() >= 4);
+  std::vector<detail::CompileRequest> batches;
+  test::add_batched(batches, requests, 64);
+  const auto results = test::compile_batches(batches);
+  for (const auto& failure : results.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
+  }
+  CHECK(results.compiled == requests.size());
+}
+
 TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shapes, never a seed", "[dwconv]") {
   // Small and odd shapes of each direction and layout: the heuristic must be valid and not fall
   // back to the seed designs (the naive weight gradient is 1 thread a block).

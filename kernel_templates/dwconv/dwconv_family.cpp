@@ -23,7 +23,13 @@ constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per k
 constexpr int kMaxFilterRegisters = 64;
 constexpr int kMaxAccumulators = 64;      // rows x outputs x channels one tiled thread accumulates
 constexpr int kMaxUnrolledFmas = 4096;    // rows per thread unroll rows x taps x outputs x channels  // a register-tiled wgrad thread keeps one accumulator per tap
-constexpr std::size_t kMaxSmem = 48 * 1024;
+constexpr std::size_t kMaxSmem = 48 * 1024;  // per block without opt-in: every variant but the one below
+// Channel-last shared filters of kernels over 64 taps may use the opt-in shared memory of sm_90 /
+// sm_100 (227 KiB a block; sm_80 163, sm_86 / sm_89 99): with 48 KiB a 31x31 filter leaves 8 channels
+// a block, so a warp reads 16-byte pieces of 32-byte sectors (bf16). The tuner drops a variant above
+// its device's limit as resources_exceeded; the heuristic stays within kMaxSmem to run everywhere.
+constexpr std::size_t kMaxSmemOptIn = 227 * 1024;
+constexpr std::size_t kSmemPerSm = 228 * 1024;  // sm_90: shared memory an SM holds (cost model)
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 int floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -374,7 +380,10 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
-    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > kMaxSmem) return fail("shared memory");
+    // Opt-in shared memory only for kernels whose taps cannot be in registers (smaller ones: 48 KiB
+    // already holds 128 threads' 8-channel filters, and wider ones lost where measured).
+    const std::size_t smem_limit = taps(p) > kMaxFilterRegisters ? kMaxSmemOptIn : kMaxSmem;
+    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > smem_limit) return fail("shared memory");
     if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
     if (row_items + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit thread index along a row)");
     if (prune && tx / 2 >= row_items) return fail("idle threads (more than twice a row's work)");
@@ -505,9 +514,12 @@ std::vector<Config> enumerate(const Problem& p) {
                   tiled(rw, block / ty, ty, vw, halo, filter, rh);
                 }
           } else {
-            // Runs of 8 for 1D only; 8 rows per block for large kernels only (their shared-memory
-            // filter limits the channels per block, so blocks grow along H instead).
-            if ((rw == 8 && p.dst_h() > 1) || (ty == 8 && taps(p) <= 64)) continue;
+            // Runs of 8 for 1D, and in 2D for kernels whose taps only fit in shared memory (31x31: a
+            // run's 38-value window per kernel row for 8 outputs instead of 34 for 4); 8 rows per block
+            // for large kernels only (their shared-memory filter limits the channels per block, so
+            // blocks grow along H instead).
+            const bool large = taps(p) > kMaxFilterRegisters;
+            if ((rw == 8 && p.dst_h() > 1 && !large) || (ty == 8 && taps(p) <= 64)) continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
               const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw);  // (W run, channel vector) pairs
               for (int tx : {4, 8, 16, 32, 64, 128}) {
@@ -526,9 +538,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
   // bench/results/2026-11-23-h200-pipelined-rows and -wgrad-vectors); each falls back step by step
   // (no vectors, shared-memory filter, fewer rows) where a problem does not allow it.
   Config c;
+  // Valid, and within the shared memory every device gives a block without opting in.
+  const auto portable = [&p](const Config& v) {
+    return is_valid(p, v) && geometry(p, v, 1).dynamic_smem <= kMaxSmem;
+  };
   const auto first_valid = [&](std::initializer_list<std::function<void(Config&)>> steps) {
     for (const auto& step : steps) {
-      if (is_valid(p, c)) return;
+      if (portable(c)) return;
       step(c);
     }
   };
@@ -588,16 +604,16 @@ Config heuristic_config(const Problem& p, int cc_major) {
                  [](Config& v) { v.threads_x = 32, v.threads_y = v.threads_y > 1 ? 2 : 1; },
                  [](Config& v) { v.rows_per_thread = 0; }});
   }
-  if (is_valid(p, c)) return c;
+  if (portable(c)) return c;
   // The first tiled (or wgrad) variant of the space beyond the seed designs, else a seed.
   const auto seeds_of_p = seed_configs(p);
   const auto is_seed = [&](const Config& v) {
     return std::any_of(seeds_of_p.begin(), seeds_of_p.end(), [&](const auto& s) { return s.second == v; });
   };
   for (const auto& candidate : enumerate(p))
-    if (candidate.kernel != Kernel::direct && !is_seed(candidate) && is_valid(p, candidate)) return candidate;
+    if (candidate.kernel != Kernel::direct && !is_seed(candidate) && portable(candidate)) return candidate;
   for (const auto& candidate : enumerate(p))
-    if (candidate.kernel != Kernel::direct && is_valid(p, candidate)) return candidate;
+    if (candidate.kernel != Kernel::direct && portable(candidate)) return candidate;
   const auto seeds = seed_configs(p);
   if (!seeds.empty()) return seeds.front().second;
   throw Error(Error::Context{"dwconv", p.key(), "", "", ""}, "no valid variant for this problem");
@@ -861,8 +877,12 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         per_output += c.smem_filter ? tap_count * std::ceil(vc / 4) / (rw * vc) + tap_count / (ty * rw * rh)
                                     : tap_count / (rw * rh * vc);
         const double registers = 24 + rw * rh * vc + row_loads * vc * elem / 4 * 2 + (c.smem_filter ? 0 : tap_count * vc);
+        // Shared filters over 48 KiB (large kernels) also limit the blocks an SM holds.
+        const double smem = c.smem_filter ? tap_count * tx * vc * 4 + 1024 : 0;  // + the runtime's 1 KiB a block
+        const double smem_blocks = smem > 0 ? std::floor(kSmemPerSm / smem) : 64;
         const double resident = std::min({64.0, 65536 / (std::max(registers, 32.0) * 32),
-                                          std::floor(2048 / block) * block / 32, blocks * block / (sms * 32)});
+                                          std::min(std::floor(2048 / block), smem_blocks) * block / 32,
+                                          blocks * block / (sms * 32)});
         const double latency = std::min(1.0, resident / 8);
         const double issue = outputs * per_output / efficiency / (sms * kLanesPerSm * kClock) / std::sqrt(latency);
         const double memory = bytes / bandwidth / efficiency / latency;
