@@ -19,7 +19,8 @@ struct TimingOptions {
   double warmup_ms = 2.0;           // untimed calls first (at least one per slot)
   double batch_ms = 1.0;            // each event-timed batch lasts at least this long
   bool graphs = true;               // CUDA-graph replay for short calls
-  double graph_threshold_us = 10;   // calls shorter than this are timed by graph replay
+  double graph_threshold_us = 100;  // calls shorter than this are timed by graph replay (device time,
+                                    // not a host-bound dispatch rate; peers use the same)
   double graph_batch_ms = 0.5;      // calls captured into one graph: at least this long
 };
 

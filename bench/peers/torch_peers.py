@@ -272,7 +272,7 @@ def main():
     parser.add_argument("--warmup-ms", type=float, default=2.0)
     parser.add_argument("--batch-ms", type=float, default=1.0)
     parser.add_argument("--graph-batch-ms", type=float, default=0.5)
-    parser.add_argument("--graph-threshold-us", type=float, default=10.0)
+    parser.add_argument("--graph-threshold-us", type=float, default=100.0)
     parser.add_argument("--no-graphs", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="time eager PyTorch only")
     parser.add_argument("--compile-budget-s", type=float, default=150.0,
