@@ -464,6 +464,77 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   CHECK(tiled >= 1);
 }
 
+TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-last runs", "[dwconv]") {
+  // Mamba's causal K=4 NCL bf16 [8, 4096, 2048]: runs-per-thread variants, each block covering RT
+  // tiles of TX x RW outputs; names close the template with RH = 1 and RT.
+  DwConvArgs mamba = args_1d(DwDirection::forward, DwLayout::ncl, 4, 1, 1);
+  mamba.dtype = DType::bf16;
+  mamba.n = 8, mamba.c = 4096, mamba.w = 2048;
+  const Problem p = dwconv::make_problem(mamba);
+  int with_runs = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (c.runs_per_thread <= 1) continue;
+    ++with_runs;
+    INFO(c.label());
+    CHECK(c.vector_channels > 1);
+    CHECK(c.smem_halo == 0);
+    CHECK(c.rows_per_thread <= 1);
+    CHECK(c.label().substr(c.label().size() - 5) == fmt::format(",rt={}", c.runs_per_thread));
+    const auto g = dwconv::geometry(p, c, p.n);
+    const int tile = c.threads_x * c.outputs_per_thread * c.runs_per_thread;
+    CHECK(g.grid_x == static_cast<unsigned>(8 * 4096 * ((2048 + tile - 1) / tile)));
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name.substr(name.size() - 7) == fmt::format(", 1, {}>", c.runs_per_thread));
+    CHECK(Config::from_json(c.to_json()) == c);
+    CHECK(dwconv::predicted_seconds(p, c, 132, 4.2e12) > 0);
+  }
+  CHECK(with_runs >= 12);
+  // A config stored before runs per thread existed (no "rt") parses as one run; 0 and 1 are equal.
+  Config c = dwconv::heuristic_config(p, 9);
+  c.runs_per_thread = 4;
+  auto j = c.to_json();
+  j.erase("rt");
+  CHECK(Config::from_json(j).runs_per_thread == 0);
+  Config one = c;
+  one.runs_per_thread = 1;
+  CHECK(one == Config::from_json(j));
+  CHECK(one.label() == Config::from_json(j).label());
+  // The rules: channel-first, global-memory halo, one kernel row, one row per thread, at most 8.
+  std::string why;
+  CHECK(dwconv::is_valid(p, c, &why));
+  c.runs_per_thread = 16;
+  CHECK_FALSE(dwconv::is_runnable(p, c));
+  c.runs_per_thread = 4, c.smem_halo = 1, c.vector_channels = 1;
+  CHECK_FALSE(dwconv::is_runnable(p, c));
+  DwConvArgs nlc = mamba;
+  nlc.layout = DwLayout::nlc;
+  Config last = dwconv::heuristic_config(dwconv::make_problem(nlc), 9);
+  last.runs_per_thread = 2;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(nlc), last, &why));
+  CHECK(why.find("runs per thread") != std::string::npos);
+  // 2D problems (kernel rows > 1) have none.
+  DwConvArgs mobile = args_2d(DwDirection::forward, DwLayout::nchw);
+  mobile.n = 32, mobile.c = 144, mobile.h = mobile.w = 56;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(mobile))) CHECK(v.runs_per_thread <= 1);
+  // 1D channel-last K=31 bf16 [16, 512, 4096]: runs of 16 and 32 (a 62-value window serves 32
+  // outputs); channel-first runs stay at most 16, 2D channel-last runs of 32 do not exist.
+  DwConvArgs s4 = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
+  s4.dtype = DType::bf16;
+  s4.n = 16, s4.c = 512, s4.w = 4096;
+  s4.causal = false, s4.pad_left = s4.pad_right = 15;
+  int runs_16 = 0, runs_32 = 0;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(s4))) {
+    runs_16 += v.outputs_per_thread == 16;
+    runs_32 += v.outputs_per_thread == 32;
+  }
+  CHECK(runs_16 >= 2);
+  CHECK(runs_32 >= 2);
+  for (const auto& v : dwconv::enumerate(p)) CHECK(v.outputs_per_thread <= 16);
+  DwConvArgs nhwc = mobile;
+  nhwc.layout = DwLayout::nhwc;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc))) CHECK(v.outputs_per_thread <= 16);
+}
+
 TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {
   // 31x31 NHWC bf16: with 48 KiB a shared filter holds 8 channels (a warp reads 16-byte halves of
   // sectors); opting in lets 16 and 32 channels share a block, and runs of 8 or 16 share each

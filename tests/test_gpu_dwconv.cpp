@@ -99,6 +99,9 @@ const Shape kShapes[] = {
     {"NCHW 5x5 dilation 2, W = 20", DwLayout::nchw, DType::f32, 2, 16, 13, 20, 5, 5, 1, 2, 4, 4, false, true},
     {"NCHW f16 stride 2, W = 32", DwLayout::nchw, DType::f16, 2, 8, 10, 32, 3, 3, 2, 1, 1, 1, false, false},
     {"NCHW 7x7, 18 x 16 (49 taps a thread)", DwLayout::nchw, DType::f32, 3, 8, 18, 16, 7, 7, 1, 1, 3, 3, false, true},
+    // Runs per thread over both row edges and a partial last tile; 1D channel-last runs of 16 and 32.
+    {"NCL f16 K=3 pad 1, L = 520 (runs per thread)", DwLayout::ncl, DType::f16, 3, 8, 1, 520, 1, 3, 1, 1, 1, 1, false, true},
+    {"NLC bf16 K=31 pad 15, L = 200 (runs of 32)", DwLayout::nlc, DType::bf16, 2, 16, 1, 200, 1, 31, 1, 1, 15, 15, false, true},
 };
 
 DwConvArgs make_args(const Shape& s, DwDirection dir) {

@@ -286,9 +286,9 @@ class DwConvProblem final : public OpProblem {
   }
 
   SpaceSize space() const override {
-    // The declared axes. tiled: outputs per thread 1..16, threads along W (or C) and rows per block
-    // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8;
-    // plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
+    // The declared axes. tiled: outputs per thread 1..32, threads along W (or C) and rows per block
+    // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8,
+    // runs per thread 1..8 (powers of two); plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
     // outside the axes count too.
@@ -323,9 +323,17 @@ class DwConvProblem final : public OpProblem {
                     }
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
-      std::set<std::string> labels;
+      // ~1M points: counted, and only the runnable ones named.
+      const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
+      const auto declared = [&](const dw::Config& c) {
+        return c.kernel == dw::Kernel::direct ||
+               (c.outputs_per_thread >= 1 && c.outputs_per_thread <= 32 && pow2(c.threads_x, 1024) &&
+                pow2(c.threads_y, 1024) && pow2(c.vector_channels, 8) && c.smem_halo >= 0 && c.smem_halo <= 1 &&
+                c.smem_filter >= 0 && c.smem_filter <= 1 && (c.rows_per_thread == 0 || pow2(c.rows_per_thread, 8)) &&
+                c.rows_per_thread != 1 && (c.runs_per_thread == 0 || pow2(c.runs_per_thread, 8)) && c.runs_per_thread != 1);
+      };
       const auto consider = [&](const dw::Config& c) {
-        labels.insert(c.label());
+        ++total;
         if (dw::is_runnable(p, c)) runnable.insert(c.label());
       };
       for (int coalesced : {0, 1}) {
@@ -334,15 +342,15 @@ class DwConvProblem final : public OpProblem {
         c.coalesced = coalesced;
         consider(c);
       }
-      for (int rw = 1; rw <= 16; ++rw)
+      for (int rw = 1; rw <= 32; ++rw)
         for (int tx = 1; tx <= 1024; tx *= 2)
           for (int ty = 1; ty <= 1024; ty *= 2)
             for (int vc = 1; vc <= 8; vc *= 2)
               for (int halo : {0, 1})
                 for (int filter : {0, 1})
-                  for (int rh : {0, 2, 4, 8}) consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh));
-      for (const auto& c : tuned) labels.insert(c.label());
-      total = static_cast<std::int64_t>(labels.size());
+                  for (int rh : {0, 2, 4, 8})
+                    for (int rt : {0, 2, 4, 8}) consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
+      for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     }
     SpaceSize s;
     s.total = total;

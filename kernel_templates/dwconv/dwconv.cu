@@ -9,7 +9,8 @@
 //              each thread computes RW consecutive outputs along W from a register window, read
 //              as aligned vectors of VC elements along W where VC > 1.
 //              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile
-//              in shared memory first.
+//              in shared memory first. RT > 1 (one kernel row): a block covers RT tiles and a
+//              thread computes one run in each, all RT windows' loads issued before the first FMA.
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
 //              access) x RW outputs along W; a block's TX threads take TX consecutive (W run,
 //              channel vector) pairs of an output row, channel vector fastest; TY rows per block.
@@ -81,9 +82,10 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
 }
 
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
-          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1>
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   static_assert(RH == 1 || STAGE == 0, "rows per thread read their rows from global memory");
+  static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1), "runs per thread: channel-first, one kernel row");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
   using AH = Axis<DIR, KH, SH, DH, PH, RH>;  // the thread's RH output rows and the source rows they read
   constexpr int kWin = AW::kWindow;
@@ -99,14 +101,15 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // Block -> (plane, W tile), grid.y -> H tile of TY * RH rows.
     // 32-bit block decomposition: grid.x < 2^31 bounds every quotient, and a 64-bit division by a
     // run-time value costs ~70 instructions per thread, more than a small tile's useful work.
-    const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TX * RW - 1) / (TX * RW));
+    // RT > 1: the block covers RT consecutive tiles of TX * RW outputs; a thread takes one run in each.
+    const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TX * RW * RT - 1) / (TX * RW * RT));
     const unsigned plane32 = blockIdx.x / w_tiles;
     const long long plane = plane32;
     const long long w_tile = blockIdx.x - plane32 * w_tiles;
     const long long c = plane32 % static_cast<unsigned>(p.channels);
     const long long h0 = (long long)blockIdx.y * (TY * RH);
     const long long h = h0 + (long long)ty * RH;  // the thread's first output row
-    const long long t0 = w_tile * (TX * RW) + (long long)tx * RW;
+    const long long t0 = w_tile * (TX * RW * RT) + (long long)tx * RW;  // the thread's first run
     const T* src_plane = src + plane * p.src_h * p.src_w;
 
     float* filter_smem = smem;
@@ -138,25 +141,12 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       }
     }
     if constexpr (STAGE == 1 || FILTER == 1) __syncthreads();
-    // With the halo exchange every lane stays to the end (its loads and shuffles serve its neighbours;
-    // the stores below skip what is outside the output).
-    if (!(VC > 1 && STAGE == 0 && RH > 1) && (h >= p.dst_h || t0 >= p.dst_w)) return;
-
-    float acc[RH][RW];
-#pragma unroll
-    for (int rh = 0; rh < RH; ++rh)
-#pragma unroll
-      for (int r = 0; r < RW; ++r) acc[rh][r] = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
-    const long long win0 = AW::base(t0);
-    // Columns wholly inside the plane (every thread but the edge ones): loads without tests.
-    const bool cols_inside = win0 >= 0 && win0 + kWin <= p.src_w;
     // VC > 1: the window read as aligned vectors of VC elements along W (the host guarantees VC | RW,
     // VC | src_w, VC | dst_w, aligned planes, and DIR 0 or stride_w 1, so win0 = kLead mod VC).
     using V = Vec<T, VC>;
     constexpr int kB = DIR == 0 ? -PW : AW::kQmin;
     constexpr int kLead = ((kB % VC) + VC) % VC;  // window start within its first vector
     constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
-    const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
     // Halo exchange (VC > 1, where every lane of a warp loads the same rows): a lane loads only its
     // own kShift vectors; the window's vectors before them are the previous lane's own and those after
     // them the next lane's, taken by warp shuffle (a warp's and a tile row's first and last lanes load
@@ -164,18 +154,37 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // without it a warp requested every byte from L2 twice (Nsight Compute, NCL bf16).
     constexpr int kShift = (DIR == 0 ? RW * SW : RW) / VC;  // vectors between neighbouring lanes' windows
     constexpr int kOwn0 = kVecs - 2 * kShift > 0 ? kVecs - 2 * kShift : 0;  // a lane's own: [kOwn0, +kShift)
-    // Only in the pipelined row loop (RH > 1), where a row's shuffles come a row after its loads: in 1D
-    // the shuffle waits on the load it follows, and runs of 4 lost 5-8 % (H200, NCL f32 136.8 -> 143.2 us).
-    constexpr bool kShuffle = VC > 1 && STAGE == 0 && RH > 1 && kVecs > kShift && kOwn0 <= kShift;
+    // Only where a window's shuffles come well after its loads: in the pipelined row loop (RH > 1), a row
+    // later, and with runs per thread (RT > 1), after every run's loads are issued. Right after its own
+    // load the shuffle waits on it: 1D runs of 4 lost 5-8 % (H200, NCL f32 136.8 -> 143.2 us).
+    constexpr bool kShuffle = VC > 1 && STAGE == 0 && (RH > 1 || RT > 1) && kVecs > kShift && kOwn0 <= kShift;
+    // With the halo exchange every lane stays to the end (its loads and shuffles serve its neighbours;
+    // the stores below skip what is outside the output).
+    if (!((VC > 1 && STAGE == 0 && RH > 1) || kShuffle) && (h >= p.dst_h || t0 >= p.dst_w)) return;
+
+    const float bias = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
+    float acc[RH][RW];
+    auto reset = [&] {
+#pragma unroll
+      for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) acc[rh][r] = bias;
+    };
+    reset();
+    const long long win0 = AW::base(t0);
+    // Columns wholly inside the plane (every thread but the edge ones): loads without tests.
+    const bool cols_inside = win0 >= 0 && win0 + kWin <= p.src_w;
+    const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
     const bool first_lane = tx == 0 || (threadIdx.x & 31) == 0;
     const bool last_lane = tx == TX - 1 || (threadIdx.x & 31) == 31;
-    auto issue = [&](long long row, V (&raw)[kVecs]) {  // the loads (own vectors; edge lanes also the halo)
+    // The loads of the window starting at w0 (with the exchange: own vectors; edge lanes also the halo).
+    auto issue = [&](long long row, long long w0, V (&raw)[kVecs]) {
       const bool row_in = row >= 0 && row < p.src_h;
-      const long long q0 = win0 - kLead;
+      const long long q0 = w0 - kLead;
       const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + q0;
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        const bool fetch = (v >= kOwn0 && v < kOwn0 + kShift) || (v < kOwn0 ? first_lane : last_lane);
+        const bool fetch = !kShuffle || (v >= kOwn0 && v < kOwn0 + kShift) || (v < kOwn0 ? first_lane : last_lane);
         const long long qs = q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
         if (fetch && row_in && qs >= 0 && qs < p.src_w) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
         else
@@ -228,6 +237,46 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         for (int kw = 0; kw < KW; ++kw)
           if (AW::valid(r, kw)) acc[rh][r] += win[AW::offset(r, kw)] * tap(kh * KW + kw);
     };
+    // The run of RW outputs starting at t of the thread's RH rows.
+    auto store = [&](long long t) {
+#pragma unroll
+      for (int rh = 0; rh < RH; ++rh) {
+        if (h + rh >= p.dst_h) break;
+        T* drow = dst + (plane * p.dst_h + h + rh) * p.dst_w;
+        if (VC > 1 && t + RW <= p.dst_w) {
+#pragma unroll
+          for (int r = 0; r < RW; r += VC) {
+            V out;
+#pragma unroll
+            for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(acc[rh][(r + u) % RW]);
+            *reinterpret_cast<V*>(drow + t + r) = out;
+          }
+          continue;
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+          if (t + r < p.dst_w) drow[t + r] = kvt_from_float<T>(acc[rh][r]);
+      }
+    };
+    if constexpr (RT > 1) {
+      // Runs per thread (one kernel row): the loads of all RT windows are issued first, then each
+      // run's shuffles, FMAs and store, so later runs' loads are in flight during the first runs'
+      // work, and the thread's setup (block decomposition, taps) serves RT runs instead of one.
+      long long row;
+      if (!source_row<DIR, KH, SH, DH, PH>(h, 0, p.src_h, row)) row = -1;  // no source row: bias only
+      V raw[RT][kVecs];
+#pragma unroll
+      for (int j = 0; j < RT; ++j) issue(row, AW::base(t0 + j * (TX * RW)), raw[j]);
+#pragma unroll
+      for (int j = 0; j < RT; ++j) {
+        float win[kWin];
+        finish(raw[j], win);
+        if (j > 0) reset();
+        accumulate(win, 0, 0);
+        store(t0 + j * (TX * RW));
+      }
+      return;
+    }
     if constexpr (RH == 1) {
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) {
@@ -260,13 +309,13 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       const long long row_base = AH::base(h);
       float win[kWin], next[kWin];
       V raw[kShuffle ? kVecs : 1], raw_next[kShuffle ? kVecs : 1];
-      if constexpr (kShuffle) issue(row_base + AH::next_used(0), raw);
+      if constexpr (kShuffle) issue(row_base + AH::next_used(0), win0, raw);
       else load(row_base + AH::next_used(0), win);
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
         if (AH::next_used(i + 1) < AH::kWindow) {
-          if constexpr (kShuffle) issue(row_base + AH::next_used(i + 1), raw_next);
+          if constexpr (kShuffle) issue(row_base + AH::next_used(i + 1), win0, raw_next);
           else load(row_base + AH::next_used(i + 1), next);
         }
         if constexpr (kShuffle) finish(raw, win);
@@ -286,24 +335,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         }
       }
     }
-#pragma unroll
-    for (int rh = 0; rh < RH; ++rh) {
-      if (h + rh >= p.dst_h) break;
-      T* drow = dst + (plane * p.dst_h + h + rh) * p.dst_w;
-      if (VC > 1 && t0 + RW <= p.dst_w) {
-#pragma unroll
-        for (int r = 0; r < RW; r += VC) {
-          V out;
-#pragma unroll
-          for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(acc[rh][(r + u) % RW]);
-          *reinterpret_cast<V*>(drow + t0 + r) = out;
-        }
-        continue;
-      }
-#pragma unroll
-      for (int r = 0; r < RW; ++r)
-        if (t0 + r < p.dst_w) drow[t0 + r] = kvt_from_float<T>(acc[rh][r]);
-    }
+    store(t0);
   } else {
     // Threads -> (W run, channel vector) flattened, channel vector fastest: index flat = blockIdx.x * TX
     // + tx is the pair (flat / cvs, flat % cvs) of an output row, cvs = channels / VC (the host

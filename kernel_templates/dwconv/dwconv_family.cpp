@@ -85,6 +85,7 @@ bool Config::operator==(const Config& o) const {
   return kernel == o.kernel && outputs_per_thread == o.outputs_per_thread && threads_x == o.threads_x &&
          threads_y == o.threads_y && vector_channels == o.vector_channels && smem_halo == o.smem_halo &&
          smem_filter == o.smem_filter && std::max(1, rows_per_thread) == std::max(1, o.rows_per_thread) &&
+         std::max(1, runs_per_thread) == std::max(1, o.runs_per_thread) &&
          coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
          position_threads == o.position_threads && taps_per_block == o.taps_per_block && splits == o.splits &&
          atomic == o.atomic;
@@ -94,9 +95,10 @@ std::string Config::label() const {
   switch (kernel) {
     case Kernel::direct: return coalesced ? "direct,order=coalesced" : "direct,order=naive";
     case Kernel::tiled:
-      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}{}", outputs_per_thread, threads_x, threads_y,
+      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}{}{}", outputs_per_thread, threads_x, threads_y,
                          vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg",
-                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
+                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "",
+                         runs_per_thread > 1 ? fmt::format(",rt={}", runs_per_thread) : "");
     case Kernel::wgrad:
       return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}{}{}", channels_per_block, position_threads,
                          taps_per_block, splits, atomic ? "atomic" : "ordered",
@@ -117,6 +119,7 @@ nlohmann::json Config::to_json() const {
           {"halo", smem_halo},
           {"filter", smem_filter},
           {"rh", rows_per_thread},
+          {"rt", runs_per_thread},
           {"coalesced", coalesced},
           {"ct", channels_per_block},
           {"py", position_threads},
@@ -140,6 +143,7 @@ Config Config::from_json(const nlohmann::json& j) {
     c.smem_halo = detail::json_int(j, "halo");
     c.smem_filter = detail::json_int(j, "filter");
     c.rows_per_thread = j.contains("rh") ? detail::json_int(j, "rh") : 0;  // absent before rows per thread
+    c.runs_per_thread = j.contains("rt") ? detail::json_int(j, "rt") : 0;  // absent before runs per thread
     c.coalesced = detail::json_int(j, "coalesced");
     c.channels_per_block = detail::json_int(j, "ct");
     c.position_threads = detail::json_int(j, "py");
@@ -337,9 +341,12 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
   if (c.kernel == Kernel::direct) return c.outputs_per_thread == 0 && c.threads_x == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
-  const int rh = std::max(1, c.rows_per_thread);
-  if (rw < 1 || rw > 16 || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
+  const int rh = std::max(1, c.rows_per_thread), rt = std::max(1, c.runs_per_thread);
+  if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
   if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
+  if (c.runs_per_thread < 0 || c.runs_per_thread > 8) return fail("runs per thread: 0..8");
+  if (rt > 1 && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
+    return fail("runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (rh > 1) {
     if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
     if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
@@ -372,7 +379,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
                 std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, tx * rw));
     }
     if (floats * 4 > kMaxSmem) return fail("shared memory");
-    if (prune && tx * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
+    if (prune && tx * rw * rt > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
     if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
   } else {
     if (c.smem_halo) return fail("channel-last: no halo staging (rows are shared across threads only along W)");
@@ -400,7 +407,7 @@ bool is_valid(const Problem& p, const Config& c, std::string* why) { return chec
 
 bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
 
-Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh) {
+Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt) {
   Config c;
   c.kernel = Kernel::tiled;
   c.outputs_per_thread = rw;
@@ -410,6 +417,7 @@ Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh
   c.smem_halo = halo;
   c.smem_filter = filter;
   c.rows_per_thread = rh > 1 ? rh : 0;
+  c.runs_per_thread = rt > 1 ? rt : 0;
   return c;
 }
 
@@ -493,35 +501,39 @@ std::vector<Config> enumerate(const Problem& p) {
     return out;
   }
   const int elem = p.element_bytes();
-  const auto tiled = [&](int rw, int tx, int ty, int vc, int halo, int filter, int rh) {
-    add(tiled_config(rw, tx, ty, vc, halo, filter, rh));
+  const auto tiled = [&](int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt = 0) {
+    add(tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
   };
   // Rows per thread (each source row loaded once for all of them) only where there are rows.
   // 8 rows (runs of 4 only) for kernels of 5 rows or more, where each thread's rows share most
   // source rows: 14 source rows for 8 output rows of a 7x7 instead of 10 for 4.
   std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
   if (p.dst_h() > 1 && p.kh >= 5) row_counts.push_back(8);
-  for (int rw : {1, 2, 4, 8, 16})
+  // Runs per thread (channel-first, one kernel row, vectors along W): 2, 4 or 8 runs a thread, the
+  // block's setup shared by them and their loads in flight together.
+  const std::vector<int> run_counts = p.kh == 1 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
+  for (int rw : {1, 2, 4, 8, 16, 32})
     for (int ty : {1, 2, 4, 8})
       for (int filter : {0, 1})
         for (int rh : row_counts) {
           if (rh == 8 && rw != 4) continue;
           if (!p.channel_last()) {
-            if (rw == 16) continue;
+            if (rw >= 16) continue;
             for (int block : {64, 128, 256})
               for (int halo : {0, 1})
-                for (int vw : {1, std::min(rw, 16 / elem)}) {  // vectors along W: the whole run, ≤ 16 bytes
-                  if ((rh > 1 && (halo || rw == 1)) || (vw > 1 && halo)) continue;
-                  tiled(rw, block / ty, ty, vw, halo, filter, rh);
-                }
+                for (int vw : {1, std::min(rw, 16 / elem)})  // vectors along W: the whole run, ≤ 16 bytes
+                  for (int rt : run_counts) {
+                    if ((rh > 1 && (halo || rw == 1)) || (vw > 1 && halo) || (rt > 1 && (vw == 1 || rh > 1))) continue;
+                    tiled(rw, block / ty, ty, vw, halo, filter, rh, rt);
+                  }
           } else {
-            // Runs of 8 for 1D; runs of 8 and 16 in 2D for kernels whose taps only fit in shared memory
-            // (31x31: a kernel row's window of 38 values serves 8 outputs, 46 serve 16, against 34 for
-            // 4; H200, NHWC bf16: runs of 4 1,288 us, of 8 951 us); 8 rows per block
-            // for large kernels only (their shared-memory filter limits the channels per block, so
-            // blocks grow along H instead).
-            const bool large = taps(p) > kMaxFilterRegisters;
-            if ((rw == 8 && p.dst_h() > 1 && !large) || (rw == 16 && !(large && p.dst_h() > 1)) ||
+            // Runs of 8, 16 and 32 for 1D (K = 31: a window of 38 values serves 8 outputs, 46 serve 16,
+            // 62 serve 32; H200, NLC bf16: runs of 4 230 us, of 8 135 us); runs of 8 and 16 in 2D for
+            // kernels whose taps only fit in shared memory (31x31 NHWC bf16: runs of 4 1,288 us, of 8
+            // 951 us); 8 rows per block for large kernels only (their shared-memory filter limits the
+            // channels per block, so blocks grow along H instead).
+            const bool large = taps(p) > kMaxFilterRegisters, one_d = p.dst_h() == 1;
+            if ((rw == 8 && !one_d && !large) || (rw == 16 && !one_d && !large) || (rw == 32 && !one_d) ||
                 (ty == 8 && taps(p) <= 64))
               continue;
             for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
@@ -637,7 +649,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       g.block = static_cast<unsigned>(c.threads_x * c.threads_y);
       const int dir = dir_index(p.direction);
       if (!p.channel_last()) {
-        const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread);
+        const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread * std::max(1, c.runs_per_thread));
         g.grid_x = static_cast<unsigned>(batch * p.c * w_tiles);
         g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
         std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
@@ -697,8 +709,11 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
       r.name_expressions = {fmt::format("kvt_dwconv_tiled<{}, {}, {}, {}, {}, {}, {}, {}>", args, c.outputs_per_thread,
                                         c.threads_x, c.threads_y, c.vector_channels, c.smem_halo, c.smem_filter,
                                         p.bias ? 1 : 0)};
-      if (c.rows_per_thread > 1)  // the default RH = 1 keeps the older variants' names
-        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.rows_per_thread));
+      // The defaults RH = 1 and RT = 1 keep the older variants' names.
+      if (c.rows_per_thread > 1 || c.runs_per_thread > 1)
+        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", std::max(1, c.rows_per_thread)));
+      if (c.runs_per_thread > 1)
+        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.runs_per_thread));
       break;
     case Kernel::direct:
       r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}>", args, c.coalesced, p.bias ? 1 : 0)};
@@ -839,6 +854,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   // Calibration (H200, the exhaustive trials of bench/results/2026-11-22-h200-exhaustive); costs
   // are issue time per instruction and SM, divided over its 64 lanes' worth of throughput.
   constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16, kShared = 1e-9 / 32;
+  constexpr double kRunSetup = 8 * kFma;
   constexpr double kSync = 6.25e-9, kNaive = 4.0, kLaunch = 2e-6, kReduce = 10e-9, kSplit = 1e-9;
   constexpr double kLanesPerSm = 128, kClock = 1.98e9;  // f32 FMA lanes and SM clock (H200)
   const double elem = p.element_bytes();
@@ -903,6 +919,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         cost = tile / (tx * rw * ty) * kLoad + per_output * kShared + kSync / (tx * rw * ty);
       }
       cost += tap_count * kFma + (c.smem_filter ? tap_count * kShared * 0.25 : 0);
+      // Runs per thread: the thread's setup (block decomposition, taps, bounds) is shared by RT runs.
+      // Only the saving is modelled: one run's setup is inside the calibration above.
+      cost -= kRunSetup * (1 - 1.0 / std::max(1, c.runs_per_thread)) / (rw * rh);
       const double threads = blocks * block;
       const double registers = 24 + rw * 2 + (rh - 1) * rw + (c.smem_filter ? 0 : tap_count);
       const double register_occupancy = std::min(1.0, 65536 / (std::max(registers, 16.0) * 2048));

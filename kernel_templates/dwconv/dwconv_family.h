@@ -31,6 +31,8 @@ struct Config {
   int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
   int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
                                // for all of them (0 and 1: one row; global-memory halo only)
+  int runs_per_thread = 0;     // RT: runs per thread, TX * RW outputs apart, every window's loads
+                               // issued first (channel-first, one kernel row; 0 and 1: one run)
   // direct (the seed study's naive and coalesced designs)
   int coalesced = 0;
   // wgrad (backward_weight)
@@ -87,8 +89,8 @@ std::optional<Problem> problem_from_key(const std::string& key);
 /// for checking a problem with validate() without memory.
 void set_placeholders(DwConvArgs& args, bool bias);
 
-/// A tiled-kernel config from its axes (rh <= 1: one row per thread).
-Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh);
+/// A tiled-kernel config from its axes (rh <= 1: one row per thread; rt <= 1: one run).
+Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt = 0);
 /// A weight-gradient config: channels and position threads per block, taps per block column, splits of
 /// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
 Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
