@@ -464,7 +464,7 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   CHECK(tiled >= 1);
 }
 
-TEST_CASE("runs per thread (one kernel row) and long 1D channel-last runs", "[dwconv][nvrtc]") {
+TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-last runs", "[dwconv][nvrtc]") {
   // Mamba's causal K=4 NCL bf16 [8, 4096, 2048]: runs-per-thread variants, each block covering RT
   // tiles of TX x RW outputs; names close the template with RH = 1 and RT.
   DwConvArgs mamba = args_1d(DwDirection::forward, DwLayout::ncl, 4, 1, 1);
@@ -526,23 +526,15 @@ TEST_CASE("runs per thread (one kernel row) and long 1D channel-last runs", "[dw
   s4.dtype = DType::bf16;
   s4.n = 16, s4.c = 512, s4.w = 4096;
   s4.causal = false, s4.pad_left = s4.pad_right = 15;
-  // Channel-last runs per thread (consecutive runs, the window carried): runs of 4 to 16.
-  const Problem q = dwconv::make_problem(s4);
-  int runs_16 = 0, runs_32 = 0, carried = 0;
-  for (const auto& v : dwconv::enumerate(q)) {
+  // Channel-last: no runs per thread (carried windows were tried and lost, bench/NOTES.md).
+  int runs_16 = 0, runs_32 = 0;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(s4))) {
     runs_16 += v.outputs_per_thread == 16;
     runs_32 += v.outputs_per_thread == 32;
-    if (v.runs_per_thread <= 1) continue;
-    ++carried;
-    CHECK(v.outputs_per_thread >= 4);
-    CHECK(v.outputs_per_thread <= 16);
-    const auto g = dwconv::geometry(q, v, q.n);
-    const std::int64_t items = 512 / v.vector_channels * (4096 / (v.outputs_per_thread * v.runs_per_thread));
-    CHECK(g.grid_x == static_cast<unsigned>((items + v.threads_x - 1) / v.threads_x));
+    CHECK(v.runs_per_thread <= 1);
   }
   CHECK(runs_16 >= 2);
   CHECK(runs_32 >= 2);
-  CHECK(carried >= 12);
   for (const auto& v : dwconv::enumerate(p)) CHECK(v.outputs_per_thread <= 16);
   // Every runs-per-thread variant of both problems and of their backward_data twins compiles (the
   // compile sweep's rows of 96 are too short for channel-first ones).
@@ -565,7 +557,7 @@ TEST_CASE("runs per thread (one kernel row) and long 1D channel-last runs", "[dw
     CHECK(failure.empty());
   }
   CHECK(compiled.compiled == variants);
-  CHECK(variants >= 60);
+  CHECK(variants >= 40);
   DwConvArgs nhwc = mobile;
   nhwc.layout = DwLayout::nhwc;
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc))) CHECK(v.outputs_per_thread <= 16);

@@ -14,8 +14,6 @@
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
 //              access) x RW outputs along W; a block's TX threads take TX consecutive (W run,
 //              channel vector) pairs of an output row, channel vector fastest; TY rows per block.
-//              RT > 1 (one kernel row): RT consecutive runs along W per thread, the window carried
-//              from run to run in registers, so a run loads only the positions it adds.
 //     FILTER 0 keeps the taps in registers, 1 in shared memory.
 //   kvt_dwconv_direct    one thread per output: ORDER 0 "naive" (channel index fastest: strided
 //                        for channel-first), ORDER 1 "coalesced" (contiguous axis fastest).
@@ -87,7 +85,7 @@ template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, 
           int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   static_assert(RH == 1 || STAGE == 0, "rows per thread read their rows from global memory");
-  static_assert(RT == 1 || (STAGE == 0 && RH == 1 && KH == 1), "runs per thread: one kernel row, one row per thread");
+  static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1), "runs per thread: channel-first, one kernel row");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
   using AH = Axis<DIR, KH, SH, DH, PH, RH>;  // the thread's RH output rows and the source rows they read
   constexpr int kWin = AW::kWindow;
@@ -351,7 +349,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     const unsigned flat = blockIdx.x * TX + tx;                   // 32-bit: grid.x * TX < 2^32 (host)
     const unsigned w_run = flat / cvs, cv = flat - w_run * cvs;
     const long long c0 = (long long)cv * VC;
-    const long long t0 = (long long)w_run * (RW * RT);  // RT > 1: the first of RT consecutive runs
+    const long long t0 = (long long)w_run * RW;
     const unsigned h_tiles = static_cast<unsigned>((p.dst_h + TY * RH - 1) / (TY * RH));
     const unsigned n32 = blockIdx.y / h_tiles;
     const long long n = n32;
@@ -419,18 +417,15 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     };
     if (h >= p.dst_h || t0 >= p.dst_w || n >= p.batch) return;
 
-    float bias[VC], acc[RH][RW][VC];
+    float acc[RH][RW][VC];
 #pragma unroll
-    for (int v = 0; v < VC; ++v) bias[v] = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
-    auto reset = [&] {
+    for (int v = 0; v < VC; ++v) {
+      const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
 #pragma unroll
-      for (int v = 0; v < VC; ++v)
+      for (int rh = 0; rh < RH; ++rh)
 #pragma unroll
-        for (int rh = 0; rh < RH; ++rh)
-#pragma unroll
-          for (int r = 0; r < RW; ++r) acc[rh][r][v] = bias[v];
-    };
-    reset();
+        for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
+    }
     const long long win0 = AW::base(t0);
     // Columns inside the row (every thread but the edge ones): loads without tests.
     const bool inside = win0 >= 0 && win0 + kWin <= p.src_w;
@@ -467,62 +462,6 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
             for (int v = 0; v < VC; ++v) acc[rh][r][v] += kvt_to_float(win[AW::offset(r, kw)].v[v]) * t[v];
       }
     };
-    // The run of RW outputs starting at t of the thread's RH rows.
-    auto store = [&](long long t) {
-#pragma unroll
-      for (int rh = 0; rh < RH; ++rh) {
-        if (h + rh >= p.dst_h) break;
-        T* drow = dst + ((n * p.dst_h + h + rh) * p.dst_w) * p.channels + c0;
-#pragma unroll
-        for (int r = 0; r < RW; ++r) {
-          if (t + r >= p.dst_w) break;
-          V out;
-#pragma unroll
-          for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[rh][r][v]);
-          *reinterpret_cast<V*>(drow + (t + r) * p.channels) = out;
-        }
-      }
-    };
-    if constexpr (RT > 1) {
-      // Runs per thread (one kernel row): the window slides by kStep source positions a run; the
-      // next run's new positions are loaded before this run's FMAs, the rest stay in registers (a
-      // 31-tap window of 38 loads for runs of 8 becomes 8 loads a run after the first).
-      constexpr int kStep = DIR == 0 ? RW * SW : RW / SW;
-      constexpr int kNew = kStep < kWin ? kStep : kWin;  // positions a run adds to the window
-      long long row;
-      const bool has_row = source_row<DIR, KH, SH, DH, PH>(h, 0, p.src_h, row);  // else: bias only
-      const T* srow = src + (n * p.src_h + (has_row ? row : 0)) * p.src_w * p.channels + c0;
-      auto at = [&](long long q) {  // the thread's channels at source position q (zero outside the row)
-        V v;
-        if (has_row && q >= 0 && q < p.src_w) {
-          v = *reinterpret_cast<const V*>(srow + q * p.channels);
-        } else {
-#pragma unroll
-          for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(0.f);
-        }
-        return v;
-      };
-      V win[kWin];
-#pragma unroll
-      for (int j = 0; j < kWin; ++j) win[j] = at(win0 + j);
-#pragma unroll
-      for (int j = 0; j < RT; ++j) {
-        V fresh[kNew];
-        if (j + 1 < RT)
-#pragma unroll
-          for (int i = 0; i < kNew; ++i) fresh[i] = at(win0 + (j + 1) * kStep + kWin - kNew + i);
-        accumulate(win, 0, 0);
-        store(t0 + j * RW);
-        if (j + 1 < RT) {
-          reset();
-#pragma unroll
-          for (int i = 0; i < kWin - kNew; ++i) win[i] = win[i + kStep];
-#pragma unroll
-          for (int i = 0; i < kNew; ++i) win[kWin - kNew + i] = fresh[i];
-        }
-      }
-      return;
-    }
     if constexpr (RH == 1) {
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) {
@@ -551,7 +490,19 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         for (int j = 0; j < kWin; ++j) win[j] = next[j];
       }
     }
-    store(t0);
+#pragma unroll
+    for (int rh = 0; rh < RH; ++rh) {
+      if (h + rh >= p.dst_h) break;
+      T* drow = dst + ((n * p.dst_h + h + rh) * p.dst_w) * p.channels + c0;
+#pragma unroll
+      for (int r = 0; r < RW; ++r) {
+        if (t0 + r >= p.dst_w) break;
+        V out;
+#pragma unroll
+        for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[rh][r][v]);
+        *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
+      }
+    }
   }
 }
 

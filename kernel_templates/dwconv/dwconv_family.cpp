@@ -345,8 +345,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
   if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
   if (c.runs_per_thread < 0 || c.runs_per_thread > 8) return fail("runs per thread: 0..8");
-  if (rt > 1 && (c.smem_halo || rh > 1 || p.kh != 1))
-    return fail("runs per thread: global-memory halo, one kernel row and one row per thread");
+  if (rt > 1 && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
+    return fail("runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (rh > 1) {
     if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
     if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
@@ -356,7 +356,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
   }
   // Channel-last threads take (W run, channel vector) pairs of an output row, channel vector fastest.
-  const std::int64_t row_items = p.channel_last() && vc >= 1 ? p.c / vc * ceil_div(p.dst_w(), rw * rt) : 0;
+  const std::int64_t row_items = p.channel_last() && vc >= 1 ? p.c / vc * ceil_div(p.dst_w(), rw) : 0;
   if (prune && tx * ty < 32 && !(p.channel_last() && tx >= row_items)) return fail("blocks under a warp");
   if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
   const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
@@ -396,7 +396,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (row_items + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit thread index along a row)");
     if (prune && tx / 2 >= row_items) return fail("idle threads (more than twice a row's work)");
     if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
-    if (prune && rw * rt > next_pow2(p.dst_w())) return fail("runs longer than the output");
+    if (prune && rw > next_pow2(p.dst_w())) return fail("run longer than the output");
   }
   if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
   return true;
@@ -510,9 +510,10 @@ std::vector<Config> enumerate(const Problem& p) {
   // source rows: 14 source rows for 8 output rows of a 7x7 instead of 10 for 4.
   std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
   if (p.dst_h() > 1 && p.kh >= 5) row_counts.push_back(8);
-  // Runs per thread (one kernel row): 2, 4 or 8 runs a thread. Channel-first (vectors along W): runs a
-  // tile apart, the thread's setup shared by them and their loads in flight together; channel-last:
-  // consecutive runs, the window carried in registers.
+  // Runs per thread (channel-first, one kernel row, vectors along W): 2, 4 or 8 runs a thread, a tile
+  // apart, the thread's setup shared by them and their loads in flight together. (Channel-last
+  // consecutive runs with the window carried in registers were tried: H200, NLC bf16 K=31, 106 us
+  // against 94 for runs of 32; bench/NOTES.md.)
   const std::vector<int> run_counts = p.kh == 1 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
   for (int rw : {1, 2, 4, 8, 16, 32})
     for (int ty : {1, 2, 4, 8})
@@ -538,16 +539,13 @@ std::vector<Config> enumerate(const Problem& p) {
             if ((rw == 8 && !one_d && !large) || (rw == 16 && !one_d && !large) || (rw == 32 && !one_d) ||
                 (ty == 8 && taps(p) <= 64))
               continue;
-            for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2)
-              for (int rt : run_counts) {
-                // Runs per thread (the window carried from run to run): runs of 4 to 16.
-                if (rt > 1 && (rw < 4 || rw > 16 || rh > 1)) continue;
-                const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw * rt);  // (W runs, channel vector) pairs
-                for (int tx : {4, 8, 16, 32, 64, 128}) {
-                  if (tx * ty > 256 || (tx * ty < 64 && tx < items)) continue;  // small blocks only for short rows
-                  tiled(rw, tx, ty, vc, 0, filter, rh, rt);
-                }
+            for (int vc = 1; vc * elem <= std::min(16, p.align_bytes); vc *= 2) {
+              const std::int64_t items = p.c / vc * ceil_div(p.dst_w(), rw);  // (W run, channel vector) pairs
+              for (int tx : {4, 8, 16, 32, 64, 128}) {
+                if (tx * ty > 256 || (tx * ty < 64 && tx < items)) continue;  // small blocks only for short rows
+                tiled(rw, tx, ty, vc, 0, filter, rh);
               }
+            }
           }
         }
   return out;
@@ -603,12 +601,22 @@ Config heuristic_config(const Problem& p, int cc_major) {
     if (p.channel_last()) {
       // 2D: scalar channels, runs of 4, four rows, 64 x 2 threads, taps in registers up to 64 (the
       // exhaustive winners of bench/results/2026-11-23-h200-channel-last-flat, or within 12 % of
-      // them); 1D: 8-byte vectors, runs of 8.
+      // them); 1D: 8-byte vectors, runs of 8; 1D kernels of 16+ taps: scalar channels and the longest
+      // run whose window fits (H200, NLC bf16 K=31: runs of 32 93.7 us, of 8 ~135 us).
       c.vector_channels = two_d ? 1 : std::max(1, std::min(8, p.align_bytes) / p.element_bytes());
       c.threads_x = 64;
       c.threads_y = two_d ? 2 : 1;
       c.smem_filter = 0;
       if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
+      if (!two_d && p.kw >= 16) {
+        c.vector_channels = 1;
+        for (int rw : {32, 16}) {
+          if (rw % rw_base != 0 || window(dir_index(p.direction), p.kw, p.sw, p.dw, p.pad_left, rw) > kMaxWindowRegisters)
+            continue;
+          c.outputs_per_thread = rw;
+          break;
+        }
+      }
     } else {
       // 16 x 8 threads (2D) or 64 (1D), runs of 4 read as 4-element vectors along W; 1D: 4 runs a
       // thread, as many as the row holds (H100, NCL bf16 K=4: 93.5 us against 110.3 for the best
@@ -671,8 +679,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
         // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
         // the taps of threads_x channel vectors.
         const std::int64_t vectors = p.c / c.vector_channels;
-        const int runs = c.outputs_per_thread * std::max(1, c.runs_per_thread);  // a thread's outputs along W
-        g.grid_x = static_cast<unsigned>(ceil_div(vectors * ceil_div(dst_w, runs), c.threads_x));
+        g.grid_x = static_cast<unsigned>(ceil_div(vectors * ceil_div(dst_w, c.outputs_per_thread), c.threads_x));
         g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
         g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
       }
@@ -901,13 +908,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         // plus the block's staging, taps per block row of runs). Resident warps from registers
         // (accumulators, the double-buffered window, the taps) and block size; fewer than 8 a scheduler
         // pair cannot hide latency. Time: the larger of issue and memory plus a quarter of the other.
-        // Runs per thread carry the window: after the first run, a run loads only what it adds.
-        const double rt = std::max(1, c.runs_per_thread);
-        const double run_loads = (row_loads + (rt - 1) * std::min(rw * sw, row_loads)) / rt;
-        const double items = channels / vc * std::ceil(dst_w / (rw * rt));  // (W runs, channel vector) pairs a row
+        const double items = channels / vc * std::ceil(dst_w / rw);  // (W run, channel vector) pairs a row
         const double efficiency = fraction(items, tx) * fraction(dst_h, ty * rh);
         const double blocks = std::ceil(items / tx) * batch * std::ceil(dst_h / (ty * rh));
-        double per_output = tap_count + rows_read * run_loads / (rw * rh * vc);
+        double per_output = tap_count + rows_read * row_loads / (rw * rh * vc);
         per_output += c.smem_filter ? tap_count * std::ceil(vc / 4) / (rw * vc) + tap_count / (ty * rw * rh)
                                     : tap_count / (rw * rh * vc);
         const double registers = 24 + rw * rh * vc + row_loads * vc * elem / 4 * 2 + (c.smem_filter ? 0 : tap_count * vc);
