@@ -11,6 +11,7 @@
 
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "lib/src/cuda_check.h"
+#include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 
@@ -291,9 +292,9 @@ class DwConvProblem final : public OpProblem {
     // runs per thread 1..8 (powers of two); plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
-    // outside the axes count too.
+    // and a heuristic outside the axes count too.
     const dw::Problem& p = e_.problem;
-    const auto tuned = dw::enumerate(p);
+    const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
     std::set<std::string> runnable;
     std::int64_t total = 0;
     if (p.direction == DwDirection::backward_weight) {
@@ -361,7 +362,7 @@ class DwConvProblem final : public OpProblem {
 
   std::vector<Variant> variants(const std::string& arch) const override {
     std::vector<Variant> out;
-    for (const auto& config : dw::enumerate(e_.problem))
+    for (const auto& config : detail::tuning_configs<detail::DwConvFamily>(e_.problem, arch_major(arch)))
       out.push_back(Variant{config.label(), config.to_json(), dw::compile_request(e_.problem, config, arch)});
     return out;
   }

@@ -11,6 +11,7 @@
 
 #include "kernel_templates/normalize/normalize_family.h"
 #include "lib/src/cuda_check.h"
+#include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 
@@ -182,13 +183,13 @@ class NormalizeProblem final : public OpProblem {
               ++s.total;
               if (nz::is_runnable(p, c)) ++s.runnable;
             }
-    s.tuned = static_cast<std::int64_t>(nz::enumerate(p).size());
+    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<detail::NormalizeFamily>(p, 0).size());
     return s;
   }
 
   std::vector<Variant> variants(const std::string& arch) const override {
     std::vector<Variant> out;
-    for (const auto& config : nz::enumerate(e_.problem))
+    for (const auto& config : detail::tuning_configs<detail::NormalizeFamily>(e_.problem, arch_major(arch)))
       out.push_back(Variant{config.label(), config.to_json(), nz::compile_request(e_.problem, config, arch)});
     return out;
   }

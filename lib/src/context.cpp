@@ -592,8 +592,23 @@ struct Context::Impl {
     const auto start = std::chrono::steady_clock::now();
     const std::int64_t started_at = static_cast<std::int64_t>(std::time(nullptr));
     const std::string arch = dev.fingerprint.arch();
-    const auto configs = F::enumerate(problem);
+    auto configs = detail::tuning_configs<F>(problem, dev.fingerprint.cc_major);
     if (configs.empty()) throw Error(Error::Context{F::kOp, key, "", "", ""}, "no valid variant");
+    // A stored winner is timed again (the incumbent), also one outside the space (imported from
+    // another build) as long as it can run.
+    const auto stored = store->find_winner(key, dev.device_id, template_hash);
+    std::optional<typename F::Config> stored_config;
+    if (stored && stored->origin != "heuristic") {
+      try {
+        stored_config = F::Config::from_json(nlohmann::json::parse(stored->config_json));
+        if (std::find(configs.begin(), configs.end(), *stored_config) == configs.end()) {
+          if (F::is_valid(problem, *stored_config)) configs.push_back(*stored_config);
+          else stored_config.reset();
+        }
+      } catch (const std::exception&) {
+        stored_config.reset();  // an unreadable config is no incumbent
+      }
+    }
     auto candidates = F::candidates(problem, configs, arch);
     for (std::size_t i = 0; i < candidates.size(); ++i)
       candidates[i].predicted_seconds =
@@ -612,14 +627,10 @@ struct Context::Impl {
     };
     topt.required.push_back(index_of(F::heuristic(problem, dev.fingerprint.cc_major)));
     std::string incumbent_label;
-    if (auto stored = store->find_winner(key, dev.device_id, template_hash); stored && stored->origin != "heuristic") {
-      try {
-        topt.incumbent = index_of(F::Config::from_json(nlohmann::json::parse(stored->config_json)));
-        incumbent_label = stored->label;
-        topt.required.push_back(topt.incumbent);
-      } catch (const std::exception&) {
-        topt.incumbent = -1;  // an unreadable config is no incumbent
-      }
+    if (stored_config) {
+      topt.incumbent = index_of(*stored_config);
+      incumbent_label = stored->label;
+      topt.required.push_back(topt.incumbent);
     }
     topt.find_binaries = [this](const std::vector<std::string>& hashes) { return store->find_binaries(hashes); };
     add_faulty_candidate<F>(candidates, topt);

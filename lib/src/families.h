@@ -3,6 +3,7 @@
 // written against. Adding a family adds its folder under kernel_templates/, one traits struct
 // here, one entry in kFamilies' tuple, and its public entry point.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -106,5 +107,18 @@ struct DwConvFamily {
 };
 
 using Families = std::tuple<NormalizeFamily, DwConvFamily>;
+
+/// The variants a tuning of `p` times: the family's space, and the heuristic where the space lacks it
+/// (the heuristic is always timed; the weight gradient's splits the reduction by powers of two, its
+/// space by 1, 8, 32 and 128).
+template <class F>
+std::vector<typename F::Config> tuning_configs(const typename F::Problem& p, int cc_major) {
+  auto configs = F::enumerate(p);
+  if (configs.empty()) return configs;
+  const auto heuristic = F::heuristic(p, cc_major);
+  if (std::find(configs.begin(), configs.end(), heuristic) == configs.end() && F::is_valid(p, heuristic))
+    configs.push_back(heuristic);
+  return configs;
+}
 
 }  // namespace kvtune::detail
