@@ -637,3 +637,43 @@ TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shap
         }
   CHECK(checked == 36);
 }
+
+TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, shared memory within 48 KiB", "[dwconv]") {
+  // The measured winners of the 31x31 benchmark shapes (H200): NHWC bf16 runs of 16 (909 us; the
+  // heuristic before fell back to one output a thread, 7,018 us), NCHW f32 runs of 8 with the halo
+  // tile and the filter in shared memory (367 us against 1,571).
+  DwConvArgs a = args_2d(DwDirection::forward, DwLayout::nhwc);
+  a.dtype = DType::bf16;
+  a.n = 16, a.c = 128, a.h = a.w = 56;
+  a.kernel_h = a.kernel_w = 31;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 15;
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "tiled,rw=16,tx=8,ty=8,vc=1,halo=global,filter=smem");
+  a.layout = DwLayout::nchw, a.dtype = DType::f32;
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
+    a.direction = d;
+    CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "tiled,rw=8,tx=8,ty=8,vc=1,halo=smem,filter=smem");
+  }
+  // Other large kernels, small planes, strides: valid, never a seed, within 48 KiB of shared memory.
+  int checked = 0;
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data})
+    for (DwLayout l : {DwLayout::nchw, DwLayout::nhwc})
+      for (DType t : {DType::f32, DType::bf16})
+        for (int k : {9, 31})
+          for (std::int64_t hw : {14, 56})
+            for (int stride : {1, 2}) {
+              a.direction = d, a.layout = l, a.dtype = t;
+              a.n = 4, a.c = 96, a.h = a.w = hw;
+              a.kernel_h = a.kernel_w = k;
+              a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = k / 2;
+              a.stride_h = a.stride_w = stride;
+              const Problem p = dwconv::make_problem(a);
+              INFO(p.key());
+              const Config c = dwconv::heuristic_config(p, 9);
+              INFO(c.label());
+              CHECK(dwconv::is_valid(p, c));
+              CHECK(dwconv::geometry(p, c, p.n).dynamic_smem <= 48 * 1024);
+              for (const auto& seed : dwconv::seed_configs(p)) CHECK(c != seed.second);
+              ++checked;
+            }
+  CHECK(checked == 64);
+}

@@ -617,6 +617,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
           break;
         }
       }
+      if (two_d && taps(p) > kMaxFilterRegisters) {
+        // Taps only shared memory holds (31x31): runs of 16 share each 46-value window row; 8 x 8
+        // threads keep the filter's channels within 48 KiB. H200, NHWC bf16 31x31: 909 us, the
+        // exhaustive winner (bench/results/2026-11-25-h200-bench/tune-31x31-runs-of-16), against
+        // 7,018 us for the single-output variant this rule fell back to before.
+        c.outputs_per_thread = rw_base * std::max(1, 16 / rw_base);
+        c.threads_x = 8, c.threads_y = 8, c.rows_per_thread = 0, c.smem_filter = 1;
+      }
     } else {
       // 16 x 8 threads (2D) or 64 (1D), runs of 4 read as 4-element vectors along W; 1D: 4 runs a
       // thread, as many as the row holds (H100, NCL bf16 K=4: 93.5 us against 110.3 for the best
@@ -625,6 +633,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.threads_x = two_d ? 16 : 64;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
       c.runs_per_thread = two_d ? 0 : 4;
+      if (two_d && taps(p) > kMaxFilterRegisters) {
+        // Taps only shared memory holds (31x31): runs of 8 on 8 x 8 threads, the halo tile and the
+        // filter in shared memory. H200, NCHW f32 31x31: 367 us, the tuned winner of the 2026-11-25
+        // benchmark, against 1,571 us for the 32 x 2 runs of 4 this rule fell back to before.
+        c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
+        c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 0;
+        c.smem_halo = 1, c.smem_filter = 1;
+      }
       while (c.runs_per_thread > 1 && c.threads_x * c.outputs_per_thread * c.runs_per_thread > next_pow2(p.dst_w()))
         c.runs_per_thread /= 2;
       // Small planes: narrower tiles (taller blocks), then fewer rows of threads.
@@ -873,7 +889,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   // are issue time per instruction and SM, divided over its 64 lanes' worth of throughput.
   constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16, kShared = 1e-9 / 32;
   constexpr double kRunSetup = 8 * kFma;
-  constexpr double kSync = 6.25e-9, kNaive = 4.0, kLaunch = 2e-6, kReduce = 10e-9, kSplit = 1e-9;
+  constexpr double kSync = 6.25e-9, kNaive = 4.0, kLaunch = 2e-6;
   constexpr double kLanesPerSm = 128, kClock = 1.98e9;  // f32 FMA lanes and SM clock (H200)
   const double elem = p.element_bytes();
   const double sms = sm_count;
@@ -951,29 +967,53 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       return std::max(memory, issue) * (waves < 1 ? 1.0 / waves : 1.0) + kLaunch;
     }
     case Kernel::wgrad: {
+      // Refit on the exhaustive H200 trials of the kernels as built (bench/results/2026-11-23-h200-
+      // pipelined-rows for up to 32 taps, -wgrad-vectors above; bench/NOTES.md, 2026-11-25 afternoon).
+      // The model before ranked the winners 19th of 28 (K=3), 33rd of 74 (7x7) and 11th of 29 (31x31,
+      // its 9 first all 12x slower): it counted one load per position for untiled variants instead of
+      // one per tap, and divided memory time by the thread count's share of the GPU, where 512 blocks
+      // of 256 threads with 16-byte loads run at the copy rate. Here the busiest SM decides: its blocks'
+      // instructions at a warp's issue rate, its blocks' bytes at the rate its loads in flight sustain.
+      constexpr double kWarpIpc = 4.0 / 179;  // instructions a warp issues a cycle (latency-bound loops)
+      constexpr double kLoadCost = 8, kRunCost = 20, kTapAddress = 4, kPositionCost = 10;  // instructions
+      constexpr double kLatency = 1e-6;  // seconds a load is in flight
+      constexpr double kSmShare = 1.5;   // an SM's bandwidth at most this multiple of its even share
+      constexpr double kReduceCost = 22.4, kSplitCost = 3e-6;  // instructions a reduced value and level; s
       const double ct = c.channels_per_block, py = c.position_threads, tg = c.taps_per_block;
-      const double splits = c.splits;
-      const double blocks = std::ceil(channels / ct) * std::ceil(tap_count / tg) * splits;
+      const double block = ct * py;
+      const double columns = std::ceil(tap_count / tg);
+      const double blocks = std::ceil(channels / ct) * columns * c.splits;
       const double positions = batch * double(p.out_h() * p.out_w());
-      // Register tiling loads each x row's window once per run of rw outputs for all KW taps (and,
-      // with rh rows per thread, once for every dy row that reads it), as vc-element vectors.
-      const double rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
-      const double vc = std::max(1, c.vector_channels);
-      const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
-      const double rows_read = rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
-      const double row_vectors = vc > 1 ? std::ceil((window + vc - 1) / vc) : window;
-      const double registers = 24 + tg + (rw > 1 ? rh * rw + window : 0);
-      const double occupancy = std::min(1.0, blocks * ct * py / (sms * 2048));
-      // Half the SM's threads hide a run's latency; fewer (over 64 registers) slow the issue.
-      const double register_occupancy = std::min(1.0, 65536 / (registers * 1024));
-      const double work = channels * tap_count * positions;
-      const double loads = rw > 1 ? channels * positions * rows_read * row_vectors / (rw * rh) / 4
-                                  : channels * positions * (tap_count / tg);
-      const double issue = (work * kFma + loads * kLoad) / sms / std::max(occupancy, 1e-3) / std::sqrt(register_occupancy);
-      const double reduce = blocks * ct * tg * kReduce * std::log2(std::max(py, 2.0)) / sms +
-                            (splits > 1 ? kSplit * channels * tap_count * splits / sms / 1000 : 0);
-      const double memory = bytes / bandwidth * std::sqrt(tap_count / tg) / std::max(occupancy, 1e-3);
-      return std::max(memory, issue) + reduce + kLaunch;
+      double instructions, registers, in_flight;  // whole grid; a thread's; bytes a thread has in flight
+      if (c.outputs_per_thread > 1) {
+        // Register tiling: a run of rw outputs (rh rows) loads its dy run and each x row's window once
+        // for all KW taps (every kernel row, or the block column's one), as vc-element vectors.
+        const double rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread);
+        const double vc = std::max(1, c.vector_channels);
+        const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+        const double rows_read = tg < tap_count ? 1 : rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
+        const double row_vectors = vc > 1 ? std::ceil((window + vc - 1) / vc) : window;
+        const double loads = rh * rw / vc + rows_read * row_vectors;
+        const double buffers = tg <= 32 ? 2 : 1;  // the pipelined row loop's second window
+        instructions = channels * columns * positions / (rw * rh) * (kLoadCost * loads + tg * rw * rh + kRunCost);
+        registers = 24 + tg + rh * rw + window * buffers;
+        in_flight = (rh * rw / vc + row_vectors * buffers) * vc * elem;
+      } else {
+        // A dy load and, per tap, an x load with its bounds tests and an FMA, every position.
+        instructions = channels * columns * positions * (kLoadCost * (1 + tg) + kTapAddress * tg + tg + kPositionCost);
+        registers = 32 + tg;
+        in_flight = (1 + tg) * elem;
+      }
+      const double per_sm = std::max(1.0, std::floor(std::min(2048 / block, 65536 / (std::max(registers, 16.0) * block))));
+      const double busiest = std::ceil(blocks / sms);  // blocks of the busiest SM
+      const double resident = std::min(busiest, per_sm) * block;  // its threads at a time
+      const double issue = busiest * instructions / blocks / 32 / (kClock * kWarpIpc * resident / 32);
+      const double block_bytes = bytes * columns / blocks;  // each block column reads x and dy
+      const double sm_bandwidth = std::min(kSmShare * bandwidth / sms, resident * in_flight / kLatency);
+      const double memory = std::max(bytes * columns / bandwidth, busiest * block_bytes / sm_bandwidth);
+      const double reduce = std::ceil(busiest / per_sm) * ct * (tg + 1) * kReduceCost * std::log2(std::max(py, 2.0)) / kClock +
+                            (c.splits > 1 ? kSplitCost : 0);
+      return std::max(issue, memory) + 0.25 * std::min(issue, memory) + reduce + kLaunch;
     }
   }
   return 1.0;
