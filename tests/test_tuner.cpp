@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -194,6 +195,11 @@ void replay(const nlohmann::json& entry, int budget, Replay& r) {
 }  // namespace
 
 TEST_CASE("budgeted search on recorded H200 trials: within 3% of the exhaustive winner on >= 90%", "[tuner]") {
+  // The suites of the tuner's targets (2026-11-22). Normalize's kernels are still those; the dwconv
+  // kernels these trials timed were replaced since (rows per thread, vectors, the halo exchange,
+  // pipelined rows, runs per thread), and the dwconv cost models were refit on the trials of the
+  // kernels as built: dwconv is held to the next test's trials, and only reported here (46/48 with
+  // the models fitted on these trials, 42/48 with the refit ones).
   std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/bench/results/2026-11-22-h200-exhaustive/export.json");
   REQUIRE(in);
   const auto doc = nlohmann::json::parse(in);
@@ -213,79 +219,128 @@ TEST_CASE("budgeted search on recorded H200 trials: within 3% of the exhaustive 
                    budget, norm.hits, norm.problems, 100 * norm.chosen / norm.total, dw.hits, dw.problems,
                    100 * dw.chosen / dw.total, hits, problems, 100 * share, fmt::join(misses, "; ")));
   CHECK(problems == 48);
-  CHECK(hits >= 0.9 * problems);
+  CHECK(norm.hits >= 0.9 * norm.problems);
   CHECK(share <= 0.30);
 }
 
-TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3% on >= 80%", "[tuner]") {
-  // The exhaustive runs of the kernels as they are now (bench/results/2026-11-23-h200-*, each README
-  // says which commit): 2D channel-first with the halo exchange; 1D channel-first from before it (the
-  // exchange was then taken out of 1D, so those trials time code no longer built); channel-last with
-  // the flat (W run, channel vector) mapping; weight gradients with pipelined rows.
-  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/2026-11-23-h200-";
-  const std::pair<const char*, const char*> sources[] = {{"halo-exchange/export.json", ",nchw,"},
-                                                         {"wgrad-vectors/export.json", ",forward,ncl,"},
-                                                         {"channel-last-flat/first/export.json", ""},
-                                                         {"pipelined-rows/export.json", ",backward_weight,"}};
+TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3% on >= 90%", "[tuner]") {
+  // The newest exhaustive run of each problem whose trials time the kernels as they are now (each
+  // folder's README says which commit): 2D channel-first with the halo exchange; 1D channel-first
+  // with runs per thread and 1D channel-last with runs of 16 and 32 (their carried-window variants,
+  // since taken out, are not in the space and drop out); 2D channel-last with the flat mapping, the
+  // 31x31 with runs of 16; weight gradients with pipelined rows up to 32 taps, one buffer above.
+  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/";
+  struct Source {
+    const char* file;
+    std::function<bool(const dwconv::Problem&)> take;
+  };
+  const auto taps = [](const dwconv::Problem& p) { return p.kh * p.kw; };
+  const auto weights = [](const dwconv::Problem& p) { return p.direction == DwDirection::backward_weight; };
+  const Source sources[] = {
+      {"2026-11-23-h200-halo-exchange/export.json", [](const dwconv::Problem& p) { return p.layout == DwLayout::nchw; }},
+      {"2026-11-25-h100-runs-per-thread/h200-second/export.json", [](const dwconv::Problem&) { return true; }},
+      {"2026-11-23-h200-channel-last-flat/first/export.json", [](const dwconv::Problem& p) { return p.layout == DwLayout::nhwc; }},
+      {"2026-11-25-h200-bench/tune-31x31-runs-of-16/export.json", [](const dwconv::Problem&) { return true; }},
+      {"2026-11-23-h200-pipelined-rows/export.json", [&](const dwconv::Problem& p) { return weights(p) && taps(p) <= 32; }},
+      {"2026-11-23-h200-wgrad-vectors/export.json", [&](const dwconv::Problem& p) { return weights(p) && taps(p) > 32; }}};
   Replay dw;
-  for (const auto& [file, only] : sources) {
-    std::ifstream in(dir + file);
+  for (const auto& source : sources) {
+    std::ifstream in(dir + source.file);
     REQUIRE(in);
     const auto doc = nlohmann::json::parse(in);
-    for (const auto& e : doc.at("entries"))
-      if (e.at("trials").size() > 8 && e.at("problem_key").get<std::string>().find(only) != std::string::npos)
-        replay<detail::DwConvFamily>(e, ContextOptions{}.budget_variants, dw);
+    for (const auto& e : doc.at("entries")) {
+      const auto problem = dwconv::problem_from_key(e.at("problem_key").get<std::string>());
+      REQUIRE(problem);
+      if (e.at("trials").size() > 8 && source.take(*problem)) replay<detail::DwConvFamily>(e, ContextOptions{}.budget_variants, dw);
+    }
   }
   WARN(fmt::format("dwconv {}/{} within 3%; misses: {}; the cost model's rank of each winner: {}", dw.hits,
                    dw.problems, fmt::join(dw.misses, "; "), fmt::join(dw.ranks, "; ")));
-  CHECK(dw.problems == 15);  // the 31x31 (8 variants) is tried whole under any budget
-  CHECK(dw.hits >= 0.8 * dw.problems);
+  CHECK(dw.problems == 20);
+  CHECK(dw.hits >= 0.9 * dw.problems);
 }
+
+namespace {
+
+// The cost model alone (no heuristic, no exploration) picks as many variants as a budgeted search
+// may time; returns the best of their recorded times over the recorded best.
+double model_picks(const dwconv::Problem& problem, const nlohmann::json& entry) {
+  std::map<std::string, double> measured;
+  for (const auto& t : entry.at("trials"))
+    if (t.at("status") == "ok") measured[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
+  std::vector<dwconv::Config> configs;
+  for (const auto& c : dwconv::enumerate(problem))
+    if (measured.count(c.label())) configs.push_back(c);
+  auto candidates = detail::DwConvFamily::candidates(problem, configs, "sm_90");
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    candidates[i].predicted_seconds = dwconv::predicted_seconds(problem, configs[i], 132, 4.24e12);
+  tuner::Options o;
+  o.budget_variants = ContextOptions{}.budget_variants;
+  o.explore = 0;
+  double best = 1e30, got = 1e30;
+  for (const auto& [label, ms] : measured) best = std::min(best, ms);
+  for (int i : tuner::choose(candidates, o)) got = std::min(got, measured.at(candidates[std::size_t(i)].label));
+  return got / best;
+}
+
+// model_picks over the entries of `file` (under bench/results/) that `take` accepts.
+std::vector<std::pair<std::string, double>> model_picks_of(const std::string& file,
+                                                           const std::function<bool(const dwconv::Problem&)>& take) {
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/bench/results/" + file);
+  REQUIRE(in);
+  const auto doc = nlohmann::json::parse(in);  // kept alive: a range-for does not extend a temporary's member
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& e : doc.at("entries")) {
+    const auto problem = dwconv::problem_from_key(e.at("problem_key").get<std::string>());
+    REQUIRE(problem);
+    if (take(*problem)) out.emplace_back(problem->key().substr(7, 48), model_picks(*problem, e));
+  }
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE("weight-gradient cost model: its first picks hold the exhaustive winner of the kernels as built", "[tuner]") {
   // Exhaustive H200 trials of the weight-gradient kernels as they are now: pipelined row windows up
-  // to 32 taps (2026-11-23-h200-pipelined-rows), one buffer above (-wgrad-vectors). The model alone
-  // (no heuristic, no exploration) picks as many as a budgeted search may time; the model before this
-  // one ranked the winners 19th of 28 (K=3; its 12 first were 13.7 % slower), 33rd of 74 (7x7) and
-  // 11th of 29 (31x31; its 9 first 12.7x slower), and only the always-timed heuristic saved them.
-  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/2026-11-23-h200-";
+  // to 32 taps (2026-11-23-h200-pipelined-rows), one buffer above (-wgrad-vectors). The model before
+  // this one ranked the winners 19th of 28 (K=3; its 12 first were 13.7 % slower), 33rd of 74 (7x7;
+  // 13.8 %) and 11th of 29 (31x31), and only the always-timed heuristic saved them.
+  const auto weights = [](const dwconv::Problem& p) { return p.direction == DwDirection::backward_weight; };
+  auto picks = model_picks_of("2026-11-23-h200-pipelined-rows/export.json",
+                              [&](const dwconv::Problem& p) { return weights(p) && p.kh * p.kw <= 32; });
+  for (auto& more : model_picks_of("2026-11-23-h200-wgrad-vectors/export.json",
+                                   [&](const dwconv::Problem& p) { return weights(p) && p.kh * p.kw > 32; }))
+    picks.push_back(more);
   std::vector<std::string> lines;
-  int problems = 0, hits = 0;
-  for (const char* file : {"pipelined-rows/export.json", "wgrad-vectors/export.json"}) {
-    std::ifstream in(dir + file);
-    REQUIRE(in);
-    const bool pipelined = std::string(file).find("pipelined") == 0;
-    const auto doc = nlohmann::json::parse(in);  // kept alive: a range-for does not extend a temporary's member
-    for (const auto& e : doc.at("entries")) {
-      const auto problem = detail::DwConvFamily::from_key(e.at("problem_key").get<std::string>());
-      REQUIRE(problem);
-      if (problem->direction != DwDirection::backward_weight || (problem->kh * problem->kw <= 32) != pipelined) continue;
-      std::map<std::string, double> measured;
-      for (const auto& t : e.at("trials"))
-        if (t.at("status") == "ok") measured[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
-      std::vector<dwconv::Config> configs;
-      for (const auto& c : dwconv::enumerate(*problem))
-        if (measured.count(c.label())) configs.push_back(c);
-      auto candidates = detail::DwConvFamily::candidates(*problem, configs, "sm_90");
-      for (std::size_t i = 0; i < candidates.size(); ++i)
-        candidates[i].predicted_seconds = dwconv::predicted_seconds(*problem, configs[i], 132, 4.24e12);
-      tuner::Options o;
-      o.budget_variants = ContextOptions{}.budget_variants;
-      o.explore = 0;
-      const auto chosen = tuner::choose(candidates, o);
-      double best = 1e30, got = 1e30;
-      for (const auto& [label, ms] : measured) best = std::min(best, ms);
-      for (int i : chosen) got = std::min(got, measured.at(candidates[std::size_t(i)].label));
-      ++problems;
-      hits += got <= best * 1.03;
-      lines.push_back(fmt::format("{} taps {}: model's {} of {} at {:.3f}x the winner", problem->kh * problem->kw,
-                                  problem->layout == DwLayout::ncl ? "NCL" : "NCHW", chosen.size(), candidates.size(),
-                                  got / best));
-    }
-  }
+  for (const auto& [key, ratio] : picks) lines.push_back(fmt::format("{}: {:.3f}x", key, ratio));
   WARN(fmt::format("{}", fmt::join(lines, "; ")));
-  CHECK(problems == 5);
-  CHECK(hits == problems);
+  CHECK(picks.size() == 5);
+  for (const auto& [key, ratio] : picks) {
+    INFO(key);
+    CHECK(ratio <= 1.03);
+  }
+}
+
+TEST_CASE("channel-first cost model: its first picks hold the exhaustive winner of the kernels as built", "[tuner]") {
+  // 2D with the halo exchange (2026-11-23-h200-halo-exchange) and 1D with runs per thread
+  // (2026-11-25-h100-runs-per-thread/h200-second). The model before this one ranked the 2D winners
+  // 62nd, 77th and 151st and its first picks were 5.5 %, 5.8 % and 41.9 % slower (3x3 backward_data
+  // and forward, 7x7); fitted on 7 of these 8 problems, the refit one held the 8th within 2 %.
+  const auto tiled_first = [](const dwconv::Problem& p) {
+    return p.direction != DwDirection::backward_weight && !p.channel_last();
+  };
+  auto picks = model_picks_of("2026-11-23-h200-halo-exchange/export.json",
+                              [&](const dwconv::Problem& p) { return tiled_first(p) && p.kh > 1; });
+  for (auto& more : model_picks_of("2026-11-25-h100-runs-per-thread/h200-second/export.json", tiled_first))
+    picks.push_back(more);
+  std::vector<std::string> lines;
+  for (const auto& [key, ratio] : picks) lines.push_back(fmt::format("{}: {:.3f}x", key, ratio));
+  WARN(fmt::format("{}", fmt::join(lines, "; ")));
+  CHECK(picks.size() == 8);
+  for (const auto& [key, ratio] : picks) {
+    INFO(key);
+    CHECK(ratio <= 1.03);
+  }
 }
 
 TEST_CASE("tuning always times the heuristic, also outside the enumerated space", "[tuner]") {
