@@ -43,6 +43,16 @@ DwConvArgs args_2d(DwDirection d = DwDirection::forward, DwLayout l = DwLayout::
   return a;
 }
 
+// RepLKNet-31B stage 1: 31x31 pad 15 on [16, 128, 56, 56].
+DwConvArgs replknet_31x31(DwLayout l, DType t) {
+  DwConvArgs a = args_2d(DwDirection::forward, l);
+  a.dtype = t;
+  a.n = 16, a.c = 128, a.h = a.w = 56;
+  a.kernel_h = a.kernel_w = 31;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 15;
+  return a;
+}
+
 DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
   DwConvArgs a = args_2d(d, l);
   a.h = 1;
@@ -454,11 +464,7 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   CHECK_FALSE(dwconv::is_valid(q, c));
   // ConvNeXt-style 31x31 NHWC bf16: the shared-memory filter allows few channels per block, so
   // blocks of 8 rows keep a tiled variant in the space (only the direct kernels ran before).
-  DwConvArgs big = args_2d(DwDirection::forward, DwLayout::nhwc);
-  big.dtype = DType::bf16;
-  big.n = 16, big.c = 128, big.h = big.w = 56;
-  big.kernel_h = big.kernel_w = 31;
-  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 15;
+  const DwConvArgs big = replknet_31x31(DwLayout::nhwc, DType::bf16);
   int tiled = 0;
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(big))) tiled += v.kernel == dwconv::Kernel::tiled;
   CHECK(tiled >= 1);
@@ -567,11 +573,7 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   // 31x31 NHWC bf16: with 48 KiB a shared filter holds 8 channels (a warp reads 16-byte halves of
   // sectors); opting in lets 16 and 32 channels share a block, and runs of 8 or 16 share each
   // kernel row's window among more outputs (38 loads for 8, 46 for 16, against 34 for 4).
-  DwConvArgs big = args_2d(DwDirection::forward, DwLayout::nhwc);
-  big.dtype = DType::bf16;
-  big.n = 16, big.c = 128, big.h = big.w = 56;
-  big.kernel_h = big.kernel_w = 31;
-  big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = 15;
+  const DwConvArgs big = replknet_31x31(DwLayout::nhwc, DType::bf16);
   const Problem p = dwconv::make_problem(big);
   int runs_of_8 = 0, runs_of_16 = 0, opt_in = 0;
   for (const auto& v : dwconv::enumerate(p)) {
@@ -642,11 +644,7 @@ TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, 
   // The measured winners of the 31x31 benchmark shapes (H200): NHWC bf16 runs of 16 (909 us; the
   // heuristic before fell back to one output a thread, 7,018 us), NCHW f32 runs of 8 with the halo
   // tile and the filter in shared memory (367 us against 1,571).
-  DwConvArgs a = args_2d(DwDirection::forward, DwLayout::nhwc);
-  a.dtype = DType::bf16;
-  a.n = 16, a.c = 128, a.h = a.w = 56;
-  a.kernel_h = a.kernel_w = 31;
-  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 15;
+  DwConvArgs a = replknet_31x31(DwLayout::nhwc, DType::bf16);
   CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "tiled,rw=16,tx=8,ty=8,vc=1,halo=global,filter=smem");
   a.layout = DwLayout::nchw, a.dtype = DType::f32;
   for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {

@@ -298,6 +298,18 @@ std::vector<std::pair<std::string, double>> model_picks_of(const std::string& fi
   return out;
 }
 
+// Every problem's picks within 3 % of its winner, and as many problems as expected.
+void check_model_picks(const std::vector<std::pair<std::string, double>>& picks, std::size_t problems) {
+  std::vector<std::string> lines;
+  for (const auto& [key, ratio] : picks) lines.push_back(fmt::format("{}: {:.3f}x", key, ratio));
+  WARN(fmt::format("{}", fmt::join(lines, "; ")));
+  CHECK(picks.size() == problems);
+  for (const auto& [key, ratio] : picks) {
+    INFO(key);
+    CHECK(ratio <= 1.03);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("weight-gradient cost model: its first picks hold the exhaustive winner of the kernels as built", "[tuner]") {
@@ -311,14 +323,7 @@ TEST_CASE("weight-gradient cost model: its first picks hold the exhaustive winne
   for (auto& more : model_picks_of("2026-11-23-h200-wgrad-vectors/export.json",
                                    [&](const dwconv::Problem& p) { return weights(p) && p.kh * p.kw > 32; }))
     picks.push_back(more);
-  std::vector<std::string> lines;
-  for (const auto& [key, ratio] : picks) lines.push_back(fmt::format("{}: {:.3f}x", key, ratio));
-  WARN(fmt::format("{}", fmt::join(lines, "; ")));
-  CHECK(picks.size() == 5);
-  for (const auto& [key, ratio] : picks) {
-    INFO(key);
-    CHECK(ratio <= 1.03);
-  }
+  check_model_picks(picks, 5);
 }
 
 TEST_CASE("channel-first cost model: its first picks hold the exhaustive winner of the kernels as built", "[tuner]") {
@@ -333,14 +338,7 @@ TEST_CASE("channel-first cost model: its first picks hold the exhaustive winner 
                               [&](const dwconv::Problem& p) { return tiled_first(p) && p.kh > 1; });
   for (auto& more : model_picks_of("2026-11-25-h100-runs-per-thread/h200-second/export.json", tiled_first))
     picks.push_back(more);
-  std::vector<std::string> lines;
-  for (const auto& [key, ratio] : picks) lines.push_back(fmt::format("{}: {:.3f}x", key, ratio));
-  WARN(fmt::format("{}", fmt::join(lines, "; ")));
-  CHECK(picks.size() == 8);
-  for (const auto& [key, ratio] : picks) {
-    INFO(key);
-    CHECK(ratio <= 1.03);
-  }
+  check_model_picks(picks, 8);
 }
 
 TEST_CASE("tuning always times the heuristic, also outside the enumerated space", "[tuner]") {
