@@ -141,15 +141,6 @@ std::string Table::render() const {
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
-int arch_major(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0 || arch.size() < 5) return 0;
-  try {
-    return std::stoi(arch.substr(3)) / 10;
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
 std::string format_duration(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return "?";
   if (seconds < 60) return fmt::format("{:.1f}s", seconds);

@@ -64,8 +64,6 @@ class Table {
 bool stdout_is_terminal();
 /// "1h02m", "3m20s", "12.3s"
 std::string format_duration(double seconds);
-/// The compute capability's major number of an "sm_XY" architecture (9 for sm_90); 0 for another form.
-int arch_major(const std::string& arch);
 /// "3.1 MiB"
 std::string format_bytes(double bytes);
 /// Microseconds with 2 decimals from milliseconds; "-" for a negative (untimed) value.

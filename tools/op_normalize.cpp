@@ -189,7 +189,7 @@ class NormalizeProblem final : public OpProblem {
 
   std::vector<Variant> variants(const std::string& arch) const override {
     std::vector<Variant> out;
-    for (const auto& config : detail::tuning_configs<detail::NormalizeFamily>(e_.problem, arch_major(arch)))
+    for (const auto& config : detail::tuning_configs<detail::NormalizeFamily>(e_.problem, detail::parse_arch(arch) / 10))
       out.push_back(Variant{config.label(), config.to_json(), nz::compile_request(e_.problem, config, arch)});
     return out;
   }

@@ -884,12 +884,38 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   return p;
 }
 
+namespace {
+
+constexpr double kClock = 1.98e9;  // SM clock (H200), for the cost models
+
+// The busiest SM of a grid (the tiled and weight-gradient cost models): it holds ceil(blocks / sms)
+// blocks, per_sm of them at a time; its instructions issue at warp_ipc a warp (at most sm_ipc an SM),
+// its bytes arrive at the rate its threads' loads in flight sustain (Little's law over a 1 us
+// latency), at most sm_share times its even share of the bandwidth.
+struct BusiestSm {
+  double issue = 0, memory = 0;  // seconds
+  double blocks = 0;              // its blocks
+};
+BusiestSm busiest_sm(double blocks, double block, double per_sm, double thread_instructions, double block_bytes,
+                     double thread_in_flight, double sms, double bandwidth, double warp_ipc, double sm_ipc,
+                     double sm_share) {
+  constexpr double kLatency = 1e-6;  // seconds a load is in flight
+  BusiestSm b;
+  b.blocks = std::ceil(blocks / sms);
+  const double threads = std::min(b.blocks, per_sm) * block;
+  b.issue = b.blocks * thread_instructions * block / 32 / (kClock * std::min(sm_ipc, threads / 32 * warp_ipc));
+  b.memory = b.blocks * block_bytes / std::min(sm_share * bandwidth / sms, threads * thread_in_flight / kLatency);
+  return b;
+}
+
+}  // namespace
+
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   // Direct kernels: calibrated on the exhaustive H200 trials of bench/results/2026-11-22-h200-exhaustive
   // (issue time per instruction and SM). The tiled and weight-gradient models say where theirs come from.
   constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16;
   constexpr double kNaive = 4.0, kLaunch = 2e-6;
-  constexpr double kLanesPerSm = 128, kClock = 1.98e9;  // f32 FMA lanes and SM clock (H200)
+  constexpr double kLanesPerSm = 128;  // f32 FMA lanes (H200)
   const double elem = p.element_bytes();
   const double sms = sm_count;
   const int kh = p.kh, kw = p.kw, tap_count = kh * kw;
@@ -953,7 +979,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       constexpr double kLoadCost = 16, kSharedCost = 0.5, kShuffleCost = 1, kEdgeLoads = 0.1;
       constexpr double kSyncCost = 20, kTapCost = 1, kRowCost = 4, kSetupCost = 58.8, kStoreCost = 1;  // instructions
       constexpr double kSmIpc = 1.4, kWarpIpc = 0.14;  // instructions an SM, a warp issues a cycle
-      constexpr double kLatency = 1e-6, kSmShare = 0.75;
+      constexpr double kSmShare = 0.75;
       const double rt = std::max(1, c.runs_per_thread);
       const double tile_w = tx * rw * rt, tile_h = ty * rh;
       const double efficiency = fraction(dst_w, tile_w) * fraction(dst_h, tile_h);
@@ -982,12 +1008,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double smem = double(geometry(p, c, 1).dynamic_smem);
       const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, 65536 / (registers * block), 32.0,
                                                                smem > 0 ? kSmemPerSm / (smem + 1024) : 64.0})));
-      const double busiest = std::ceil(blocks / sms);  // blocks of the busiest SM
-      const double warps = std::min(busiest, per_sm) * block / 32;
-      const double issue = busiest * per_thread * block / 32 / (kClock * std::min(kSmIpc, warps * kWarpIpc));
-      const double sm_bandwidth = std::min(kSmShare * bandwidth / sms, warps * 32 * in_flight / kLatency);
-      const double memory = std::max(bytes / bandwidth / efficiency, busiest * bytes / blocks / sm_bandwidth);
-      return std::max(issue, memory) + kLaunch;
+      const BusiestSm sm = busiest_sm(blocks, block, per_sm, per_thread, bytes / blocks, in_flight, sms, bandwidth,
+                                      kWarpIpc, kSmIpc, kSmShare);
+      return std::max(sm.issue, std::max(bytes / bandwidth / efficiency, sm.memory)) + kLaunch;
     }
     case Kernel::wgrad: {
       // Refit on the exhaustive H200 trials of the kernels as built (bench/results/2026-11-23-h200-
@@ -999,8 +1022,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       // instructions at a warp's issue rate, its blocks' bytes at the rate its loads in flight sustain.
       constexpr double kWarpIpc = 4.0 / 179;  // instructions a warp issues a cycle (latency-bound loops)
       constexpr double kLoadCost = 8, kRunCost = 20, kTapAddress = 4, kPositionCost = 10;  // instructions
-      constexpr double kLatency = 1e-6;  // seconds a load is in flight
-      constexpr double kSmShare = 1.5;   // an SM's bandwidth at most this multiple of its even share
+      constexpr double kSmShare = 1.5;  // an SM's bandwidth at most this multiple of its even share
       constexpr double kReduceCost = 22.4, kSplitCost = 3e-6;  // instructions a reduced value and level; s
       const double ct = c.channels_per_block, py = c.position_threads, tg = c.taps_per_block;
       const double block = ct * py;
@@ -1028,15 +1050,13 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         in_flight = (1 + tg) * elem;
       }
       const double per_sm = std::max(1.0, std::floor(std::min(2048 / block, 65536 / (std::max(registers, 16.0) * block))));
-      const double busiest = std::ceil(blocks / sms);  // blocks of the busiest SM
-      const double resident = std::min(busiest, per_sm) * block;  // its threads at a time
-      const double issue = busiest * instructions / blocks / 32 / (kClock * kWarpIpc * resident / 32);
-      const double block_bytes = bytes * columns / blocks;  // each block column reads x and dy
-      const double sm_bandwidth = std::min(kSmShare * bandwidth / sms, resident * in_flight / kLatency);
-      const double memory = std::max(bytes * columns / bandwidth, busiest * block_bytes / sm_bandwidth);
-      const double reduce = std::ceil(busiest / per_sm) * ct * (tg + 1) * kReduceCost * std::log2(std::max(py, 2.0)) / kClock +
+      // Each block column reads x and dy; no cap on an SM's issue rate (64 warps stay under it).
+      const BusiestSm sm = busiest_sm(blocks, block, per_sm, instructions / blocks / block, bytes * columns / blocks,
+                                      in_flight, sms, bandwidth, kWarpIpc, 4.0, kSmShare);
+      const double memory = std::max(bytes * columns / bandwidth, sm.memory);
+      const double reduce = std::ceil(sm.blocks / per_sm) * ct * (tg + 1) * kReduceCost * std::log2(std::max(py, 2.0)) / kClock +
                             (c.splits > 1 ? kSplitCost : 0);
-      return std::max(issue, memory) + 0.25 * std::min(issue, memory) + reduce + kLaunch;
+      return std::max(sm.issue, memory) + 0.25 * std::min(sm.issue, memory) + reduce + kLaunch;
     }
   }
   return 1.0;
