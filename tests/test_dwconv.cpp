@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -436,7 +437,7 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   const Problem p = dwconv::make_problem(mobile);
   int with_rows = 0;
   for (const auto& c : dwconv::enumerate(p)) {
-    if (c.rows_per_thread <= 1) continue;
+    if (c.rows_per_thread <= 1 || c.flat) continue;  // flat items: their own test
     ++with_rows;
     CHECK(c.smem_halo == 0);
     CHECK(c.label().find(fmt::format(",rh={}", c.rows_per_thread)) != std::string::npos);
@@ -567,6 +568,99 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   DwConvArgs nhwc = mobile;
   nhwc.layout = DwLayout::nhwc;
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc))) CHECK(v.outputs_per_thread <= 16);
+}
+
+TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", "[dwconv][nvrtc]") {
+  // ConvNeXt 7x7 NCHW f32 [32, 96, 56, 56]: tiles of 64 x 32 cover a 56 x 56 plane with 64 x 64
+  // lanes (23 % idle); flat items (plane, RH rows, run of RW) over the whole grid leave only the
+  // last block's tail idle.
+  DwConvArgs convnext = args_2d(DwDirection::forward, DwLayout::nchw);
+  convnext.n = 32, convnext.c = 96, convnext.h = convnext.w = 56;
+  convnext.kernel_h = convnext.kernel_w = 7;
+  convnext.pad_top = convnext.pad_bottom = convnext.pad_left = convnext.pad_right = 3;
+  const Problem p = dwconv::make_problem(convnext);
+  int flat = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (!c.flat) continue;
+    ++flat;
+    INFO(c.label());
+    CHECK(c.threads_y == 1);
+    CHECK(c.threads_x % 32 == 0);
+    CHECK(c.smem_halo == 0);
+    CHECK(c.smem_filter == 0);
+    CHECK(c.runs_per_thread <= 1);
+    CHECK(c.label().substr(c.label().size() - 5) == ",flat");
+    const int rh = std::max(1, c.rows_per_thread), rw = c.outputs_per_thread;
+    const std::int64_t items = 32 * 96 * ((56 + rh - 1) / rh) * ((56 + rw - 1) / rw);
+    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(g.grid_x == static_cast<unsigned>((items + c.threads_x - 1) / c.threads_x));
+    CHECK(g.grid_y == 1u);
+    CHECK(g.dynamic_smem == 0u);
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name.substr(name.size() - 10) == fmt::format(", {}, 1, 1>", rh));
+    CHECK(Config::from_json(c.to_json()) == c);
+    // The same thread's work as a tile of one row of threads idles lanes; the model sees them.
+    Config tiled = c;
+    tiled.flat = 0;
+    if (dwconv::is_runnable(p, tiled)) CHECK(dwconv::predicted_seconds(p, c, 132, 3e12) < dwconv::predicted_seconds(p, tiled, 132, 3e12));
+  }
+  CHECK(flat >= 20);
+  // A config stored before flat items existed (no "flat") parses as tiles.
+  Config c = dwconv::flat_config(4, 128, 4, 4);
+  CHECK(dwconv::is_valid(p, c));
+  auto j = c.to_json();
+  CHECK(j.at("flat") == 1);
+  j.erase("flat");
+  CHECK(Config::from_json(j).flat == 0);
+  CHECK(Config::from_json(j) != c);
+  // The rules: channel-first, global halo, taps in registers, one run, whole warps in one row.
+  std::string why;
+  for (auto change : std::initializer_list<std::function<void(Config&)>>{
+           [](Config& v) { v.smem_filter = 1; }, [](Config& v) { v.smem_halo = 1, v.vector_channels = 1, v.rows_per_thread = 0; },
+           [](Config& v) { v.threads_x = 64, v.threads_y = 2; }, [](Config& v) { v.threads_x = 48; },
+           [](Config& v) { v.flat = 2; }}) {
+    Config bad = c;
+    change(bad);
+    CHECK_FALSE(dwconv::is_runnable(p, bad, &why));
+  }
+  DwConvArgs last = convnext;
+  last.layout = DwLayout::nhwc;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(last), dwconv::flat_config(4, 128, 1, 4), &why));
+  CHECK(why.find("flat items") != std::string::npos);
+  // 1D rows: runnable, not tuned (whole tiles already); the 32-bit item index is bounded.
+  DwConvArgs mamba = args_1d(DwDirection::forward, DwLayout::ncl, 4, 1, 1);
+  mamba.n = 8, mamba.c = 4096, mamba.w = 2048;
+  const Problem one_d = dwconv::make_problem(mamba);
+  CHECK(dwconv::is_runnable(one_d, dwconv::flat_config(4, 128, 4, 0)));
+  CHECK_FALSE(dwconv::is_valid(one_d, dwconv::flat_config(4, 128, 4, 0)));
+  for (const auto& v : dwconv::enumerate(one_d)) CHECK(v.flat == 0);
+  DwConvArgs huge = convnext;
+  huge.n = 4096, huge.c = 4096;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(huge), dwconv::flat_config(1, 64, 1, 0), &why));
+  CHECK(why.find("32-bit") != std::string::npos);
+  // Every flat variant of 3x3 and 7x7, forward and backward_data, compiles for sm_90.
+  DwConvArgs mobile = convnext;
+  mobile.c = 144, mobile.kernel_h = mobile.kernel_w = 3;
+  mobile.pad_top = mobile.pad_bottom = mobile.pad_left = mobile.pad_right = 1;
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  for (DwConvArgs a : {convnext, mobile})
+    for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
+      a.direction = d;
+      const Problem r = dwconv::make_problem(a);
+      std::vector<detail::CompileRequest> requests;
+      for (const auto& v : dwconv::enumerate(r))
+        if (v.flat) requests.push_back(dwconv::compile_request(r, v, "sm_90"));
+      variants += requests.size();
+      test::add_batched(batches, requests, 32);
+    }
+  const auto compiled = test::compile_batches(batches);
+  for (const auto& failure : compiled.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
+  }
+  CHECK(compiled.compiled == variants);
+  CHECK(variants >= 80);
 }
 
 TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {

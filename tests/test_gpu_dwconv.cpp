@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include <fmt/format.h>
@@ -129,6 +130,87 @@ DwConvArgs make_args(const Shape& s, DwDirection dir) {
   return a;
 }
 
+// Counts of verify_variants().
+struct Verified {
+  std::size_t verified = 0, opted_in = 0, over_device_smem = 0;
+};
+
+// Every variant of `shape` in direction `dir` that `keep` accepts, against the float64 reference
+// (which is itself first checked against the CPU reference).
+void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, const detail::DeviceFingerprint& fp,
+                     cudaStream_t stream, const std::function<bool(const dwconv::Config&)>& keep, Verified& counts) {
+  DwConvArgs a = make_args(shape, dir);
+  a.deterministic = deterministic;
+  // Pointers only mark which optional tensors exist (the harness owns the buffers).
+  a.x = a.weight = a.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+  a.y = a.dx = a.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 30);
+  if (shape.bias) {
+    a.dbias = reinterpret_cast<void*>(std::uintptr_t(3) << 30);
+    a.bias = a.dbias;
+  }
+  dwconv::validate(a);
+  dwconv::Problem p = dwconv::make_problem(a);
+  p.n = a.n;  // the exact batch
+  INFO(shape.what << ": " << p.key());
+
+  // The GPU float64 reference against the CPU one on this shape.
+  {
+    const auto src = random_host(p.dtype, std::size_t(p.n * p.c * p.src_h() * p.src_w()), 1);
+    const auto wt = random_host(p.dtype, std::size_t(p.c * p.kh * p.kw), 2);
+    const auto bias = random_host(p.dtype, std::size_t(p.c), 3);
+    const auto aux = random_host(p.dtype, std::size_t(p.n * p.c * p.dst_h() * p.dst_w()), 4);
+    tuner::DeviceBuffer dsrc(src.bytes.size()), dwt(wt.bytes.size()), dbias(bias.bytes.size()),
+        daux(aux.bytes.size());
+    cudaMemcpy(dsrc.get(), src.bytes.data(), src.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dwt.get(), wt.bytes.data(), wt.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dbias.get(), bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(daux.get(), aux.bytes.data(), aux.bytes.size(), cudaMemcpyHostToDevice);
+    dwconv::LaunchArgs la{};
+    la.src = dsrc.get();
+    la.weight = dwt.get();
+    la.bias = p.bias && dir == DwDirection::forward ? dbias.get() : nullptr;
+    la.aux = daux.get();
+    la.batch = p.n;
+    std::vector<double> ref, ref_bias;
+    if (dir == DwDirection::forward)
+      ref = dwconv::reference_forward(p, p.n, src.values, wt.values, p.bias ? bias.values : std::vector<double>{});
+    else if (dir == DwDirection::backward_data)
+      ref = dwconv::reference_backward_data(p, p.n, src.values, wt.values);
+    else
+      dwconv::reference_backward_weight(p, p.n, src.values, aux.values, ref, ref_bias);
+    tuner::DeviceBuffer out(ref.size() * 4), out_bias(std::size_t(p.c) * 4);
+    dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    CHECK(rel_error(DType::f32, out.get(), ref) < 1e-6);
+    if (dir == DwDirection::backward_weight && p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_bias) < 1e-6);
+  }
+
+  std::vector<dwconv::Config> configs;
+  for (const auto& c : dwconv::enumerate(p))
+    if (keep(c)) configs.push_back(c);
+  if (configs.empty()) return;
+  const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
+  const auto compiled = tuner::compile_all(candidates, 0);
+  auto harness = dwconv::make_harness(p, configs, fp.arch(), 0, stream);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    INFO(candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+    REQUIRE(compiled[i].status == tuner::Status::ok);
+    // Shared filters over 48 KiB opt in, as the tuner and the dispatch do; a device with less
+    // opt-in memory than a variant asks for never runs it (the tuner drops it).
+    if (candidates[i].dynamic_smem > std::size_t(fp.max_smem_per_block_optin)) {
+      ++counts.over_device_smem;
+      continue;
+    }
+    auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+    kernel.allow_dynamic_smem(candidates[i].dynamic_smem);
+    counts.opted_in += candidates[i].dynamic_smem > 48 * 1024;
+    const auto verdict = harness->verify(candidates[i], kernel, stream);
+    INFO(verdict.message);
+    CHECK(verdict.ok);
+    ++counts.verified;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every dwconv variant matches the float64 reference", "[gpu][dwconv]") {
@@ -136,84 +218,42 @@ TEST_CASE("every dwconv variant matches the float64 reference", "[gpu][dwconv]")
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
-  std::size_t verified = 0, opted_in = 0, over_device_smem = 0;
+  Verified counts;
   for (const auto& shape : kShapes)
     for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
       for (bool deterministic : {true, false}) {
         if (!deterministic && dir != DwDirection::backward_weight) continue;
-        DwConvArgs a = make_args(shape, dir);
-        a.deterministic = deterministic;
-        // Pointers only mark which optional tensors exist (the harness owns the buffers).
-        a.x = a.weight = a.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
-        a.y = a.dx = a.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 30);
-        if (shape.bias) {
-          a.dbias = reinterpret_cast<void*>(std::uintptr_t(3) << 30);
-          a.bias = a.dbias;
-        }
-        dwconv::validate(a);
-        dwconv::Problem p = dwconv::make_problem(a);
-        p.n = a.n;  // the exact batch
-        INFO(shape.what << ": " << p.key());
-
-        // The GPU float64 reference against the CPU one on this shape.
-        {
-          const auto src = random_host(p.dtype, std::size_t(p.n * p.c * p.src_h() * p.src_w()), 1);
-          const auto wt = random_host(p.dtype, std::size_t(p.c * p.kh * p.kw), 2);
-          const auto bias = random_host(p.dtype, std::size_t(p.c), 3);
-          const auto aux = random_host(p.dtype, std::size_t(p.n * p.c * p.dst_h() * p.dst_w()), 4);
-          tuner::DeviceBuffer dsrc(src.bytes.size()), dwt(wt.bytes.size()), dbias(bias.bytes.size()),
-              daux(aux.bytes.size());
-          cudaMemcpy(dsrc.get(), src.bytes.data(), src.bytes.size(), cudaMemcpyHostToDevice);
-          cudaMemcpy(dwt.get(), wt.bytes.data(), wt.bytes.size(), cudaMemcpyHostToDevice);
-          cudaMemcpy(dbias.get(), bias.bytes.data(), bias.bytes.size(), cudaMemcpyHostToDevice);
-          cudaMemcpy(daux.get(), aux.bytes.data(), aux.bytes.size(), cudaMemcpyHostToDevice);
-          dwconv::LaunchArgs la{};
-          la.src = dsrc.get();
-          la.weight = dwt.get();
-          la.bias = p.bias && dir == DwDirection::forward ? dbias.get() : nullptr;
-          la.aux = daux.get();
-          la.batch = p.n;
-          std::vector<double> ref, ref_bias;
-          if (dir == DwDirection::forward)
-            ref = dwconv::reference_forward(p, p.n, src.values, wt.values, p.bias ? bias.values : std::vector<double>{});
-          else if (dir == DwDirection::backward_data)
-            ref = dwconv::reference_backward_data(p, p.n, src.values, wt.values);
-          else
-            dwconv::reference_backward_weight(p, p.n, src.values, aux.values, ref, ref_bias);
-          tuner::DeviceBuffer out(ref.size() * 4), out_bias(std::size_t(p.c) * 4);
-          dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
-          REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-          CHECK(rel_error(DType::f32, out.get(), ref) < 1e-6);
-          if (dir == DwDirection::backward_weight && p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_bias) < 1e-6);
-        }
-
-        const auto configs = dwconv::enumerate(p);
-        const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
-        const auto compiled = tuner::compile_all(candidates, 0);
-        auto harness = dwconv::make_harness(p, configs, fp.arch(), 0, stream);
-        for (std::size_t i = 0; i < candidates.size(); ++i) {
-          INFO(candidates[i].label << " " << compiled[i].message.substr(0, 2000));
-          REQUIRE(compiled[i].status == tuner::Status::ok);
-          // Shared filters over 48 KiB opt in, as the tuner and the dispatch do; a device with less
-          // opt-in memory than a variant asks for never runs it (the tuner drops it).
-          if (candidates[i].dynamic_smem > std::size_t(fp.max_smem_per_block_optin)) {
-            ++over_device_smem;
-            continue;
-          }
-          auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-          kernel.allow_dynamic_smem(candidates[i].dynamic_smem);
-          opted_in += candidates[i].dynamic_smem > 48 * 1024;
-          const auto verdict = harness->verify(candidates[i], kernel, stream);
-          INFO(verdict.message);
-          CHECK(verdict.ok);
-          ++verified;
-        }
+        verify_variants(shape, dir, deterministic, fp, stream, [](const dwconv::Config&) { return true; }, counts);
       }
   cudaStreamDestroy(stream);
-  WARN("verified " << verified << " dwconv variants, " << opted_in << " with over 48 KiB of shared memory; "
-                    << over_device_smem << " over this device's opt-in limit skipped");
-  CHECK(verified > 500);
-  if (fp.max_smem_per_block_optin >= 100 * 1024) CHECK(opted_in > 0);
+  WARN("verified " << counts.verified << " dwconv variants, " << counts.opted_in << " with over 48 KiB of shared memory; "
+                    << counts.over_device_smem << " over this device's opt-in limit skipped");
+  CHECK(counts.verified > 500);
+  if (fp.max_smem_per_block_optin >= 100 * 1024) CHECK(counts.opted_in > 0);
+}
+
+TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv][flat]") {
+  // The channel-first 2D shapes of the sweep above plus planes no tile divides, where a grid's last
+  // block is partial and warps straddle row groups and planes (the halo exchange's edge lanes).
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape extra[] = {
+      {"NCHW 7x7, 3 x 5 planes of 23 x 21", DwLayout::nchw, DType::f32, 3, 5, 23, 21, 7, 7, 1, 1, 3, 3, false, true},
+      {"NCHW bf16 3x3, 2 x 3 planes of 56 x 56", DwLayout::nchw, DType::bf16, 2, 3, 56, 56, 3, 3, 1, 1, 1, 1, false, false},
+      {"NCHW f16 5x5 stride 2, 9 x 13", DwLayout::nchw, DType::f16, 1, 7, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
+  };
+  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
+  for (const auto& s : kShapes)
+    if (s.layout == DwLayout::nchw) shapes.push_back(s);
+  Verified counts;
+  for (const auto& shape : shapes)
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.flat == 1; }, counts);
+  cudaStreamDestroy(stream);
+  WARN("verified " << counts.verified << " flat-item dwconv variants");
+  CHECK(counts.verified > 100);
 }
 
 TEST_CASE("tuned dwconv: misaligned pointers, tune -> cache -> dispatch", "[gpu][dwconv]") {

@@ -289,7 +289,8 @@ class DwConvProblem final : public OpProblem {
   SpaceSize space() const override {
     // The declared axes. tiled: outputs per thread 1..32, threads along W (or C) and rows per block
     // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8,
-    // runs per thread 1..8 (powers of two); plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
+    // runs per thread 1..8 (powers of two), flat items (one row of 32+ threads, global halo, taps in
+    // registers); plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
     // and a heuristic outside the axes count too.
@@ -350,7 +351,10 @@ class DwConvProblem final : public OpProblem {
               for (int halo : {0, 1})
                 for (int filter : {0, 1})
                   for (int rh : {0, 2, 4, 8})
-                    for (int rt : {0, 2, 4, 8}) consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
+                    for (int rt : {0, 2, 4, 8}) {
+                      consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
+                      if (ty == 1 && tx >= 32 && !halo && !filter && rt == 0) consider(dw::flat_config(rw, tx, vc, rh));
+                    }
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     }
     SpaceSize s;

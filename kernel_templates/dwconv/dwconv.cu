@@ -82,10 +82,12 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
 }
 
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
-          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1>
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   static_assert(RH == 1 || STAGE == 0, "rows per thread read their rows from global memory");
   static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1), "runs per thread: channel-first, one kernel row");
+  static_assert(FLAT == 0 || (LAYOUT == 0 && STAGE == 0 && FILTER == 0 && RT == 1 && TY == 1 && TX % 32 == 0),
+                "flat items: channel-first, global-memory halo, taps in registers, one run, whole warps");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
   using AH = Axis<DIR, KH, SH, DH, PH, RH>;  // the thread's RH output rows and the source rows they read
   constexpr int kWin = AW::kWindow;
@@ -102,14 +104,36 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // 32-bit block decomposition: grid.x < 2^31 bounds every quotient, and a 64-bit division by a
     // run-time value costs ~70 instructions per thread, more than a small tile's useful work.
     // RT > 1: the block covers RT consecutive tiles of TX * RW outputs; a thread takes one run in each.
-    const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TX * RW * RT - 1) / (TX * RW * RT));
-    const unsigned plane32 = blockIdx.x / w_tiles;
+    // FLAT 1: no tiles. Thread g of the grid takes item g of (plane, group of RH rows, run of RW),
+    // run fastest, so no lane idles where a plane's width or height is not a multiple of a tile
+    // (a 56 x 56 plane in 64 x 64 tiles kept 23 % of the lanes busy on nothing). The host keeps
+    // the item count under 2^32; lanes past it compute the last item again and store nothing.
+    unsigned plane32, w_tile32 = 0, run = 0, runs = 1;
+    long long h;
+    bool item_valid = true;
+    if constexpr (FLAT) {
+      runs = static_cast<unsigned>((p.dst_w + RW - 1) / RW);
+      const unsigned groups = static_cast<unsigned>((p.dst_h + RH - 1) / RH);
+      const unsigned items = static_cast<unsigned>(p.batch * p.channels) * groups * runs;
+      unsigned g = blockIdx.x * TX + threadIdx.x;
+      item_valid = g < items;
+      if (!item_valid) g = items - 1;
+      const unsigned rest = g / runs, group = rest % groups;
+      run = g - rest * runs;
+      plane32 = rest / groups;
+      h = (long long)group * RH;
+    } else {
+      const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TX * RW * RT - 1) / (TX * RW * RT));
+      plane32 = blockIdx.x / w_tiles;
+      w_tile32 = blockIdx.x - plane32 * w_tiles;
+      h = (long long)blockIdx.y * (TY * RH) + (long long)ty * RH;  // the thread's first output row
+    }
     const long long plane = plane32;
-    const long long w_tile = blockIdx.x - plane32 * w_tiles;
+    const long long w_tile = w_tile32;
     const long long c = plane32 % static_cast<unsigned>(p.channels);
     const long long h0 = (long long)blockIdx.y * (TY * RH);
-    const long long h = h0 + (long long)ty * RH;  // the thread's first output row
-    const long long t0 = w_tile * (TX * RW * RT) + (long long)tx * RW;  // the thread's first run
+    // The thread's first run.
+    const long long t0 = FLAT ? (long long)run * RW : w_tile * (TX * RW * RT) + (long long)tx * RW;
     const T* src_plane = src + plane * p.src_h * p.src_w;
 
     float* filter_smem = smem;
@@ -160,7 +184,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     constexpr bool kShuffle = VC > 1 && STAGE == 0 && (RH > 1 || RT > 1) && kVecs > kShift && kOwn0 <= kShift;
     // With the halo exchange every lane stays to the end (its loads and shuffles serve its neighbours;
     // the stores below skip what is outside the output).
-    if (!((VC > 1 && STAGE == 0 && RH > 1) || kShuffle) && (h >= p.dst_h || t0 >= p.dst_w)) return;
+    if (!((VC > 1 && STAGE == 0 && RH > 1) || kShuffle) && (h >= p.dst_h || t0 >= p.dst_w || !item_valid)) return;
 
     const float bias = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
     float acc[RH][RW];
@@ -175,8 +199,9 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // Columns wholly inside the plane (every thread but the edge ones): loads without tests.
     const bool cols_inside = win0 >= 0 && win0 + kWin <= p.src_w;
     const bool vec_inside = VC > 1 && win0 - kLead >= 0 && win0 - kLead + kVecs * VC <= p.src_w;
-    const bool first_lane = tx == 0 || (threadIdx.x & 31) == 0;
-    const bool last_lane = tx == TX - 1 || (threadIdx.x & 31) == 31;
+    // Lanes whose neighbour's window is not the next run of the same rows load their own halo.
+    const bool first_lane = (FLAT ? run == 0 : tx == 0) || (threadIdx.x & 31) == 0;
+    const bool last_lane = (FLAT ? run == runs - 1 : tx == TX - 1) || (threadIdx.x & 31) == 31;
     // The loads of the window starting at w0 (with the exchange: own vectors; edge lanes also the halo).
     auto issue = [&](long long row, long long w0, V (&raw)[kVecs]) {
       const bool row_in = row >= 0 && row < p.src_h;
@@ -239,6 +264,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     };
     // The run of RW outputs starting at t of the thread's RH rows.
     auto store = [&](long long t) {
+      if (!item_valid) return;
 #pragma unroll
       for (int rh = 0; rh < RH; ++rh) {
         if (h + rh >= p.dst_h) break;

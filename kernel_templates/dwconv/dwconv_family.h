@@ -33,6 +33,8 @@ struct Config {
                                // for all of them (0 and 1: one row; global-memory halo only)
   int runs_per_thread = 0;     // RT: runs per thread, TX * RW outputs apart, every window's loads
                                // issued first (channel-first, one kernel row; 0 and 1: one run)
+  int flat = 0;                // 1: no tiles; thread g of the grid takes item g of (plane, RH rows,
+                               // run), TX threads a block, TY = 1 (channel-first, taps in registers)
   // direct (the seed study's naive and coalesced designs)
   int coalesced = 0;
   // wgrad (backward_weight)
@@ -91,6 +93,8 @@ void set_placeholders(DwConvArgs& args, bool bias);
 
 /// A tiled-kernel config from its axes (rh <= 1: one row per thread; rt <= 1: one run).
 Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt = 0);
+/// A channel-first flat-items config: blocks of `block` threads, runs of rw, rows rh, vectors vc.
+Config flat_config(int rw, int block, int vc, int rh);
 /// A weight-gradient config: channels and position threads per block, taps per block column, splits of
 /// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
 Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
