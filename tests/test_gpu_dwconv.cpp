@@ -241,7 +241,8 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
   cudaStreamCreate(&stream);
   const Shape extra[] = {
       {"NCHW 7x7, 3 x 5 planes of 23 x 21", DwLayout::nchw, DType::f32, 3, 5, 23, 21, 7, 7, 1, 1, 3, 3, false, true},
-      {"NCHW bf16 3x3, 2 x 3 planes of 56 x 56", DwLayout::nchw, DType::bf16, 2, 3, 56, 56, 3, 3, 1, 1, 1, 1, false, false},
+      {"NCHW f32 7x7, 3 x 8 planes of 23 x 28 (vectors, halo exchange)", DwLayout::nchw, DType::f32, 3, 8, 23, 28, 7, 7, 1, 1, 3, 3, false, false},
+      {"NCHW bf16 3x3, 2 x 8 planes of 56 x 56", DwLayout::nchw, DType::bf16, 2, 8, 56, 56, 3, 3, 1, 1, 1, 1, false, false},
       {"NCHW f16 5x5 stride 2, 9 x 13", DwLayout::nchw, DType::f16, 1, 7, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
   };
   std::vector<Shape> shapes(std::begin(extra), std::end(extra));

@@ -125,8 +125,9 @@ void tiled(const Shape& s, Bufs<T>& b) {
     grid = dim3((unsigned)(s.n * s.c * ((s.out_w() + TX * RW - 1) / (TX * RW))), (unsigned)((s.out_h() + TY * RH - 1) / (TY * RH)));
     smem = FILTER ? (KH * KW + 3) / 4 * 16 : 0;
   } else {
-    const long long c_tiles = (s.c + TX * VC - 1) / (TX * VC);
-    grid = dim3((unsigned)(c_tiles * ((s.out_w() + RW - 1) / RW)), (unsigned)(s.n * ((s.out_h() + TY * RH - 1) / (TY * RH))));
+    // (W run, channel vector) pairs of a row over blocks of TX threads.
+    const long long items = s.c / VC * ((s.out_w() + RW - 1) / RW);
+    grid = dim3((unsigned)((items + TX - 1) / TX), (unsigned)(s.n * ((s.out_h() + TY * RH - 1) / (TY * RH))));
     smem = FILTER ? size_t(KH * KW) * TX * VC * 4 : 0;
   }
   char label[128];
