@@ -68,6 +68,30 @@ DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
   return a;
 }
 
+// Compiles for sm_90 the variants `keep` selects of each problem's forward and backward_data twins;
+// every compile must succeed. Returns how many were compiled.
+std::size_t compile_selected(std::initializer_list<DwConvArgs> problems, const std::function<bool(const Config&)>& keep) {
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  for (DwConvArgs a : problems)
+    for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
+      a.direction = d;
+      const Problem r = dwconv::make_problem(a);
+      std::vector<detail::CompileRequest> requests;
+      for (const auto& v : dwconv::enumerate(r))
+        if (keep(v)) requests.push_back(dwconv::compile_request(r, v, "sm_90"));
+      variants += requests.size();
+      test::add_batched(batches, requests, 32);
+    }
+  const auto compiled = test::compile_batches(batches);
+  for (const auto& failure : compiled.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
+  }
+  CHECK(compiled.compiled == variants);
+  return variants;
+}
+
 std::vector<double> random_vector(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -545,26 +569,7 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   for (const auto& v : dwconv::enumerate(p)) CHECK(v.outputs_per_thread <= 16);
   // Every runs-per-thread variant of both problems and of their backward_data twins compiles (the
   // compile sweep's rows of 96 are too short for channel-first ones).
-  std::vector<detail::CompileRequest> batches;
-  std::size_t variants = 0;
-  for (DwConvArgs a : {mamba, s4}) {
-    for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
-      a.direction = d;
-      const Problem r = dwconv::make_problem(a);
-      std::vector<detail::CompileRequest> requests;
-      for (const auto& v : dwconv::enumerate(r))
-        if (v.runs_per_thread > 1 || v.outputs_per_thread > 16) requests.push_back(dwconv::compile_request(r, v, "sm_90"));
-      variants += requests.size();
-      test::add_batched(batches, requests, 32);
-    }
-  }
-  const auto compiled = test::compile_batches(batches);
-  for (const auto& failure : compiled.failures) {
-    INFO(failure);
-    CHECK(failure.empty());
-  }
-  CHECK(compiled.compiled == variants);
-  CHECK(variants >= 40);
+  CHECK(compile_selected({mamba, s4}, [](const Config& v) { return v.runs_per_thread > 1 || v.outputs_per_thread > 16; }) >= 40);
   DwConvArgs nhwc = mobile;
   nhwc.layout = DwLayout::nhwc;
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc))) CHECK(v.outputs_per_thread <= 16);
@@ -642,25 +647,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   DwConvArgs mobile = convnext;
   mobile.c = 144, mobile.kernel_h = mobile.kernel_w = 3;
   mobile.pad_top = mobile.pad_bottom = mobile.pad_left = mobile.pad_right = 1;
-  std::vector<detail::CompileRequest> batches;
-  std::size_t variants = 0;
-  for (DwConvArgs a : {convnext, mobile})
-    for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
-      a.direction = d;
-      const Problem r = dwconv::make_problem(a);
-      std::vector<detail::CompileRequest> requests;
-      for (const auto& v : dwconv::enumerate(r))
-        if (v.flat) requests.push_back(dwconv::compile_request(r, v, "sm_90"));
-      variants += requests.size();
-      test::add_batched(batches, requests, 32);
-    }
-  const auto compiled = test::compile_batches(batches);
-  for (const auto& failure : compiled.failures) {
-    INFO(failure);
-    CHECK(failure.empty());
-  }
-  CHECK(compiled.compiled == variants);
-  CHECK(variants >= 80);
+  CHECK(compile_selected({convnext, mobile}, [](const Config& v) { return v.flat == 1; }) >= 80);
 }
 
 TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {
