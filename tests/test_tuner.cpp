@@ -145,7 +145,7 @@ struct Replay {
 
 // Replays the default budgeted search of family F on recorded exhaustive trials.
 template <class F>
-void replay(const nlohmann::json& entry, int budget, Replay& r) {
+void replay(const nlohmann::json& entry, int budget, Replay& r, double copy_bytes_per_s = 4.24e12) {
   const auto problem = F::from_key(entry.at("problem_key").get<std::string>());
   REQUIRE(problem);
   std::map<std::string, double> measured;
@@ -162,10 +162,9 @@ void replay(const nlohmann::json& entry, int budget, Replay& r) {
     configs = recorded;
   }
   auto candidates = F::candidates(*problem, configs, "sm_90");
-  constexpr int kH200Sms = 132;
-  constexpr double kH200Copy = 4.24e12;  // bytes/s, measured in the same run
+  constexpr int kSms = 132;  // H200 and H100 SXM
   for (std::size_t i = 0; i < candidates.size(); ++i)
-    candidates[i].predicted_seconds = F::predicted_seconds(*problem, configs[i], kH200Sms, kH200Copy);
+    candidates[i].predicted_seconds = F::predicted_seconds(*problem, configs[i], kSms, copy_bytes_per_s);
   tuner::Options o;
   o.budget_variants = budget;
   o.seed = std::hash<std::string>{}(problem->key());
@@ -257,6 +256,23 @@ TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3
   WARN(fmt::format("dwconv {}/{} within 3%; misses: {}; the cost model's rank of each winner: {}", dw.hits,
                    dw.problems, fmt::join(dw.misses, "; "), fmt::join(dw.ranks, "; ")));
   CHECK(dw.problems == 20);
+  CHECK(dw.hits >= 0.9 * dw.problems);
+}
+
+TEST_CASE("budgeted search on the exhaustive H100 trials with flat items: within 3% on >= 90%", "[tuner]") {
+  // Ten channel-first 2D problems timed with flat items in the space (H100, copy ~3.0 TB/s): the two
+  // 56 x 56 suites' and six more planes of 14 to 128 (bench/results/*-h100-flat-items, -flat-heuristic).
+  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/";
+  Replay dw;
+  for (const char* file : {"2026-11-25-h100-flat-items/export.json", "2026-11-25-h100-flat-heuristic/export.json"}) {
+    std::ifstream in(dir + file);
+    REQUIRE(in);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& e : doc.at("entries")) replay<detail::DwConvFamily>(e, ContextOptions{}.budget_variants, dw, 3.0e12);
+  }
+  WARN(fmt::format("dwconv {}/{} within 3%; misses: {}; the cost model's rank of each winner: {}", dw.hits,
+                   dw.problems, fmt::join(dw.misses, "; "), fmt::join(dw.ranks, "; ")));
+  CHECK(dw.problems == 10);
   CHECK(dw.hits >= 0.9 * dw.problems);
 }
 
