@@ -626,8 +626,29 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
            [](Config& v) { v.flat = 2; }}) {
     Config bad = c;
     change(bad);
+    why.clear();
     CHECK_FALSE(dwconv::is_runnable(p, bad, &why));
+    CHECK((why.find("flat items") != std::string::npos || why == "flags"));
   }
+  // Only the tiled kernel has flat items.
+  Config direct;
+  direct.kernel = dwconv::Kernel::direct, direct.flat = 1;
+  CHECK_FALSE(dwconv::is_runnable(p, direct));
+  // The heuristic of 2D channel-first kernels up to 64 taps is flat (rows and vectors as the problem
+  // allows: 2 output rows take 2 rows a thread, stride 3 backward_data none, W = 54 2-element vectors).
+  CHECK(dwconv::heuristic_config(p, 9).label() == "tiled,rw=4,tx=128,ty=1,vc=4,halo=global,filter=reg,rh=4,flat");
+  DwConvArgs low = convnext;
+  low.h = 2, low.kernel_h = 1, low.pad_top = low.pad_bottom = 0;
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(low), 9).label() == "tiled,rw=4,tx=128,ty=1,vc=4,halo=global,filter=reg,rh=2,flat");
+  DwConvArgs strided = convnext;
+  strided.direction = DwDirection::backward_data, strided.stride_h = strided.stride_w = 3;
+  strided.h = strided.w = 57;
+  const Config s3 = dwconv::heuristic_config(dwconv::make_problem(strided), 9);
+  CHECK(s3.flat == 1);
+  CHECK(s3.rows_per_thread <= 1);
+  DwConvArgs odd = convnext;
+  odd.w = 54;
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(odd), 9).label() == "tiled,rw=4,tx=128,ty=1,vc=2,halo=global,filter=reg,rh=4,flat");
   DwConvArgs last = convnext;
   last.layout = DwLayout::nhwc;
   CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(last), dwconv::flat_config(4, 128, 1, 4), &why));

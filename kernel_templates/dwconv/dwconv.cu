@@ -5,7 +5,8 @@
 //   kvt_dwconv_tiled     forward (DIR 0) and backward_data (DIR 1), gather form:
 //     forward        y[t]  = sum_k x[t*S - P + k*D] w[k]
 //     backward_data  dx[t] = sum_k dy[(t + P - k*D) / S] w[k]   where S divides t + P - k*D
-//     LAYOUT 0 channel-first (NCHW / NCL): a block is a TY x (TX*RW) tile of one (n, c) plane;
+//     LAYOUT 0 channel-first (NCHW / NCL): a block is a TY x (TX*RW) tile of one (n, c) plane
+//              (FLAT 1: TX threads take consecutive items of (plane, RH rows, run) over the grid);
 //              each thread computes RW consecutive outputs along W from a register window, read
 //              as aligned vectors of VC elements along W where VC > 1.
 //              STAGE 0 reads windows through L1 from global, STAGE 1 stages the block's source tile

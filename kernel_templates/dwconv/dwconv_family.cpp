@@ -299,6 +299,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const int elem = p.element_bytes();
   if (p.direction == DwDirection::backward_weight) {
     if (c.kernel != Kernel::wgrad) return fail("backward_weight uses the wgrad kernel");
+    if (c.flat) return fail("flat items: tiled kernels only");
     const int block = c.channels_per_block * c.position_threads;
     if (c.channels_per_block < 1 || c.position_threads < 1 || block > 1024) return fail("block size outside 1..1024");
     if (!p.channel_last() && c.channels_per_block != 1) return fail("channel-first wgrad takes one channel per block");
@@ -341,7 +342,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return true;
   }
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
-  if (c.kernel == Kernel::direct) return c.outputs_per_thread == 0 && c.threads_x == 0 ? true : fail("direct: no tile");
+  if (c.kernel == Kernel::direct)
+    return c.outputs_per_thread == 0 && c.threads_x == 0 && c.flat == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
   const int rh = std::max(1, c.rows_per_thread), rt = std::max(1, c.runs_per_thread);
   if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
@@ -383,6 +385,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail("filter too large for registers");
     std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
     if (!c.flat && ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
+    // The kernel splits blockIdx.x into (plane, W tile) in 32 bits.
+    if (!c.flat && double(p.n) * double(p.c) * double(ceil_div(p.dst_w(), std::int64_t(tx) * rw * rt)) > 2147483647.0)
+      return fail("grid.x limit (planes x W tiles)");
     if (c.smem_halo) {
       if (dir == 1 && ty % p.sh != 0) return fail("backward_data halo tile: rows per block a multiple of stride_h");
       floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, ty)) *
@@ -673,10 +678,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
         // H100, exhaustive, 32x144x56x56 3x3: 48.2 -> 44.0 us forward, 48.3 -> 44.2 backward_data;
         // 32x96x56x56 7x7: 60.0 -> 56.9 forward, 56.7 -> 57.7 backward_data
         // (bench/results/2026-11-25-h100-flat-items).
-        for (int vc = c.vector_channels; vc >= 1; vc /= 2) {
-          const Config f = flat_config(c.outputs_per_thread, 128, vc, c.rows_per_thread);
-          if (portable(f)) return f;
-        }
+        // Fewer rows where the output has fewer (or backward_data's stride does not divide 4), then
+        // narrower vectors; the tiled rule below where no flat form fits.
+        for (int rh : {c.rows_per_thread, 2, 0})
+          for (int vc = c.vector_channels; vc >= 1; vc /= 2) {
+            const Config f = flat_config(c.outputs_per_thread, 128, vc, rh);
+            if (portable(f)) return f;
+          }
       }
     }
     first_valid({[](Config& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
@@ -1033,7 +1041,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double row_loads_issued = exchange ? shift + (row_vectors - shift) * kEdgeLoads : row_vectors;
       const double row_shuffles = exchange ? (row_vectors - shift) * vc : 0;
       const bool pipelined = rh > 1 || rt > 1;
-      constexpr double kFlatSetup = 40;  // two more 32-bit divisions by run-time counts (instructions)
+      constexpr double kFlatSetup = 40;  // one more 32-bit division by a run-time count, and the item test (instructions)
       double per_thread = rh * rw * rt * tap_count + kRowCost * rows_read * rt + kSetupCost + kStoreCost * rh * rw * rt / vc +
                           (c.flat ? kFlatSetup : 0) +
                           (c.smem_filter ? kSharedCost * tap_count * rh * rt : kTapCost * tap_count);
