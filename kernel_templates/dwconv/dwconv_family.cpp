@@ -79,6 +79,12 @@ std::string problem_args(const Problem& p) {
 
 int taps(const Problem& p) { return p.kh * p.kw; }
 
+// Items of a flat-item variant over `batch` images: planes x groups of RH output rows x runs of RW
+// (dwconv.cu numbers them in 32 bits).
+std::int64_t flat_items(const Problem& p, const Config& c, std::int64_t batch) {
+  return batch * p.c * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), c.outputs_per_thread);
+}
+
 }  // namespace
 
 bool Config::operator==(const Config& o) const {
@@ -356,8 +362,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (p.channel_last() || c.smem_halo || c.smem_filter || rt > 1 || ty != 1 || tx % 32 != 0)
       return fail("flat items: channel-first, global-memory halo, taps in registers, one run, whole warps in one row of threads");
     // The kernel numbers items (planes x row groups x runs) in 32 bits.
-    if (double(p.n) * double(p.c) * double(ceil_div(p.dst_h(), rh)) * double(ceil_div(p.dst_w(), rw)) + tx >= 4294967296.0)
-      return fail("grid.x limit (32-bit item index)");
+    if (flat_items(p, c, p.n) + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit item index)");
   }
   if (rh > 1) {
     if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
@@ -666,12 +671,6 @@ Config heuristic_config(const Problem& p, int cc_major) {
         c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 0;
         c.smem_halo = 1, c.smem_filter = 1;
       }
-      while (c.runs_per_thread > 1 && c.threads_x * c.outputs_per_thread * c.runs_per_thread > next_pow2(p.dst_w()))
-        c.runs_per_thread /= 2;
-      // Small planes: narrower tiles (taller blocks), then fewer rows of threads.
-      while (two_d && c.threads_x > 4 && c.threads_x * c.outputs_per_thread > 2 * next_pow2(p.dst_w()))
-        c.threads_x /= 2, c.threads_y *= 2;
-      while (c.threads_y > 1 && c.threads_y * c.rows_per_thread > next_pow2(p.dst_h())) c.threads_y /= 2;
       if (two_d && taps(p) <= kMaxFilterRegisters) {
         // The same thread's work (runs of 4, 4 rows, vectors along W) as flat items in blocks of 128:
         // no lanes idle where a tile does not divide the plane, and no narrowing for small planes.
@@ -686,6 +685,12 @@ Config heuristic_config(const Problem& p, int cc_major) {
             if (portable(f)) return f;
           }
       }
+      while (c.runs_per_thread > 1 && c.threads_x * c.outputs_per_thread * c.runs_per_thread > next_pow2(p.dst_w()))
+        c.runs_per_thread /= 2;
+      // Small planes: narrower tiles (taller blocks), then fewer rows of threads.
+      while (two_d && c.threads_x > 4 && c.threads_x * c.outputs_per_thread > 2 * next_pow2(p.dst_w()))
+        c.threads_x /= 2, c.threads_y *= 2;
+      while (c.threads_y > 1 && c.threads_y * c.rows_per_thread > next_pow2(p.dst_h())) c.threads_y /= 2;
     }
     first_valid({[](Config& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
                  [](Config& v) { v.vector_channels = 1; }, [](Config& v) { v.smem_filter = 1; },
@@ -722,9 +727,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       g.block = static_cast<unsigned>(c.threads_x * c.threads_y);
       const int dir = dir_index(p.direction);
       if (!p.channel_last() && c.flat) {
-        const std::int64_t items = batch * p.c * ceil_div(dst_h, std::max(1, c.rows_per_thread)) *
-                                   ceil_div(dst_w, c.outputs_per_thread);
-        g.grid_x = static_cast<unsigned>(ceil_div(items, c.threads_x));
+        g.grid_x = static_cast<unsigned>(ceil_div(flat_items(p, c, batch), c.threads_x));
       } else if (!p.channel_last()) {
         const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread * std::max(1, c.runs_per_thread));
         g.grid_x = static_cast<unsigned>(batch * p.c * w_tiles);
@@ -1029,7 +1032,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       double efficiency = fraction(dst_w, tile_w) * fraction(dst_h, tile_h);
       double blocks = batch * channels * std::ceil(dst_w / tile_w) * std::ceil(dst_h / tile_h);
       if (c.flat) {  // items over the whole grid: only the last block and partial runs/rows idle
-        const double items = batch * channels * std::ceil(dst_h / rh) * std::ceil(dst_w / rw);
+        const double items = double(flat_items(p, c, p.n));
         efficiency = fraction(dst_w, rw) * fraction(dst_h, rh) * fraction(items, block);
         blocks = std::ceil(items / block);
       }
