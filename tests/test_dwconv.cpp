@@ -671,6 +671,64 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   CHECK(compile_selected({convnext, mobile}, [](const Config& v) { return v.flat == 1; }) >= 80);
 }
 
+TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", "[dwconv][nvrtc]") {
+  // ConvNeXt 7x7 NHWC bf16 [32, 96, 56, 56]: a block is TX * VC channels x TY runs of RW x RH rows,
+  // its source tile [rows][columns][channels] staged in shared memory as f32.
+  DwConvArgs convnext = args_2d(DwDirection::forward, DwLayout::nhwc);
+  convnext.dtype = DType::bf16;
+  convnext.n = 32, convnext.c = 96, convnext.h = convnext.w = 56;
+  convnext.kernel_h = convnext.kernel_w = 7;
+  convnext.pad_top = convnext.pad_bottom = convnext.pad_left = convnext.pad_right = 3;
+  const Problem p = dwconv::make_problem(convnext);
+  int staged = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (!c.smem_halo) continue;
+    ++staged;
+    INFO(c.label());
+    const int ct = c.threads_x * c.vector_channels, rh = std::max(1, c.rows_per_thread), rw = c.outputs_per_thread;
+    CHECK((ct == 32 || ct == 64));
+    CHECK(c.threads_x * c.threads_y >= 64);
+    CHECK(c.threads_x * c.threads_y <= 256);
+    CHECK(c.smem_filter == (49 * c.vector_channels > 64 ? 1 : 0));
+    CHECK(c.label().find("halo=smem") != std::string::npos);
+    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(g.grid_x == static_cast<unsigned>((96 + ct - 1) / ct * ((56 + c.threads_y * rw - 1) / (c.threads_y * rw))));
+    CHECK(g.grid_y == static_cast<unsigned>(32 * ((56 + rh - 1) / rh)));
+    const std::size_t tile = std::size_t(rh + 6) * std::size_t(c.threads_y * rw + 6) * ct + (c.smem_filter ? 49 * ct : 0);
+    CHECK(g.dynamic_smem == tile * 4);
+    CHECK(g.dynamic_smem <= 96 * 1024);
+    CHECK(Config::from_json(c.to_json()) == c);
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name.find(fmt::format(", {}, {}, {}, 1, {}, 0", c.threads_x, c.threads_y, c.vector_channels, c.smem_filter)) != std::string::npos);
+  }
+  CHECK(staged >= 20);
+  // The rules: backward_data rows a multiple of the stride, shared memory within the opt-in limit;
+  // pruned: under 32 channels a block (bank conflicts), kernels over 64 taps.
+  std::string why;
+  DwConvArgs strided = convnext;
+  strided.direction = DwDirection::backward_data, strided.stride_h = strided.stride_w = 2;
+  const Problem s2 = dwconv::make_problem(strided);
+  CHECK_FALSE(dwconv::is_runnable(s2, dwconv::tiled_config(4, 32, 2, 1, 1, 0, 1), &why));
+  CHECK(why.find("stride_h") != std::string::npos);
+  CHECK(dwconv::is_runnable(s2, dwconv::tiled_config(4, 32, 2, 1, 1, 0, 2)));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::tiled_config(8, 64, 8, 1, 1, 0, 8), &why));
+  CHECK(why == "shared memory");
+  CHECK(dwconv::is_runnable(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4)));
+  CHECK_FALSE(dwconv::is_valid(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4), &why));
+  CHECK(why.find("32 channels") != std::string::npos);
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(replknet_31x31(DwLayout::nhwc, DType::bf16)))) CHECK(v.smem_halo == 0);
+  // The cost model sees the tile's shared memory: the same work on a 96 KiB tile is predicted slower
+  // than on a 28 KiB one only through residency, never faster.
+  CHECK(dwconv::predicted_seconds(p, dwconv::tiled_config(4, 32, 8, 1, 1, 0, 8), 132, 3e12) > 0);
+  // Every staged variant of 7x7 bf16 and 3x3 f32 stride 2 (forward and backward_data) and of a 1D
+  // K=31 compiles for sm_90.
+  DwConvArgs mobile = args_2d(DwDirection::forward, DwLayout::nhwc);
+  mobile.n = 32, mobile.c = 96, mobile.h = mobile.w = 112, mobile.stride_h = mobile.stride_w = 2;
+  DwConvArgs long_conv = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
+  long_conv.dtype = DType::bf16, long_conv.c = 512, long_conv.w = 4096;
+  CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
+}
+
 TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {
   // 31x31 NHWC bf16: with 48 KiB a shared filter holds 8 channels (a warp reads 16-byte halves of
   // sectors); opting in lets 16 and 32 channels share a block, and runs of 8 or 16 share each

@@ -257,6 +257,33 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
   CHECK(counts.verified > 100);
 }
 
+TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[gpu][dwconv][staged]") {
+  // The channel-last shapes of the sweep above plus tiles the channels do not fill, channel counts
+  // without 16-byte staging, strides, dilation and a 1D K=31.
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape extra[] = {
+      {"NHWC bf16 7x7, C = 40 (partial channel tiles), 17 x 19", DwLayout::nhwc, DType::bf16, 2, 40, 17, 19, 7, 7, 1, 1, 3, 3, false, true},
+      {"NHWC f32 3x3 stride 2, C = 6 (no 16-byte staging)", DwLayout::nhwc, DType::f32, 3, 6, 15, 13, 3, 3, 2, 1, 1, 1, false, true},
+      {"NHWC bf16 3x3, C = 144, 28 x 28", DwLayout::nhwc, DType::bf16, 2, 144, 28, 28, 3, 3, 1, 1, 1, 1, false, false},
+      {"NHWC f16 5x5 stride 2, C = 24, 9 x 13", DwLayout::nhwc, DType::f16, 1, 24, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
+      {"NHWC f32 7x7, C = 384, 14 x 14", DwLayout::nhwc, DType::f32, 2, 384, 14, 14, 7, 7, 1, 1, 3, 3, false, true},
+      {"NLC bf16 K=31 causal, C = 48, L = 300", DwLayout::nlc, DType::bf16, 2, 48, 1, 300, 1, 31, 1, 1, 0, 0, true, false},
+  };
+  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
+  for (const auto& s : kShapes)
+    if (s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) shapes.push_back(s);
+  Verified counts;
+  for (const auto& shape : shapes)
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts);
+  cudaStreamDestroy(stream);
+  WARN("verified " << counts.verified << " staged channel-last dwconv variants");
+  CHECK(counts.verified > 200);
+}
+
 TEST_CASE("tuned dwconv: misaligned pointers, tune -> cache -> dispatch", "[gpu][dwconv]") {
   KVTUNE_REQUIRE_GPU();
   const auto dir_path = std::filesystem::temp_directory_path() / ("kvtune-dw-" + std::to_string(::getpid()));

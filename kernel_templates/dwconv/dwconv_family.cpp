@@ -85,6 +85,16 @@ std::int64_t flat_items(const Problem& p, const Config& c, std::int64_t batch) {
   return batch * p.c * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), c.outputs_per_thread);
 }
 
+// Channel-last staged tiles (smem_halo): a block's source tile, [rows][columns][TX * VC channels] f32,
+// then its taps in shared memory ([tap][channel]) where the filter is not in registers.
+std::size_t staged_smem_floats(const Problem& p, const Config& c) {
+  const int dir = dir_index(p.direction);
+  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(std::max(1, c.vector_channels));
+  const std::size_t rows = std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, std::max(1, c.rows_per_thread)));
+  const std::size_t cols = std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_y * c.outputs_per_thread));
+  return rows * cols * channels + (c.smem_filter ? std::size_t(taps(p)) * channels : 0);
+}
+
 }  // namespace
 
 bool Config::operator==(const Config& o) const {
@@ -365,7 +375,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (flat_items(p, c, p.n) + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit item index)");
   }
   if (rh > 1) {
-    if (c.smem_halo) return fail("rows per thread read their rows from global memory (no halo staging)");
+    if (c.smem_halo && !p.channel_last())
+      return fail("channel-first rows per thread read their rows from global memory (no halo staging)");
     if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
     const int lanes = p.channel_last() ? vc : 1;  // channel-first vectors run along W, inside the run
     if (rh * rw * lanes > kMaxAccumulators) return fail("too many accumulators");
@@ -404,11 +415,28 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (prune && rt > 1 && tx * rw * rt > next_pow2(p.dst_w())) return fail("runs per thread: tiles wider than the output");
     if (prune && !c.flat && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
   } else {
-    if (c.smem_halo) return fail("channel-last: no halo staging (rows are shared across threads only along W)");
     if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
+    if (c.smem_halo) {
+      // Staged tiles: TX channel vectors x TY runs x RH rows a block, the source tile in shared memory.
+      if (dir == 1 && rh % p.sh != 0) return fail("backward_data staged tile: rows per block a multiple of stride_h");
+      if (staged_smem_floats(p, c) * 4 > kMaxSmemOptIn) return fail("shared memory");
+      if (p.n * ceil_div(p.dst_h(), rh) > 65535) return fail("grid.y limit");
+      if (double(ceil_div(p.c, std::int64_t(tx) * vc)) * double(ceil_div(p.dst_w(), std::int64_t(ty) * rw)) > 2147483647.0)
+        return fail("grid.x limit (channel tiles x W tiles)");
+      // Lanes along channels: a warp's window reads are 32 consecutive floats at least (no bank conflicts).
+      if (prune && tx * vc < 32) return fail("staged tile: fewer than 32 channels a block");
+      if (prune && tx * ty < 32) return fail("blocks under a warp");
+      if (prune && std::int64_t(tx) * vc / 2 >= p.c) return fail("idle threads (more than twice the channels)");
+      if (prune && taps(p) > kMaxFilterRegisters) return fail("staged tile: kernels of up to 64 taps (larger tiles outgrow shared memory)");
+      if (prune && ty * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
+      if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+      if (prune && staged_smem_floats(p, c) * 4 > 2 * kMaxSmem) return fail("staged tile over 96 KiB (2 blocks an SM at most)");
+      if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
+      return true;
+    }
     // Opt-in shared memory only for kernels whose taps cannot be in registers (smaller ones: 48 KiB
     // already holds 128 threads' 8-channel filters, and wider ones lost where measured).
     const std::size_t smem_limit = taps(p) > kMaxFilterRegisters ? kMaxSmemOptIn : kMaxSmem;
@@ -578,6 +606,20 @@ std::vector<Config> enumerate(const Problem& p) {
             }
           }
         }
+  if (p.channel_last()) {
+    // Staged tiles: 32 or 64 channels (TX * VC) x TY runs of 2-8 outputs x RH rows, 64-256 threads; the
+    // taps in registers where they fit, else in shared memory, and vectors of up to 4 channels (a
+    // thread's shared-memory reads are 4, 8 or 16 bytes).
+    for (int rw : {2, 4, 8})
+      for (int ty : {1, 2, 4, 8})
+        for (int rh : row_counts)
+          for (int vc = 1; vc <= 4 && vc * elem <= std::min(16, p.align_bytes); vc *= 2)
+            for (int channels : {32, 64}) {
+              const int tx = channels / vc;
+              if (tx * ty < 64 || tx * ty > 256 || (rh == 8 && rw != 4)) continue;
+              tiled(rw, tx, ty, vc, 1, taps(p) * vc > kMaxFilterRegisters ? 1 : 0, rh);
+            }
+  }
   return out;
 }
 
@@ -737,6 +779,12 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
           floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, c.threads_y)) *
                     std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_x * c.outputs_per_thread));
         g.dynamic_smem = floats * 4;
+      } else if (c.smem_halo) {
+        // Staged tiles: (channel tile, W tile) pairs, then (image, H tile).
+        const std::int64_t channel_tiles = ceil_div(p.c, std::int64_t(c.threads_x) * c.vector_channels);
+        g.grid_x = static_cast<unsigned>(channel_tiles * ceil_div(dst_w, std::int64_t(c.threads_y) * c.outputs_per_thread));
+        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, std::max(1, c.rows_per_thread)));
+        g.dynamic_smem = staged_smem_floats(p, c) * 4;
       } else {
         // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
         // the taps of threads_x channel vectors.
@@ -987,6 +1035,29 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double row_loads = (rw - 1) * sw + double(kw - 1) * p.dw + 1;
       // Source rows read per thread: KH per output row, or shared by RH output rows.
       const double rows_read = rh > 1 ? (rh - 1) * sh + double(kh - 1) * p.dh + 1 : kh;
+      if (p.channel_last() && c.smem_halo) {
+        // Channel-last staged tiles (a first model from instruction counts, in the units of the one
+        // below): per output element the FMAs, the window's shared reads (one per VC-channel vector),
+        // the taps (shared: one read per tap and row), and the block's staging (per staged element about
+        // 1.5 instructions: its share of a 16-byte load and of shared stores, a conversion, the loop)
+        // spread over the block's outputs. Resident warps from registers and from the tile's shared memory.
+        constexpr double kStageCost = 1.5;
+        const double channels_per_block = tx * vc, tile_w = ty * rw;
+        const double staged_cols = (tile_w - 1) * sw + double(kw - 1) * p.dw + 1;
+        const double efficiency = fraction(channels, channels_per_block) * fraction(dst_w, tile_w) * fraction(dst_h, rh);
+        const double blocks = std::ceil(channels / channels_per_block) * std::ceil(dst_w / tile_w) * std::ceil(dst_h / rh) * batch;
+        double per_output = tap_count + rows_read * row_loads / (rw * rh * vc) + kStageCost * rows_read * staged_cols / (tile_w * rh);
+        per_output += c.smem_filter ? tap_count / (rw * vc) : tap_count / (rw * rh * vc);
+        const double registers = 24 + rw * rh * vc + row_loads * vc + (c.smem_filter ? 0 : tap_count * vc);
+        const double smem = double(staged_smem_floats(p, c)) * 4 + 1024;  // + the runtime's 1 KiB a block
+        const double resident = std::min({64.0, 65536 / (std::max(registers, 32.0) * 32),
+                                          std::min(std::floor(2048 / block), std::floor(kSmemPerSm / smem)) * block / 32,
+                                          blocks * block / (sms * 32)});
+        const double latency = std::min(1.0, resident / 8);
+        const double issue = outputs * per_output / efficiency / (sms * kLanesPerSm * kClock) / std::sqrt(latency);
+        const double memory = bytes / bandwidth / efficiency / latency;
+        return std::max(issue, memory) + 0.25 * std::min(issue, memory) + kLaunch;
+      }
       if (p.channel_last()) {
         // Channel-last (refit on every trial of bench/results/2026-11-23-h200-channel-last-flat: the
         // model's 32 best hold a variant within 1.6 % of the exhaustive winner on all 7 problems, against

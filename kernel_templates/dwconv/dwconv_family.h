@@ -24,13 +24,14 @@ struct Config {
   // tiled (forward, backward_data)
   int outputs_per_thread = 0;  // RW: consecutive outputs along W per thread
   int threads_x = 0;           // TX: along W (channel-first) or along C (channel-last)
-  int threads_y = 0;           // TY: output rows per block
+  int threads_y = 0;           // TY: output rows per block (channel-last staged: runs along W per block)
   int vector_channels = 0;     // VC: channels per vector access (channel-last); channel-first:
                                // elements per vector access along W (1: scalars)
-  int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first)
+  int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first:
+                               // TY rows x TX runs; channel-last: TX * VC channels x TY runs x RH rows)
   int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
   int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
-                               // for all of them (0 and 1: one row; global-memory halo only)
+                               // for all of them (0 and 1: one row; channel-first: global-memory halo only)
   int runs_per_thread = 0;     // RT: runs per thread, TX * RW outputs apart, every window's loads
                                // issued first (channel-first, one kernel row; 0 and 1: one run)
   int flat = 0;                // 1: no tiles; thread g of the grid takes item g of (plane, RH rows,
