@@ -3,6 +3,7 @@
 // deployment needs libnvrtc and nothing else.
 //   kvt_f16 / kvt_bf16   16-bit storage types with explicit f32 conversions (cvt PTX, sm_80+)
 //   Vec<T, N>            N elements of T as one aligned access of N * sizeof(T) bytes
+//   kvt_cp_async16       16-byte asynchronous global -> shared copies (sm_80+)
 #pragma once
 
 typedef unsigned short kvt_u16;
@@ -42,6 +43,17 @@ template <class T> __device__ __forceinline__ T kvt_from_float(float f) { return
 template <class T, int N> struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
+
+// Asynchronous 16-byte copies global -> shared (sm_80+): `full` false writes 16 zero bytes instead
+// (src must still be a valid address). Copies issued since the last commit form one group;
+// kvt_cp_async_wait<N>() waits until at most N groups are in flight (the caller then syncs the block).
+__device__ __forceinline__ void kvt_cp_async16(void* smem_dst, const void* src, bool full) {
+  unsigned dst;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(dst) : "l"(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void kvt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void kvt_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // A Vec of 4, 8 or 16 bytes from the lane `delta` below (UP) or above, by 32-bit warp shuffles; every
 // lane of the warp must call it.

@@ -15,8 +15,9 @@
 //     LAYOUT 1 channel-last (NHWC / NLC): a thread computes VC consecutive channels (one vector
 //              access) x RW outputs along W; a block's TX threads take TX consecutive (W run,
 //              channel vector) pairs of an output row, channel vector fastest; TY rows per block.
-//              STAGE 1: a block is TX channel vectors x TY runs x RH rows; its source tile, all
-//              channels of the block, is staged in shared memory as f32 and the windows read there.
+//              STAGE 1: a tile is TX channel vectors x TY runs x RH rows; its source, all the tile's
+//              channels, is copied to shared memory (cp.async) and the windows read there; a block
+//              takes RT tiles in turn, the next one's copies in flight during the FMAs.
 //     FILTER 0 keeps the taps in registers, 1 in shared memory.
 //   kvt_dwconv_direct    one thread per output: ORDER 0 "naive" (channel index fastest: strided
 //                        for channel-first), ORDER 1 "coalesced" (contiguous axis fastest).
@@ -133,7 +134,8 @@ template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, 
           int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   static_assert(RH == 1 || STAGE == 0 || LAYOUT == 1, "channel-first rows per thread read their rows from global memory");
-  static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1), "runs per thread: channel-first, one kernel row");
+  static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1) || (LAYOUT == 1 && STAGE == 1),
+                "runs per thread: channel-first, one kernel row (channel-last staged: tiles per block)");
   static_assert(FLAT == 0 || (LAYOUT == 0 && STAGE == 0 && FILTER == 0 && RT == 1 && TY == 1 && TX % 32 == 0),
                 "flat items: channel-first, global-memory halo, taps in registers, one run, whole warps");
   using AW = Axis<DIR, KW, SW, DW, PW, RW>;
@@ -411,141 +413,148 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     }
     store(t0);
   } else if constexpr (STAGE == 1) {
-    // Channel-last, staged: a block is a tile of TX * VC channels x RH output rows x TY runs of RW
-    // outputs along W; thread (tx, ty) computes VC channels x RH rows x one run. The block's source
-    // tile (every row and column those outputs read, the tile's channels) is read once, as 16-byte
-    // vectors along the channels where they allow, converted to f32 and kept in shared memory as
-    // [row][column][channel], zero outside the image and past the last channel. The threads then read
-    // their windows from it at compile-time offsets: no bounds tests, 64-bit addresses or conversions
-    // per element (the global-memory form spent 61 % of its issue on them, NHWC bf16 7x7, H100).
-    constexpr int kCT = TX * VC;  // channels of a block
+    // Channel-last, staged: a tile is TX * VC channels x RH output rows x TY runs of RW outputs along
+    // W; thread (tx, ty) computes VC channels x RH rows x one run. The tile's source (every row and
+    // column those outputs read, the tile's channels) is copied once into shared memory by 16-byte
+    // asynchronous copies along the channels (cp.async; zero-filled outside the image and past the
+    // last channel), as [row][column][channel]; the threads read their windows there at compile-time
+    // offsets: no bounds tests or 64-bit addresses per element (the global-memory form spent 61 % of
+    // its issue on them, NHWC bf16 7x7, H100). A block takes RT consecutive tiles (W fastest, then
+    // rows, images, channel tiles) through two buffers: the next tile's copies land during this
+    // tile's FMAs.
+    constexpr int kCT = TX * VC;  // channels of a tile
+    constexpr int kThreads = TX * TY;
+    constexpr int SV = 16 / sizeof(T);  // elements a copy (the host requires SV | C and a 16-byte src)
     using Cols = Axis<DIR, KW, SW, DW, PW, TY * RW>;
     constexpr int kCols = Cols::kWindow, kRows = AH::kWindow;
-    const unsigned ctiles = static_cast<unsigned>((p.channels + kCT - 1) / kCT);
-    const unsigned w_tile = blockIdx.x / ctiles, ctile = blockIdx.x - w_tile * ctiles;
+    constexpr int kPerPos = kCT / SV, kItems = kRows * kCols * kPerPos;
+    constexpr int kLoads = (kItems + kThreads - 1) / kThreads;  // a thread's copies a tile
+    constexpr int kTileElems = kItems * SV;                      // a multiple of 16 bytes
+    const unsigned w_tiles = static_cast<unsigned>((p.dst_w + TY * RW - 1) / (TY * RW));
     const unsigned h_tiles = static_cast<unsigned>((p.dst_h + RH - 1) / RH);
-    const unsigned n32 = blockIdx.y / h_tiles;
-    const long long n = n32;
-    const long long h = (long long)(blockIdx.y - n32 * h_tiles) * RH;  // the block's first output row
-    const long long ch0 = (long long)ctile * kCT;
-    const long long tw0 = (long long)w_tile * (TY * RW);  // the block's first output column
-    const long long row0 = AH::base(h), col0 = Cols::base(tw0);  // DIR 1: SH | RH, SW | RW (host)
-    float* tile = smem;                               // [kRows][kCols][kCT]
-    float* filter_smem = smem + kRows * kCols * kCT;  // FILTER 1: [tap][kCT]
-
-    const T* src_img = src + n * p.src_h * p.src_w * p.channels;
-    auto stage = [&](auto width) {
-      constexpr int SV = decltype(width)::value;  // SV | C and SV | ch0: a vector is wholly in or out
-      using SVec = Vec<T, SV>;
-      constexpr int kPerPos = kCT / SV;
-      for (int i = threadIdx.x; i < kRows * kCols * kPerPos; i += TX * TY) {
+    const unsigned image_tiles = w_tiles * h_tiles;  // the host keeps every tile count under 2^31
+    const unsigned tiles = image_tiles * static_cast<unsigned>(p.batch) *
+                           static_cast<unsigned>((p.channels + kCT - 1) / kCT);
+    unsigned id = blockIdx.x * RT;
+    const unsigned end = id + RT < tiles ? id + RT : tiles;
+    if (id >= end) return;
+    struct At {
+      long long n, h, ch0, tw0;  // image, first output row, first channel, first output column
+    };
+    auto locate = [&](unsigned t) {
+      At a;
+      const unsigned batch = static_cast<unsigned>(p.batch);
+      const unsigned rest = t / image_tiles, in_image = t - rest * image_tiles;
+      const unsigned ctile = rest / batch, ht = in_image / w_tiles;
+      a.n = rest - ctile * batch;
+      a.ch0 = (long long)ctile * kCT;
+      a.h = (long long)ht * RH;
+      a.tw0 = (long long)(in_image - ht * w_tiles) * (TY * RW);
+      return a;
+    };
+    T* const buffers = reinterpret_cast<T*>(smem);  // [RT > 1 ? 2 : 1][kRows][kCols][kCT]
+    float* const filter_smem = reinterpret_cast<float*>(buffers + (RT > 1 ? 2 : 1) * kTileElems);  // FILTER 1: [tap][kCT]
+    // The copies of tile a into buffer `to` (DIR 1: SH | RH and SW | RW, so its rows and columns start
+    // on source rows), as one group.
+    auto issue = [&](const At& a, T* to) {
+      const long long row0 = AH::base(a.h), col0 = Cols::base(a.tw0);
+      const T* src_img = src + a.n * p.src_h * p.src_w * p.channels;
+#pragma unroll
+      for (int b = 0; b < kLoads; ++b) {
+        const int i = b * kThreads + static_cast<int>(threadIdx.x);
+        if (kItems % kThreads != 0 && i >= kItems) break;
         const int pos = i / kPerPos, e = (i - pos * kPerPos) * SV;
         const int r = pos / kCols, q = pos - r * kCols;
-        const long long row = row0 + r, col = col0 + q, ch = ch0 + e;
-        float vals[SV];
-        if (row >= 0 && row < p.src_h && col >= 0 && col < p.src_w && ch < p.channels) {
-          const SVec v = *reinterpret_cast<const SVec*>(src_img + (row * p.src_w + col) * p.channels + ch);
-#pragma unroll
-          for (int u = 0; u < SV; ++u) vals[u] = kvt_to_float(v.v[u]);
-        } else {
-#pragma unroll
-          for (int u = 0; u < SV; ++u) vals[u] = 0.f;
-        }
-        float* d = tile + pos * kCT + e;
-        if constexpr (SV % 4 == 0) {
-#pragma unroll
-          for (int u = 0; u < SV; u += 4) *reinterpret_cast<float4*>(d + u) = make_float4(vals[u], vals[u + 1], vals[u + 2], vals[u + 3]);
-        } else if constexpr (SV == 2) {
-          *reinterpret_cast<float2*>(d) = make_float2(vals[0], vals[1]);
-        } else {
-          d[0] = vals[0];
-        }
+        const long long row = row0 + r, col = col0 + q, ch = a.ch0 + e;
+        const bool in = row >= 0 && row < p.src_h && col >= 0 && col < p.src_w && ch < p.channels;
+        kvt_cp_async16(to + i * SV, in ? src_img + (row * p.src_w + col) * p.channels + ch : src, in);
       }
+      kvt_cp_async_commit();
     };
-    // 16-byte loads where the tile's channels, the channel count and the base allow; VC-wide otherwise.
-    constexpr int kWide = 16 / sizeof(T);
-    if constexpr (kWide > VC && kCT % kWide == 0) {
-      if (p.channels % kWide == 0 && reinterpret_cast<unsigned long long>(src) % 16 == 0) stage(kvt_int<kWide>());
-      else stage(kvt_int<VC>());
-    } else {
-      stage(kvt_int<VC>());
-    }
-
-    const long long c0 = ch0 + (long long)tx * VC;
-    const long long t0 = tw0 + (long long)ty * RW;
-    const bool active = c0 < p.channels && t0 < p.dst_w;  // VC | C: all VC channels, or none
     float filter[FILTER == 0 ? kTaps * VC : 1];
-    if constexpr (FILTER == 0) {
-      if (active) kvt_channel_taps<T, VC, kTaps>(wt, c0, filter);
-    } else {
-      // [tap][channel]: consecutive threads write consecutive channels (reads stride the taps).
-      for (int i = threadIdx.x; i < kTaps * kCT; i += TX * TY) {
-        const int k = i / kCT, e = i - k * kCT;
-        filter_smem[i] = ch0 + e < p.channels ? kvt_to_float(wt[(ch0 + e) * kTaps + k]) : 0.f;
-      }
-    }
-    __syncthreads();
-    if (!active) return;
-
-    float acc[RH][RW][VC];
-#pragma unroll
-    for (int v = 0; v < VC; ++v) {
-      const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
-#pragma unroll
-      for (int rh = 0; rh < RH; ++rh)
-#pragma unroll
-        for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
-    }
-    // The thread's window: columns from its run's first source column, its VC channels.
-    const float* base = tile + (DIR == 0 ? ty * RW * SW : ty * (RW / SW)) * kCT + tx * VC;
-    auto read = [&](int i, float (&win)[kWin][VC]) {
-      const float* r = base + i * (kCols * kCT);
-#pragma unroll
-      for (int j = 0; j < kWin; ++j) {
-        const float* e = r + j * kCT;
-        if constexpr (VC % 4 == 0) {
-#pragma unroll
-          for (int v = 0; v < VC; v += 4) {
-            const float4 q = *reinterpret_cast<const float4*>(e + v);
-            win[j][v] = q.x, win[j][v + 1] = q.y, win[j][v + 2] = q.z, win[j][v + 3] = q.w;
-          }
-        } else if constexpr (VC == 2) {
-          const float2 q = *reinterpret_cast<const float2*>(e);
-          win[j][0] = q.x, win[j][1] = q.y;
-        } else {
-          win[j][0] = e[0];
+    auto load_taps = [&](long long ch0) {  // FILTER 0: the thread's channels; 1: the tile's, [tap][channel]
+      if constexpr (FILTER == 0) {
+        if (ch0 + tx * VC < p.channels) kvt_channel_taps<T, VC, kTaps>(wt, ch0 + tx * VC, filter);
+      } else {
+        for (int i = threadIdx.x; i < kTaps * kCT; i += kThreads) {
+          const int k = i / kCT, e = i - k * kCT;
+          filter_smem[i] = ch0 + e < p.channels ? kvt_to_float(wt[(ch0 + e) * kTaps + k]) : 0.f;
         }
       }
     };
-    // Every source row of the tile, read once and used by every (output row, kernel row) pair that lands
-    // on it (rows outside the image are zeros in the tile).
+    using V = Vec<T, VC>;
+    auto compute = [&](const At& a, const T* tile) {
+      const long long c0 = a.ch0 + (long long)tx * VC;
+      const long long t0 = a.tw0 + (long long)ty * RW;
+      if (c0 >= p.channels || t0 >= p.dst_w) return;  // VC | C: all VC channels, or none
+      float acc[RH][RW][VC];
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      if (!AH::used(i)) continue;
-      float win[kWin][VC];
-      read(i, win);
+      for (int v = 0; v < VC; ++v) {
+        const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
 #pragma unroll
-      for (int rh = 0; rh < RH; ++rh)
+        for (int rh = 0; rh < RH; ++rh)
 #pragma unroll
-        for (int kh = 0; kh < KH; ++kh) {
-          if (!(AH::valid(rh, kh) && AH::offset(rh, kh) == i)) continue;
+          for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
+      }
+      // The thread's window: columns from its run's first source column, its VC channels.
+      const T* base = tile + (DIR == 0 ? ty * RW * SW : ty * (RW / SW)) * kCT + tx * VC;
+      // Every source row of the tile, read once and used by every (output row, kernel row) pair that
+      // lands on it (rows outside the image are zeros in the tile).
 #pragma unroll
-          for (int kw = 0; kw < KW; ++kw) {
-            float t[VC];
+      for (int i = 0; i < kRows; ++i) {
+        if (!AH::used(i)) continue;
+        float win[kWin][VC];
 #pragma unroll
-            for (int v = 0; v < VC; ++v) {
-              if constexpr (FILTER == 0) t[v] = filter[(kh * KW + kw) * VC + v];
-              else t[v] = filter_smem[(kh * KW + kw) * kCT + tx * VC + v];
-            }
+        for (int j = 0; j < kWin; ++j) {
+          const V q = *reinterpret_cast<const V*>(base + (i * kCols + j) * kCT);
 #pragma unroll
-            for (int r = 0; r < RW; ++r)
-              if (AW::valid(r, kw))
-#pragma unroll
-                for (int v = 0; v < VC; ++v) acc[rh][r][v] += win[AW::offset(r, kw)][v] * t[v];
-          }
+          for (int v = 0; v < VC; ++v) win[j][v] = kvt_to_float(q.v[v]);
         }
+#pragma unroll
+        for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+          for (int kh = 0; kh < KH; ++kh) {
+            if (!(AH::valid(rh, kh) && AH::offset(rh, kh) == i)) continue;
+#pragma unroll
+            for (int kw = 0; kw < KW; ++kw) {
+              float t[VC];
+#pragma unroll
+              for (int v = 0; v < VC; ++v) {
+                if constexpr (FILTER == 0) t[v] = filter[(kh * KW + kw) * VC + v];
+                else t[v] = filter_smem[(kh * KW + kw) * kCT + tx * VC + v];
+              }
+#pragma unroll
+              for (int r = 0; r < RW; ++r)
+                if (AW::valid(r, kw))
+#pragma unroll
+                  for (int v = 0; v < VC; ++v) acc[rh][r][v] += win[AW::offset(r, kw)][v] * t[v];
+            }
+          }
+      }
+      kvt_store_channel_last<T, RH, RW, VC>(dst, p, a.n, a.h, t0, c0, acc);
+    };
+
+    At cur = locate(id);
+    issue(cur, buffers);
+    load_taps(cur.ch0);
+    for (int k = 0;; ++k) {
+      const bool more = RT > 1 && id + 1 < end;
+      At next = cur;
+      if (more) {
+        next = locate(id + 1);
+        issue(next, buffers + ((k + 1) & 1) * kTileElems);  // lands during this tile's FMAs
+        kvt_cp_async_wait<1>();
+      } else {
+        kvt_cp_async_wait<0>();
+      }
+      __syncthreads();  // this tile's copies (every thread's) and the shared taps are in place
+      compute(cur, buffers + (k & 1) * kTileElems);
+      if (!more) break;
+      __syncthreads();  // every thread is done with this buffer (and the taps) before they change
+      if (next.ch0 != cur.ch0) load_taps(next.ch0);
+      cur = next;
+      ++id;
     }
-    kvt_store_channel_last<T, RH, RW, VC>(dst, p, n, h, t0, c0, acc);
   } else {
     // Threads -> (W run, channel vector) flattened, channel vector fastest: index flat = blockIdx.x * TX
     // + tx is the pair (flat / cvs, flat % cvs) of an output row, cvs = channels / VC (the host

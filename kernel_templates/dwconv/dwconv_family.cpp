@@ -85,14 +85,24 @@ std::int64_t flat_items(const Problem& p, const Config& c, std::int64_t batch) {
   return batch * p.c * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), c.outputs_per_thread);
 }
 
-// Channel-last staged tiles (smem_halo): a block's source tile, [rows][columns][TX * VC channels] f32,
-// then its taps in shared memory ([tap][channel]) where the filter is not in registers.
-std::size_t staged_smem_floats(const Problem& p, const Config& c) {
+// Channel-last staged tiles (smem_halo): a tile's source, [rows][columns][TX * VC channels] of the
+// element type, one buffer or two (tiles per block, RT > 1), then the taps in shared memory as f32
+// ([tap][channel]) where the filter is not in registers.
+std::int64_t staged_tiles(const Problem& p, const Config& c, std::int64_t batch) {
+  return ceil_div(p.c, std::int64_t(c.threads_x) * std::max(1, c.vector_channels)) * batch *
+         ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), std::int64_t(c.threads_y) * c.outputs_per_thread);
+}
+std::size_t staged_tile_elements(const Problem& p, const Config& c) {
   const int dir = dir_index(p.direction);
   const std::size_t channels = std::size_t(c.threads_x) * std::size_t(std::max(1, c.vector_channels));
   const std::size_t rows = std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, std::max(1, c.rows_per_thread)));
   const std::size_t cols = std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_y * c.outputs_per_thread));
-  return rows * cols * channels + (c.smem_filter ? std::size_t(taps(p)) * channels : 0);
+  return rows * cols * channels;
+}
+std::size_t staged_smem_bytes(const Problem& p, const Config& c) {
+  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(std::max(1, c.vector_channels));
+  const std::size_t buffers = c.runs_per_thread > 1 ? 2 : 1;
+  return buffers * staged_tile_elements(p, c) * std::size_t(p.element_bytes()) + (c.smem_filter ? std::size_t(taps(p)) * channels * 4 : 0);
 }
 
 }  // namespace
@@ -365,7 +375,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
   if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
   if (c.runs_per_thread < 0 || c.runs_per_thread > 8) return fail("runs per thread: 0..8");
-  if (rt > 1 && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
+  if (rt > 1 && !(p.channel_last() && c.smem_halo) && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
     return fail("runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (c.flat < 0 || c.flat > 1) return fail("flags");
   if (c.flat) {
@@ -420,20 +430,23 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
     if (c.smem_halo) {
-      // Staged tiles: TX channel vectors x TY runs x RH rows a block, the source tile in shared memory.
+      // Staged tiles: TX channel vectors x TY runs x RH rows, the source tile copied to shared memory
+      // in 16-byte pieces along the channels; RT tiles a block, one after another.
+      const int piece = 16 / elem;
+      if (p.c % piece != 0 || p.align_bytes < 16 || (tx * vc) % piece != 0)
+        return fail("staged tile: 16-byte copies (channels a multiple of 16 bytes, aligned tensors)");
       if (dir == 1 && rh % p.sh != 0) return fail("backward_data staged tile: rows per block a multiple of stride_h");
-      if (staged_smem_floats(p, c) * 4 > kMaxSmemOptIn) return fail("shared memory");
-      if (p.n * ceil_div(p.dst_h(), rh) > 65535) return fail("grid.y limit");
-      if (double(ceil_div(p.c, std::int64_t(tx) * vc)) * double(ceil_div(p.dst_w(), std::int64_t(ty) * rw)) > 2147483647.0)
-        return fail("grid.x limit (channel tiles x W tiles)");
-      // Lanes along channels: a warp's window reads are 32 consecutive floats at least (no bank conflicts).
+      if (staged_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
+      if (staged_tiles(p, c, p.n) + rt >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
+      if (staged_tile_elements(p, c) / piece > std::size_t(16) * tx * ty) return fail("staged tile: over 16 copies a thread");
+      // Lanes along channels: a warp's window reads are 32 consecutive elements at least (no bank conflicts).
       if (prune && tx * vc < 32) return fail("staged tile: fewer than 32 channels a block");
       if (prune && tx * ty < 32) return fail("blocks under a warp");
       if (prune && std::int64_t(tx) * vc / 2 >= p.c) return fail("idle threads (more than twice the channels)");
       if (prune && taps(p) > kMaxFilterRegisters) return fail("staged tile: kernels of up to 64 taps (larger tiles outgrow shared memory)");
       if (prune && ty * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
       if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
-      if (prune && staged_smem_floats(p, c) * 4 > 2 * kMaxSmem) return fail("staged tile over 96 KiB (2 blocks an SM at most)");
+      if (prune && staged_smem_bytes(p, c) > 2 * kMaxSmem) return fail("staged tile over 96 KiB (2 blocks an SM at most)");
       if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
       return true;
     }
@@ -607,18 +620,19 @@ std::vector<Config> enumerate(const Problem& p) {
           }
         }
   if (p.channel_last()) {
-    // Staged tiles: 32 or 64 channels (TX * VC) x TY runs of 2-8 outputs x RH rows, 64-256 threads; the
-    // taps in registers where they fit, else in shared memory, and vectors of up to 4 channels (a
-    // thread's shared-memory reads are 4, 8 or 16 bytes).
+    // Staged tiles: 32 or 64 channels (TX * VC) x TY runs of 2-8 outputs x RH rows, 64-256 threads,
+    // one tile a block or 4 in turn; the taps in registers where they fit, else in shared memory; one
+    // or two channels a thread.
     for (int rw : {2, 4, 8})
       for (int ty : {1, 2, 4, 8})
         for (int rh : row_counts)
-          for (int vc = 1; vc <= 4 && vc * elem <= std::min(16, p.align_bytes); vc *= 2)
-            for (int channels : {32, 64}) {
-              const int tx = channels / vc;
-              if (tx * ty < 64 || tx * ty > 256 || (rh == 8 && rw != 4)) continue;
-              tiled(rw, tx, ty, vc, 1, taps(p) * vc > kMaxFilterRegisters ? 1 : 0, rh);
-            }
+          for (int vc = 1; vc <= 2 && vc * elem <= std::min(16, p.align_bytes); vc *= 2)
+            for (int channels : {32, 64})
+              for (int rt : {1, 4}) {
+                const int tx = channels / vc;
+                if (tx * ty < 64 || tx * ty > 256 || (rh == 8 && rw != 4)) continue;
+                tiled(rw, tx, ty, vc, 1, taps(p) * vc > kMaxFilterRegisters ? 1 : 0, rh, rt);
+              }
   }
   return out;
 }
@@ -780,11 +794,9 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
                     std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_x * c.outputs_per_thread));
         g.dynamic_smem = floats * 4;
       } else if (c.smem_halo) {
-        // Staged tiles: (channel tile, W tile) pairs, then (image, H tile).
-        const std::int64_t channel_tiles = ceil_div(p.c, std::int64_t(c.threads_x) * c.vector_channels);
-        g.grid_x = static_cast<unsigned>(channel_tiles * ceil_div(dst_w, std::int64_t(c.threads_y) * c.outputs_per_thread));
-        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, std::max(1, c.rows_per_thread)));
-        g.dynamic_smem = staged_smem_floats(p, c) * 4;
+        // Staged tiles (channel tiles x images x H tiles x W tiles), RT consecutive ones a block.
+        g.grid_x = static_cast<unsigned>(ceil_div(staged_tiles(p, c, batch), std::max(1, c.runs_per_thread)));
+        g.dynamic_smem = staged_smem_bytes(p, c);
       } else {
         // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
         // the taps of threads_x channel vectors.
@@ -1049,7 +1061,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         double per_output = tap_count + rows_read * row_loads / (rw * rh * vc) + kStageCost * rows_read * staged_cols / (tile_w * rh);
         per_output += c.smem_filter ? tap_count / (rw * vc) : tap_count / (rw * rh * vc);
         const double registers = 24 + rw * rh * vc + row_loads * vc + (c.smem_filter ? 0 : tap_count * vc);
-        const double smem = double(staged_smem_floats(p, c)) * 4 + 1024;  // + the runtime's 1 KiB a block
+        const double smem = double(staged_smem_bytes(p, c)) + 1024;  // + the runtime's 1 KiB a block
         const double resident = std::min({64.0, 65536 / (std::max(registers, 32.0) * 32),
                                           std::min(std::floor(2048 / block), std::floor(kSmemPerSm / smem)) * block / 32,
                                           blocks * block / (sms * 32)});
