@@ -620,10 +620,11 @@ std::vector<Config> enumerate(const Problem& p) {
           }
         }
   if (p.channel_last()) {
-    // Staged tiles: 32 or 64 channels (TX * VC) x TY runs of 2-8 outputs x RH rows, 64-256 threads,
+    // Staged tiles: 32 or 64 channels (TX * VC) x TY runs of 2-8 outputs (2D) x RH rows, 64-256 threads,
     // one tile a block or 4 in turn; the taps in registers where they fit, else in shared memory; one
     // or two channels a thread.
-    for (int rw : {2, 4, 8})
+    // 1D: runs of 4 to 32 (a K=31 window of 62 serves 32 outputs).
+    for (int rw : p.dst_h() > 1 ? std::vector<int>{2, 4, 8} : std::vector<int>{4, 8, 16, 32})
       for (int ty : {1, 2, 4, 8})
         for (int rh : row_counts)
           for (int vc = 1; vc <= 2 && vc * elem <= std::min(16, p.align_bytes); vc *= 2)
@@ -702,6 +703,20 @@ Config heuristic_config(const Problem& p, int cc_major) {
           c.outputs_per_thread = rw;
           break;
         }
+      }
+      if (two_d && taps(p) > 9 && taps(p) <= kMaxFilterRegisters) {
+        // Kernels of 10-64 taps: staged tiles of 32 channels x 2 runs of 4 x 4 rows, 4 tiles a block
+        // (fewer rows, then more runs, where a problem does not allow it). H100, exhaustive: NHWC bf16
+        // 7x7 32x96x56x56 54.75 us, the winner, against 69.1 for the best global-memory form; NHWC f32
+        // 7x7 32x384x14x14 22.20 (runs 4 wide) against 21.59 for the winner and 26.0
+        // (bench/results/2026-11-25-h100-staged-channel-last). 3x3 kernels stay below: staged tiles
+        // were 1.4 % (NHWC bf16) and 2.6 % (NHWC f32 stride 2) slower there. Their tiles may opt in to
+        // up to 96 KiB: every supported device (sm_80+) gives a block at least 99 KiB.
+        for (int rh : {4, 2})
+          for (int ty : {2, 4}) {
+            const Config s = tiled_config(rw_base * std::max(1, 4 / rw_base), 32, ty, 1, 1, 0, rh, 4);
+            if (is_valid(p, s) && geometry(p, s, 1).dynamic_smem <= 2 * kMaxSmem) return s;
+          }
       }
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 16 share each 46-value window row; 8 x 8
