@@ -756,6 +756,8 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   mobile.n = 32, mobile.c = 96, mobile.h = mobile.w = 112, mobile.stride_h = mobile.stride_w = 2;
   DwConvArgs long_conv = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
   long_conv.dtype = DType::bf16, long_conv.c = 512, long_conv.w = 4096;
+  // 1D channel-last kernels of 16+ taps: staged runs of 32 (the longest whose window fits).
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_conv), 9).label() == "tiled,rw=32,tx=32,ty=4,vc=1,halo=smem,filter=reg");
   CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
 }
 

@@ -703,6 +703,11 @@ Config heuristic_config(const Problem& p, int cc_major) {
           c.outputs_per_thread = rw;
           break;
         }
+        // Staged tiles of the same runs where the channels allow 16-byte copies: 32 channels x 4 runs
+        // a block. H100, exhaustive, NLC bf16 K=31 16x512x4096: 80.0 us, the winner, against 96.4 for
+        // the global-memory form above (bench/results/2026-11-25-h100-staged-channel-last/export-k31.json).
+        const Config s = tiled_config(c.outputs_per_thread, 32, 4, 1, 1, 0, 0, 0);
+        if (is_valid(p, s) && geometry(p, s, 1).dynamic_smem <= 2 * kMaxSmem) return s;
       }
       if (two_d && taps(p) > 9 && taps(p) <= kMaxFilterRegisters) {
         // Kernels of 10-64 taps: staged tiles of 32 channels x 2 runs of 4 x 4 rows, 4 tiles a block
