@@ -54,6 +54,16 @@ DwConvArgs replknet_31x31(DwLayout l, DType t) {
   return a;
 }
 
+// ConvNeXt 7x7 pad 3 on [32, 96, 56, 56].
+DwConvArgs convnext_7x7(DwLayout l, DType t) {
+  DwConvArgs a = args_2d(DwDirection::forward, l);
+  a.dtype = t;
+  a.n = 32, a.c = 96, a.h = a.w = 56;
+  a.kernel_h = a.kernel_w = 7;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
+  return a;
+}
+
 DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
   DwConvArgs a = args_2d(d, l);
   a.h = 1;
@@ -580,10 +590,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   // ConvNeXt 7x7 NCHW f32 [32, 96, 56, 56]: tiles of 64 x 32 cover a 56 x 56 plane with 64 x 64
   // lanes (23 % idle); flat items (plane, RH rows, run of RW) over the whole grid leave only the
   // last block's tail idle.
-  DwConvArgs convnext = args_2d(DwDirection::forward, DwLayout::nchw);
-  convnext.n = 32, convnext.c = 96, convnext.h = convnext.w = 56;
-  convnext.kernel_h = convnext.kernel_w = 7;
-  convnext.pad_top = convnext.pad_bottom = convnext.pad_left = convnext.pad_right = 3;
+  const DwConvArgs convnext = convnext_7x7(DwLayout::nchw, DType::f32);
   const Problem p = dwconv::make_problem(convnext);
   int flat = 0;
   for (const auto& c : dwconv::enumerate(p)) {
@@ -673,13 +680,9 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
 }
 
 TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", "[dwconv][nvrtc]") {
-  // ConvNeXt 7x7 NHWC bf16 [32, 96, 56, 56]: a block is TX * VC channels x TY runs of RW x RH rows,
-  // its source tile [rows][columns][channels] staged in shared memory as f32.
-  DwConvArgs convnext = args_2d(DwDirection::forward, DwLayout::nhwc);
-  convnext.dtype = DType::bf16;
-  convnext.n = 32, convnext.c = 96, convnext.h = convnext.w = 56;
-  convnext.kernel_h = convnext.kernel_w = 7;
-  convnext.pad_top = convnext.pad_bottom = convnext.pad_left = convnext.pad_right = 3;
+  // ConvNeXt 7x7 NHWC bf16 [32, 96, 56, 56]: a tile is TX * VC channels x TY runs of RW x RH rows,
+  // its source [rows][columns][channels] copied to shared memory; RT tiles a block.
+  const DwConvArgs convnext = convnext_7x7(DwLayout::nhwc, DType::bf16);
   const Problem p = dwconv::make_problem(convnext);
   int staged = 0;
   for (const auto& c : dwconv::enumerate(p)) {

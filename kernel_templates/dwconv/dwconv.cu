@@ -109,6 +109,19 @@ __device__ __forceinline__ void kvt_channel_taps(const T* wt, long long c0, floa
   }
 }
 
+// Channel-last: a thread's RH x RW x VC accumulators, each starting at its channel's bias (or 0).
+template <class T, int RH, int RW, int VC, int HAS_BIAS>
+__device__ __forceinline__ void kvt_bias_channel_last(const KvtDwConvParams& p, long long c0, float (&acc)[RH][RW][VC]) {
+#pragma unroll
+  for (int v = 0; v < VC; ++v) {
+    const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
+#pragma unroll
+    for (int rh = 0; rh < RH; ++rh)
+#pragma unroll
+      for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
+  }
+}
+
 // Channel-last: a thread's RH x RW outputs of VC channels from c0 (rows from h, columns from t0), as
 // VC-element vectors; rows and columns past the output are skipped.
 template <class T, int RH, int RW, int VC>
@@ -488,14 +501,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       const long long t0 = a.tw0 + (long long)ty * RW;
       if (c0 >= p.channels || t0 >= p.dst_w) return;  // VC | C: all VC channels, or none
       float acc[RH][RW][VC];
-#pragma unroll
-      for (int v = 0; v < VC; ++v) {
-        const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
-#pragma unroll
-        for (int rh = 0; rh < RH; ++rh)
-#pragma unroll
-          for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
-      }
+      kvt_bias_channel_last<T, RH, RW, VC, HAS_BIAS>(p, c0, acc);
       // The thread's window: columns from its run's first source column, its VC channels.
       const T* base = tile + (DIR == 0 ? ty * RW * SW : ty * (RW / SW)) * kCT + tx * VC;
       // Every source row of the tile, read once and used by every (output row, kernel row) pair that
@@ -621,14 +627,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     if (h >= p.dst_h || t0 >= p.dst_w || n >= p.batch) return;
 
     float acc[RH][RW][VC];
-#pragma unroll
-    for (int v = 0; v < VC; ++v) {
-      const float b = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c0 + v]) : 0.f;
-#pragma unroll
-      for (int rh = 0; rh < RH; ++rh)
-#pragma unroll
-        for (int r = 0; r < RW; ++r) acc[rh][r][v] = b;
-    }
+    kvt_bias_channel_last<T, RH, RW, VC, HAS_BIAS>(p, c0, acc);
     const long long win0 = AW::base(t0);
     // Columns inside the row (every thread but the edge ones): loads without tests.
     const bool inside = win0 >= 0 && win0 + kWin <= p.src_w;
