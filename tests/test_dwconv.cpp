@@ -733,6 +733,10 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   CHECK(why == "shared memory");
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::tiled_config(8, 32, 2, 1, 1, 0, 8), &why));
   CHECK(why.find("16 copies") != std::string::npos);
+  DwConvArgs wide = convnext;
+  wide.dtype = DType::f32;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(wide), dwconv::tiled_config(4, 8, 4, 3, 1, 1, 4), &why));  // 3 channels a thread
+  CHECK(why.find("vector width") != std::string::npos);
   CHECK(dwconv::is_runnable(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4)));
   CHECK_FALSE(dwconv::is_valid(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4), &why));
   CHECK(why.find("32 channels") != std::string::npos);

@@ -85,10 +85,6 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
   return row >= 0 && row < src_h;
 }
 
-template <int N> struct kvt_int {
-  static constexpr int value = N;
-};
-
 // Channel-last: the taps of VC consecutive channels from c0, as filter[tap * VC + channel]. They are
 // one contiguous chunk of VC x kTaps weights: kTaps vector loads where aligned (one per tap and
 // channel otherwise), element e = channel e / kTaps, tap e % kTaps.

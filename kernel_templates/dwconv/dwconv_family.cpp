@@ -23,11 +23,12 @@ constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per k
 constexpr int kMaxFilterRegisters = 64;
 constexpr int kMaxAccumulators = 64;      // rows x outputs x channels one tiled thread accumulates
 constexpr int kMaxUnrolledFmas = 4096;    // rows per thread unroll rows x taps x outputs x channels  // a register-tiled wgrad thread keeps one accumulator per tap
-constexpr std::size_t kMaxSmem = 48 * 1024;  // per block without opt-in: every variant but the one below
-// Channel-last shared filters of kernels over 64 taps may use the opt-in shared memory of sm_90 /
-// sm_100 (227 KiB a block; sm_80 163, sm_86 / sm_89 99): with 48 KiB a 31x31 filter leaves 8 channels
-// a block, so a warp reads 16-byte pieces of 32-byte sectors (bf16). The tuner drops a variant above
-// its device's limit as resources_exceeded; the heuristic stays within kMaxSmem to run everywhere.
+constexpr std::size_t kMaxSmem = 48 * 1024;  // per block without opt-in: every variant but those below
+// Channel-last shared filters of kernels over 64 taps, and channel-last staged tiles, may use the
+// opt-in shared memory of sm_90 / sm_100 (227 KiB a block; sm_80 163, sm_86 / sm_89 99): with 48 KiB a
+// 31x31 filter leaves 8 channels a block, so a warp reads 16-byte pieces of 32-byte sectors (bf16). The
+// tuner drops a variant above its device's limit as resources_exceeded; the heuristic stays within
+// kMaxSmem, staged tiles within 96 KiB (every sm_80+ device gives a block 99 KiB or more).
 constexpr std::size_t kMaxSmemOptIn = 227 * 1024;
 constexpr std::size_t kSmemPerSm = 228 * 1024;  // sm_90: shared memory an SM holds (cost model)
 
@@ -425,7 +426,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (prune && rt > 1 && tx * rw * rt > next_pow2(p.dst_w())) return fail("runs per thread: tiles wider than the output");
     if (prune && !c.flat && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
   } else {
-    if (vc < 1 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+    if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes)
+      return fail("vector width exceeds alignment");
     if (win * vc > kMaxWindowRegisters) return fail("register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
     if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
@@ -439,7 +441,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       if (staged_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
       if (staged_tiles(p, c, p.n) + rt >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
       if (staged_tile_elements(p, c) / piece > std::size_t(16) * tx * ty) return fail("staged tile: over 16 copies a thread");
-      // Lanes along channels: a warp's window reads are 32 consecutive elements at least (no bank conflicts).
+      // Lanes along channels: a warp's window reads cover 32 consecutive channels at least (16-bit
+      // elements with 2 channels a thread still meet 2-way bank conflicts between its two rows of threads).
       if (prune && tx * vc < 32) return fail("staged tile: fewer than 32 channels a block");
       if (prune && tx * ty < 32) return fail("blocks under a warp");
       if (prune && std::int64_t(tx) * vc / 2 >= p.c) return fail("idle threads (more than twice the channels)");
@@ -711,7 +714,8 @@ Config heuristic_config(const Problem& p, int cc_major) {
       }
       if (two_d && taps(p) > 9 && taps(p) <= kMaxFilterRegisters) {
         // Kernels of 10-64 taps: staged tiles of 32 channels x 2 runs of 4 x 4 rows, 4 tiles a block
-        // (fewer rows, then more runs, where a problem does not allow it). H100, exhaustive: NHWC bf16
+        // (more runs, then fewer rows, where a problem does not allow it). Measured forward only;
+        // backward_data takes the same kernel with its windows reversed. H100, exhaustive: NHWC bf16
         // 7x7 32x96x56x56 54.75 us, the winner, against 69.1 for the best global-memory form; NHWC f32
         // 7x7 32x384x14x14 22.20 (runs 4 wide) against 21.59 for the winner and 26.0
         // (bench/results/2026-11-25-h100-staged-channel-last). 3x3 kernels stay below: staged tiles
@@ -1077,7 +1081,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         const double channels_per_block = tx * vc, tile_w = ty * rw;
         const double staged_cols = (tile_w - 1) * sw + double(kw - 1) * p.dw + 1;
         const double efficiency = fraction(channels, channels_per_block) * fraction(dst_w, tile_w) * fraction(dst_h, rh);
-        const double blocks = std::ceil(channels / channels_per_block) * std::ceil(dst_w / tile_w) * std::ceil(dst_h / rh) * batch;
+        const double tiles = std::ceil(channels / channels_per_block) * std::ceil(dst_w / tile_w) * std::ceil(dst_h / rh) * batch;
+        const double blocks = std::ceil(tiles / std::max(1, c.runs_per_thread));  // RT tiles a block
         double per_output = tap_count + rows_read * row_loads / (rw * rh * vc) + kStageCost * rows_read * staged_cols / (tile_w * rh);
         per_output += c.smem_filter ? tap_count / (rw * vc) : tap_count / (rw * rh * vc);
         const double registers = 24 + rw * rh * vc + row_loads * vc + (c.smem_filter ? 0 : tap_count * vc);

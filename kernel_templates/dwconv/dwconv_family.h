@@ -33,7 +33,8 @@ struct Config {
   int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
                                // for all of them (0 and 1: one row; channel-first: global-memory halo only)
   int runs_per_thread = 0;     // RT: runs per thread, TX * RW outputs apart, every window's loads
-                               // issued first (channel-first, one kernel row; 0 and 1: one run)
+                               // issued first (channel-first, one kernel row; 0 and 1: one run);
+                               // channel-last staged tiles: tiles per block, taken in turn
   int flat = 0;                // 1: no tiles; thread g of the grid takes item g of (plane, RH rows,
                                // run), TX threads a block, TY = 1 (channel-first, taps in registers)
   // direct (the seed study's naive and coalesced designs)
