@@ -876,3 +876,94 @@ TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, 
             }
   CHECK(checked == 64);
 }
+
+TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[dwconv][nvrtc]") {
+  // ConvNeXt 7x7 NHWC bf16 [32, 96, 56, 56]: 16 segments of 8 * NT outputs (TR rows x 16 / TR runs) of
+  // CB channels a block; one plane [rows][pitch] a channel, the taps [CB][KH][KW + 1].
+  const DwConvArgs convnext = convnext_7x7(DwLayout::nhwc, DType::bf16);
+  const Problem p = dwconv::make_problem(convnext);
+  int tiles = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (c.kernel != dwconv::Kernel::mma) continue;
+    ++tiles;
+    INFO(c.label());
+    CHECK((c.channels_per_block == 16 || c.channels_per_block == 32));
+    CHECK((c.tile_rows == 16 || c.tile_rows == 8 || c.tile_rows == 4));
+    CHECK(Config::from_json(c.to_json()) == c);
+    const int tile_w = 16 / c.tile_rows * 8 * c.segment_tiles;
+    // Computed outputs nobody stores: at most a quarter of a tile.
+    CHECK(56.0 * 56.0 / double((56 + tile_w - 1) / tile_w * tile_w * ((56 + c.tile_rows - 1) / c.tile_rows * c.tile_rows)) >= 0.75);
+    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(g.block == unsigned(32 * c.warps));
+    CHECK(g.grid_x == unsigned(96 / c.channels_per_block * 32 * ((56 + c.tile_rows - 1) / c.tile_rows) * ((56 + tile_w - 1) / tile_w)));
+    // 7 taps: an n-tile's window is 14 columns, one 16-column step; the plane pitch is 8 mod 16.
+    const int columns = (16 / c.tile_rows - 1) * tile_w / (16 / c.tile_rows) + (c.segment_tiles - 1) * 8 + 16;
+    const int pitch = (columns + 7) / 16 * 16 + 8;
+    CHECK(pitch % 16 == 8);
+    CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + 15) / 16 * 16));
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,
+                              c.tile_rows, c.segment_tiles, c.warps, pitch));
+  }
+  CHECK(tiles >= 40);
+  CHECK(dwconv::mma_config(16, 16, 7, 4).label() == "mma,cb=16,tr=16,nt=7,warps=4");
+  // The rules: 16-bit types, channel-last, 16-byte loads, backward_data with stride 1.
+  std::string why;
+  const Config tile = dwconv::mma_config(16, 16, 7, 4);
+  CHECK(dwconv::is_runnable(p, tile));
+  DwConvArgs f32 = convnext;
+  f32.dtype = DType::f32;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(f32), tile, &why));
+  CHECK(why.find("16-bit") != std::string::npos);
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(convnext_7x7(DwLayout::nchw, DType::bf16)), tile, &why));
+  CHECK(why.find("channel-last") != std::string::npos);
+  DwConvArgs narrow = convnext;
+  narrow.c = 12;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(narrow), tile, &why));
+  CHECK(why.find("16-byte") != std::string::npos);
+  DwConvArgs strided = convnext;
+  strided.direction = DwDirection::backward_data, strided.stride_h = strided.stride_w = 2;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(strided), tile, &why));
+  CHECK(why.find("stride 1") != std::string::npos);
+  strided.direction = DwDirection::forward;
+  CHECK(dwconv::is_runnable(dwconv::make_problem(strided), tile));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(16, 3, 7, 4), &why));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(12, 16, 7, 4), &why));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(16, 16, 7, 3), &why));
+  Config mixed = tile;
+  mixed.outputs_per_thread = 4;
+  CHECK_FALSE(dwconv::is_runnable(p, mixed, &why));
+  Config stray = dwconv::tiled_config(4, 32, 2, 1, 0, 0, 4);
+  stray.warps = 4;
+  CHECK_FALSE(dwconv::is_runnable(p, stray, &why));
+  // 1D: 16 runs of one row; 31 taps: three 16-column steps an n-tile.
+  DwConvArgs long_conv = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
+  long_conv.dtype = DType::bf16, long_conv.c = 512, long_conv.w = 4096;
+  long_conv.causal = false, long_conv.pad_left = long_conv.pad_right = 15;
+  const Problem lp = dwconv::make_problem(long_conv);
+  int one_d = 0;
+  for (const auto& c : dwconv::enumerate(lp))
+    if (c.kernel == dwconv::Kernel::mma) {
+      ++one_d;
+      CHECK(c.tile_rows == 1);
+    }
+  CHECK(one_d >= 16);
+  const Config run = dwconv::mma_config(32, 1, 2, 4);  // 16 runs of 16: 15 * 16 + 8 + 48 = 296 columns
+  CHECK(dwconv::geometry(lp, run, lp.n).dynamic_smem == std::size_t((32 * 296 + 32 * 32) * 2));
+  CHECK(dwconv::is_valid(lp, run));
+  CHECK_FALSE(dwconv::is_valid(lp, dwconv::mma_config(32, 2, 2, 4), &why));
+  // 31x31: the largest tiles still fit the opt-in shared memory.
+  const Problem large = dwconv::make_problem(replknet_31x31(DwLayout::nhwc, DType::bf16));
+  int large_tiles = 0;
+  for (const auto& c : dwconv::enumerate(large)) large_tiles += c.kernel == dwconv::Kernel::mma;
+  CHECK(large_tiles >= 20);
+  // A sample of tiles compiles for sm_90 (forward and backward_data): both 16-bit types, 1D and 2D,
+  // stride and dilation, bias, 31 taps.
+  DwConvArgs f16 = convnext;
+  f16.dtype = DType::f16, f16.stride_h = f16.stride_w = 2, f16.dilation_h = 2, f16.bias = fake(6 << 20);
+  long_conv.bias = fake(6 << 20);
+  std::size_t i = 0;
+  CHECK(compile_selected({convnext, f16, long_conv, replknet_31x31(DwLayout::nhwc, DType::bf16)}, [&i](const Config& v) {
+          return v.kernel == dwconv::Kernel::mma && i++ % 7 == 0;
+        }) >= 10);
+}

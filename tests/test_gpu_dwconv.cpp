@@ -284,6 +284,113 @@ TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[g
   CHECK(counts.verified > 200);
 }
 
+TEST_CASE("tensor-core dwconv variants match the float64 reference", "[gpu][dwconv][mma]") {
+  // 16-bit channel-last shapes: channel tiles the channels do not fill (C = 40: a tile of 32 holds 8),
+  // outputs that fill no tile, strides and dilation (forward), kernels of one, two and three 16-column
+  // steps, 1D runs over both ends of the row, and the channel-last shapes of the sweep above.
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape extra[] = {
+      {"NHWC bf16 7x7, C = 40, 17 x 19", DwLayout::nhwc, DType::bf16, 2, 40, 17, 19, 7, 7, 1, 1, 3, 3, false, true},
+      {"NHWC bf16 3x3, C = 144, 28 x 28", DwLayout::nhwc, DType::bf16, 2, 144, 28, 28, 3, 3, 1, 1, 1, 1, false, false},
+      {"NHWC f16 5x5 stride 2, C = 24, 9 x 13", DwLayout::nhwc, DType::f16, 1, 24, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
+      {"NHWC f16 7x7 dilation 2, C = 16, 21 x 30", DwLayout::nhwc, DType::f16, 2, 16, 21, 30, 7, 7, 1, 2, 6, 5, false, true},
+      {"NHWC bf16 15x15 (two steps), C = 32, 19 x 20", DwLayout::nhwc, DType::bf16, 1, 32, 19, 20, 15, 15, 1, 1, 7, 7, false, false},
+      {"NHWC bf16 31x31 (three steps), C = 16, 22 x 37", DwLayout::nhwc, DType::bf16, 1, 16, 22, 37, 31, 31, 1, 1, 15, 15, false, true},
+      {"NLC bf16 K=31 causal, C = 48, L = 300", DwLayout::nlc, DType::bf16, 2, 48, 1, 300, 1, 31, 1, 1, 0, 0, true, false},
+      {"NLC f16 K=4 causal, C = 64, L = 1000", DwLayout::nlc, DType::f16, 2, 64, 1, 1000, 1, 4, 1, 1, 0, 0, true, true},
+      {"NLC bf16 K=3 stride 3, C = 8, L = 77", DwLayout::nlc, DType::bf16, 3, 8, 1, 77, 1, 3, 3, 1, 1, 1, false, true},
+  };
+  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
+  for (const auto& s : kShapes)
+    if ((s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) && s.dtype != DType::f32) shapes.push_back(s);
+  Verified counts;
+  for (const auto& shape : shapes)
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; },
+                      counts);
+  cudaStreamDestroy(stream);
+  WARN("verified " << counts.verified << " tensor-core dwconv variants");
+  CHECK(counts.verified > 300);
+}
+
+TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window holds them", "[gpu][dwconv][mma]") {
+  // In an MMA every source value of 16 columns meets all 8 outputs of an n-tile (most times a zero
+  // Toeplitz entry), so a tile holding Inf or NaN takes the plain-FMA path; the outputs must be those
+  // of the direct convolution: non-finite exactly where the reference is, the rest within tolerance.
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  const Shape s = {"NHWC bf16 7x7", DwLayout::nhwc, DType::bf16, 2, 32, 20, 40, 7, 7, 1, 1, 3, 3, false, true};
+  for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data}) {
+    DwConvArgs a = make_args(s, dir);
+    void* any = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+    a.x = a.weight = a.dy = a.y = a.dx = any;
+    a.bias = dir == DwDirection::forward ? any : nullptr;
+    const dwconv::Problem p = dwconv::make_problem(a);
+    const std::size_t src_count = std::size_t(p.n * p.c * p.src_h() * p.src_w());
+    auto x = random_host(p.dtype, src_count, 21);
+    const auto w = random_host(p.dtype, std::size_t(p.c * 49), 22);
+    const auto b = random_host(p.dtype, std::size_t(p.c), 23);
+    // Image 0, channel 5: +Inf at (4, 9); image 1, channel 17: NaN at (12, 30); channel 0: -Inf and
+    // +Inf three columns apart (their windows overlap: NaN there, Inf beside).
+    const auto poison = [&](std::int64_t n, std::int64_t h, std::int64_t col, std::int64_t c, double v) {
+      const std::size_t i = std::size_t(((n * p.src_h() + h) * p.src_w() + col) * p.c + c);
+      put(p.dtype, v, x.bytes.data() + i * 2);
+      x.values[i] = v;
+    };
+    poison(0, 4, 9, 5, INFINITY);
+    poison(1, 12, 30, 17, NAN);
+    poison(0, 10, 20, 0, -INFINITY);
+    poison(0, 10, 23, 0, INFINITY);
+    const std::vector<double> ref =
+        dir == DwDirection::forward ? dwconv::reference_forward(p, p.n, x.values, w.values, b.values)
+                                    : dwconv::reference_backward_data(p, p.n, x.values, w.values);
+    tuner::DeviceBuffer dsrc(x.bytes.size()), dwt(w.bytes.size()), dbias(b.bytes.size()), dout(ref.size() * 2);
+    cudaMemcpy(dsrc.get(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dwt.get(), w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dbias.get(), b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+    std::vector<dwconv::Config> configs;
+    for (const auto& c : dwconv::enumerate(p))
+      if (c.kernel == dwconv::Kernel::mma) configs.push_back(c);
+    REQUIRE(configs.size() >= 10);
+    const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
+    const auto compiled = tuner::compile_all(candidates, 0);
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      INFO(p.key() << " " << candidates[i].label);
+      REQUIRE(compiled[i].status == tuner::Status::ok);
+      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+      kernel.allow_dynamic_smem(candidates[i].dynamic_smem);
+      dwconv::LaunchArgs la{};
+      la.src = dsrc.get(), la.weight = dwt.get(), la.dst = dout.get(), la.batch = p.n;
+      la.bias = dir == DwDirection::forward ? dbias.get() : nullptr;
+      REQUIRE(cudaMemset(dout.get(), 0, ref.size() * 2) == cudaSuccess);
+      REQUIRE(dwconv::launch(kernel, p, configs[i], la, nullptr) == cudaSuccess);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      std::vector<unsigned char> host(ref.size() * 2);
+      cudaMemcpy(host.data(), dout.get(), host.size(), cudaMemcpyDeviceToHost);
+      std::size_t nonfinite = 0, mismatched = 0;
+      double err = 0, norm = 0;
+      for (std::size_t e = 0; e < ref.size(); ++e) {
+        const double o = get(p.dtype, host.data() + e * 2);
+        if (!std::isfinite(ref[e])) {
+          ++nonfinite;
+          mismatched += std::isnan(ref[e]) ? !std::isnan(o) : o != ref[e];
+        } else if (!std::isfinite(o)) {
+          ++mismatched;
+        } else {
+          err += (o - ref[e]) * (o - ref[e]);
+          norm += ref[e] * ref[e];
+        }
+      }
+      CHECK(nonfinite > 100);
+      CHECK(mismatched == 0);
+      CHECK(std::sqrt(err / norm) < tolerance(p.dtype));
+    }
+  }
+}
+
 TEST_CASE("tuned dwconv: misaligned pointers, tune -> cache -> dispatch", "[gpu][dwconv]") {
   KVTUNE_REQUIRE_GPU();
   const auto dir_path = std::filesystem::temp_directory_path() / ("kvtune-dw-" + std::to_string(::getpid()));

@@ -290,7 +290,8 @@ class DwConvProblem final : public OpProblem {
     // The declared axes. tiled: outputs per thread 1..32, threads along W (or C) and rows per block
     // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8,
     // runs per thread 1..8 (powers of two), flat items (one row of 32+ threads, global halo, taps in
-    // registers); plus the two direct designs. wgrad: channels per block and position threads 1..1024, taps per
+    // registers); plus the two direct designs; mma: 8..64 channels a block (multiples of 8), 1..16
+    // warps, 1..16 rows (powers of two), 1..16 n-tiles a segment. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
     // and a heuristic outside the axes count too.
@@ -328,6 +329,9 @@ class DwConvProblem final : public OpProblem {
       // ~1M points: counted, and only the runnable ones named.
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
       const auto declared = [&](const dw::Config& c) {
+        if (c.kernel == dw::Kernel::mma)
+          return c.channels_per_block % 8 == 0 && c.channels_per_block >= 8 && c.channels_per_block <= 64 &&
+                 pow2(c.warps, 16) && pow2(c.tile_rows, 16) && c.segment_tiles >= 1 && c.segment_tiles <= 16;
         return c.kernel == dw::Kernel::direct ||
                (c.outputs_per_thread >= 1 && c.outputs_per_thread <= 32 && pow2(c.threads_x, 1024) &&
                 pow2(c.threads_y, 1024) && pow2(c.vector_channels, 8) && c.smem_halo >= 0 && c.smem_halo <= 1 &&
@@ -355,6 +359,10 @@ class DwConvProblem final : public OpProblem {
                       consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
                       if (ty == 1 && tx >= 32 && !halo && !filter && rt == 0) consider(dw::flat_config(rw, tx, vc, rh));
                     }
+      for (int cb = 8; cb <= 64; cb += 8)
+        for (int warps = 1; warps <= 16; warps *= 2)
+          for (int tr = 1; tr <= 16; tr *= 2)
+            for (int nt = 1; nt <= 16; ++nt) consider(dw::mma_config(cb, tr, nt, warps));
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     }
     SpaceSize s;

@@ -33,6 +33,9 @@
 //                        kernel row) pair. VC > 1 (channel-first): dy runs and x windows are read
 //                        as aligned vectors of VC elements along W.
 //                        Lanes of one channel reduce by warp shuffles before shared memory.
+//   kvt_dwconv_mma       forward and backward_data (stride 1) of 16-bit channel-last problems on the
+//                        tensor cores: each kernel row's taps as a banded (Toeplitz) matrix, 16 runs
+//                        of one channel a matrix multiply (dwconv_mma.cuh, included at the end).
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
 #include "common.cuh"
 #include "dwconv_params.h"
@@ -1053,3 +1056,5 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
     out[o] = (float)acc;
   }
 }
+
+#include "dwconv_mma.cuh"

@@ -69,7 +69,9 @@ Error invalid(const DwConvArgs& a, const char* field, const std::string& why) {
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 std::vector<detail::HeaderSource> headers() {
-  return {{"common.cuh", embedded::common_cuh}, {"dwconv_params.h", embedded::dwconv_params_h}};
+  return {{"common.cuh", embedded::common_cuh},
+          {"dwconv_params.h", embedded::dwconv_params_h},
+          {"dwconv_mma.cuh", embedded::dwconv_mma_cuh}};
 }
 
 std::string problem_args(const Problem& p) {
@@ -106,6 +108,39 @@ std::size_t staged_smem_bytes(const Problem& p, const Config& c) {
   return buffers * staged_tile_elements(p, c) * std::size_t(p.element_bytes()) + (c.smem_filter ? std::size_t(taps(p)) * channels * 4 : 0);
 }
 
+// Tensor-core tiles (dwconv_mma.cuh): the shapes the kernel derives from its template arguments, and the
+// plane pitch the host chooses for it. One channel's plane is [rows][pitch] 16-bit elements, where the
+// ldmatrix reads of a tile's 16 segments cover `columns`; the pitch is 8 mod 16 elements, so the 8 rows of
+// an ldmatrix phase and the 8 segments of an output write fall in distinct banks.
+struct MmaTile {
+  int runs = 0, run_w = 0, tile_w = 0;  // segments along W, outputs a segment, output columns a tile
+  int steps = 0;                        // 16-column blocks of one n-tile's window
+  int rows = 0, columns = 0, pitch = 0;
+};
+MmaTile mma_tile(const Problem& p, const Config& c) {
+  const int dir = dir_index(p.direction);
+  MmaTile m;
+  const int tr = std::max(1, c.tile_rows), nt = std::max(1, c.segment_tiles);
+  m.runs = std::max(1, 16 / tr);
+  m.run_w = 8 * nt;
+  m.tile_w = m.runs * m.run_w;
+  m.steps = (window(dir, p.kw, p.sw, p.dw, p.pad_left, 8) + 15) / 16;
+  m.rows = window(dir, p.kh, p.sh, p.dh, p.pad_top, tr);
+  m.columns = (m.runs - 1) * m.run_w * p.sw + (nt - 1) * 8 * p.sw + 16 * m.steps;
+  m.pitch = (m.columns + 7) / 16 * 16 + 8;  // the smallest multiple of 8 at or above, that is 8 mod 16
+  return m;
+}
+std::size_t mma_smem_bytes(const Problem& p, const Config& c) {
+  const MmaTile m = mma_tile(p, c);
+  const std::size_t cb = std::size_t(c.channels_per_block);
+  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
+  return (elements * 2 + 15) / 16 * 16;
+}
+std::int64_t mma_tiles(const Problem& p, const Config& c, std::int64_t batch) {
+  const MmaTile m = mma_tile(p, c);
+  return ceil_div(p.c, c.channels_per_block) * batch * ceil_div(p.dst_h(), std::max(1, c.tile_rows)) * ceil_div(p.dst_w(), m.tile_w);
+}
+
 }  // namespace
 
 bool Config::operator==(const Config& o) const {
@@ -115,7 +150,7 @@ bool Config::operator==(const Config& o) const {
          std::max(1, runs_per_thread) == std::max(1, o.runs_per_thread) && flat == o.flat &&
          coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
          position_threads == o.position_threads && taps_per_block == o.taps_per_block && splits == o.splits &&
-         atomic == o.atomic;
+         atomic == o.atomic && tile_rows == o.tile_rows && segment_tiles == o.segment_tiles && warps == o.warps;
 }
 
 std::string Config::label() const {
@@ -132,12 +167,14 @@ std::string Config::label() const {
                          outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "",
                          vector_channels > 1 ? fmt::format(",vc={}", vector_channels) : "",
                          rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
+    case Kernel::mma:
+      return fmt::format("mma,cb={},tr={},nt={},warps={}", channels_per_block, tile_rows, segment_tiles, warps);
   }
   return "?";
 }
 
 nlohmann::json Config::to_json() const {
-  const char* names[] = {"tiled", "direct", "wgrad"};
+  const char* names[] = {"tiled", "direct", "wgrad", "mma"};
   return {{"kernel", names[static_cast<int>(kernel)]},
           {"rw", outputs_per_thread},
           {"tx", threads_x},
@@ -153,7 +190,10 @@ nlohmann::json Config::to_json() const {
           {"py", position_threads},
           {"tg", taps_per_block},
           {"splits", splits},
-          {"atomic", atomic}};
+          {"atomic", atomic},
+          {"tr", tile_rows},
+          {"nt", segment_tiles},
+          {"warps", warps}};
 }
 
 Config Config::from_json(const nlohmann::json& j) {
@@ -163,6 +203,7 @@ Config Config::from_json(const nlohmann::json& j) {
     if (kernel == "tiled") c.kernel = Kernel::tiled;
     else if (kernel == "direct") c.kernel = Kernel::direct;
     else if (kernel == "wgrad") c.kernel = Kernel::wgrad;
+    else if (kernel == "mma") c.kernel = Kernel::mma;
     else throw Error("unknown kernel '" + kernel + "'");
     c.outputs_per_thread = detail::json_int(j, "rw");
     c.threads_x = detail::json_int(j, "tx");
@@ -179,6 +220,9 @@ Config Config::from_json(const nlohmann::json& j) {
     c.taps_per_block = detail::json_int(j, "tg");
     c.splits = detail::json_int(j, "splits");
     c.atomic = detail::json_int(j, "atomic");
+    c.tile_rows = j.contains("tr") ? detail::json_int(j, "tr") : 0;  // absent before tensor-core tiles
+    c.segment_tiles = j.contains("nt") ? detail::json_int(j, "nt") : 0;
+    c.warps = j.contains("warps") ? detail::json_int(j, "warps") : 0;
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"dwconv", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -369,6 +413,37 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return true;
   }
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
+  if (c.kernel == Kernel::mma) {
+    const MmaTile m = mma_tile(p, c);
+    const int cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
+    if (p.dtype == DType::f32) return fail("tensor-core tiles: 16-bit types (f32 would need TF32, which rounds)");
+    if (!p.channel_last()) return fail("tensor-core tiles: channel-last layouts");
+    if (p.align_bytes < 16) return fail("tensor-core tiles: 16-byte loads (channels a multiple of 8, aligned tensors)");
+    if (dir == 1 && (p.sh != 1 || p.sw != 1)) return fail("tensor-core tiles: backward_data with stride 1 only");
+    if (cb < 8 || cb > 64 || cb % 8 != 0) return fail("tensor-core tiles: 8-64 channels a block, a multiple of 8");
+    if (c.warps < 1 || c.warps > 16 || cb % c.warps != 0) return fail("tensor-core tiles: warps must divide the channels");
+    if (tr < 1 || tr > 16 || 16 % tr != 0) return fail("tensor-core tiles: rows 1, 2, 4, 8 or 16");
+    if (nt < 1 || nt > 16) return fail("tensor-core tiles: 1-16 n-tiles a segment");
+    if (m.steps > 8) return fail("tensor-core tiles: an n-tile's window over 128 columns");
+    if (mma_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
+    if (mma_tiles(p, c, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
+    if (c.outputs_per_thread || c.threads_x || c.threads_y || c.vector_channels || c.smem_halo || c.smem_filter ||
+        c.rows_per_thread || c.runs_per_thread || c.flat || c.coalesced || c.position_threads || c.taps_per_block ||
+        c.splits || c.atomic)
+      return fail("tensor-core tiles: fields of other kernels must be 0");
+    if (prune) {
+      if (p.dst_h() == 1 && tr != 1) return fail("tensor-core tiles: 1D rows take 16 runs of one row");
+      if (tr > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+      if (m.tile_w > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
+      // Outputs a tile computes and nobody stores: at most a quarter.
+      const double used = double(p.dst_w()) / double(ceil_div(p.dst_w(), m.tile_w) * m.tile_w) *
+                          double(p.dst_h()) / double(ceil_div(p.dst_h(), tr) * tr);
+      if (used < 0.75) return fail("tensor-core tiles: over a quarter of the tile past the output");
+      if (cb / 2 >= p.c) return fail("idle channels (more than twice the channels)");
+    }
+    return true;
+  }
+  if (c.tile_rows || c.segment_tiles || c.warps) return fail("tensor-core fields on another kernel");
   if (c.kernel == Kernel::direct)
     return c.outputs_per_thread == 0 && c.threads_x == 0 && c.flat == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
@@ -490,6 +565,16 @@ Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh
 Config flat_config(int rw, int block, int vc, int rh) {
   Config c = tiled_config(rw, block, 1, vc, 0, 0, rh);
   c.flat = 1;
+  return c;
+}
+
+Config mma_config(int cb, int tr, int nt, int warps) {
+  Config c;
+  c.kernel = Kernel::mma;
+  c.channels_per_block = cb;
+  c.tile_rows = tr;
+  c.segment_tiles = nt;
+  c.warps = warps;
   return c;
 }
 
@@ -637,6 +722,12 @@ std::vector<Config> enumerate(const Problem& p) {
                 if (tx * ty < 64 || tx * ty > 256 || (rh == 8 && rw != 4)) continue;
                 tiled(rw, tx, ty, vc, 1, taps(p) * vc > kMaxFilterRegisters ? 1 : 0, rh, rt);
               }
+    // Tensor-core tiles (16-bit types): 16 or 32 channels (32-byte sectors), 4 or 8 warps, 16 segments as
+    // 16 / 8 / 4 rows (2D) or 16 runs of one row (1D), 1-8 n-tiles of 8 outputs a segment.
+    for (int cb : {16, 32})
+      for (int warps : {4, 8})
+        for (int tr : p.dst_h() > 1 ? std::vector<int>{16, 8, 4} : std::vector<int>{1})
+          for (int nt = 1; nt <= 8; ++nt) add(mma_config(cb, tr, nt, warps));
   }
   return out;
 }
@@ -831,6 +922,11 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       }
       break;
     }
+    case Kernel::mma:
+      g.block = static_cast<unsigned>(32 * c.warps);
+      g.grid_x = static_cast<unsigned>(mma_tiles(p, c, batch));
+      g.dynamic_smem = mma_smem_bytes(p, c);
+      break;
     case Kernel::wgrad: {
       g.block = static_cast<unsigned>(c.channels_per_block * c.position_threads);
       const std::int64_t columns = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
@@ -883,6 +979,10 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
     case Kernel::direct:
       r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}>", args, c.coalesced, p.bias ? 1 : 0)};
       break;
+    case Kernel::mma:
+      r.name_expressions = {fmt::format("kvt_dwconv_mma<{}, {}, {}, {}, {}, {}, {}>", args, c.channels_per_block, c.tile_rows,
+                                        c.segment_tiles, c.warps, mma_tile(p, c).pitch, p.bias ? 1 : 0)};
+      break;
     case Kernel::wgrad:
       r.name_expressions = {fmt::format("kvt_dwconv_wgrad<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
                                         kernel_type(p.dtype), p.channel_last() ? 1 : 0, p.kh, p.kw, p.sh, p.sw, p.dh,
@@ -914,6 +1014,7 @@ std::string template_hash() {
   std::uint64_t h = detail::hash64(embedded::dwconv_cu);
   h = detail::hash64(embedded::common_cuh, h);
   h = detail::hash64(embedded::dwconv_params_h, h);
+  h = detail::hash64(embedded::dwconv_mma_cuh, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);
 }
@@ -1062,6 +1163,41 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double penalty = c.coalesced ? 1.0 : kNaive;
       const double issue = outputs * (tap_count * kFma + tap_count * kLoad * penalty) / sms;
       return std::max(bytes / bandwidth * penalty, issue) + kLaunch;
+    }
+    case Kernel::mma: {
+      // Tensor-core tiles, a first model from counts (not yet fitted to trials): the busiest SM's
+      // staging bytes at the rate its loads in flight sustain (8 16-byte loads a thread), its MMAs (about
+      // 2 cycles an SM each for m16n8k16) and ldmatrix reads (512 bytes at 128 a cycle), and its
+      // threads' instructions for staging (about 12 a 16-byte vector) and the epilogue (about 4 an
+      // output); the tile's staged halo comes from L2, at about twice the DRAM rate.
+      constexpr double kMmaCycles = 2, kLdmatrixCycles = 4, kStageInstructions = 12, kOutputInstructions = 4;
+      constexpr double kLatency = 1e-6;
+      const MmaTile m = mma_tile(p, c);
+      const double cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
+      const double block = 32.0 * c.warps;
+      const double tiles = double(mma_tiles(p, c, p.n));
+      const double smem = double(mma_smem_bytes(p, c)) + 1024;
+      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 32.0})));
+      const double sm_tiles = std::ceil(tiles / sms);  // the busiest SM's
+      const double window_cols = std::min<double>(m.columns, window(dir_index(p.direction), kw, p.sw, p.dw, p.pad_left, m.tile_w));
+      const double staged = cb * m.rows * window_cols;  // elements a tile loads
+      int offsets = 0;  // distinct 16-column blocks a kernel row (dwconv_mma.cuh's kOffsets that some MMA reads)
+      for (int o = 0; o < (m.run_w / 8 - 1) * p.sw + 2 * (m.steps - 1) + 1; ++o) {
+        bool used = false;
+        for (int t = 0; t < m.run_w / 8; ++t)
+          for (int s = 0; s < m.steps; ++s) used |= t * p.sw + 2 * s == o;
+        offsets += used;
+      }
+      const double mma = cb * kh * nt * m.steps, reads = cb * kh * offsets;  // a tile's
+      const double compute = sm_tiles * (mma * kMmaCycles + reads * kLdmatrixCycles) / kClock;
+      const double instructions = sm_tiles * (staged / 8 * kStageInstructions + cb * tr * m.tile_w * kOutputInstructions) / 32;
+      const double issue = instructions / (kClock * std::min(4.0, per_sm * block / 32 * 0.25));
+      const double in_flight = std::min(staged * 2 / (per_sm * block), 8 * 16.0) * per_sm * block;  // bytes an SM
+      const double tile_bytes = staged * 2 + cb * tr * m.tile_w * elem;
+      const double memory = std::max({bytes / bandwidth, sm_tiles * tile_bytes / (2 * bandwidth / sms),
+                                      sm_tiles * tile_bytes / (in_flight / kLatency)});
+      const double longest = std::max({memory, compute, issue});
+      return longest + 0.25 * (memory + compute + issue - longest) + kLaunch;
     }
     case Kernel::tiled: {
       const double tx = c.threads_x, ty = c.threads_y, rw = c.outputs_per_thread;

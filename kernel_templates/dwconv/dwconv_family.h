@@ -15,8 +15,8 @@
 
 namespace kvtune::dwconv {
 
-/// Which kernel of the template a variant uses.
-enum class Kernel : std::uint8_t { tiled, direct, wgrad };
+/// Which kernel of the template a variant uses (mma: dwconv_mma.cuh, tensor cores, 16-bit channel-last).
+enum class Kernel : std::uint8_t { tiled, direct, wgrad, mma };
 
 /// One variant; fields not used by its kernel are zero. Equality is over every field.
 struct Config {
@@ -40,11 +40,16 @@ struct Config {
   // direct (the seed study's naive and coalesced designs)
   int coalesced = 0;
   // wgrad (backward_weight)
-  int channels_per_block = 0;  // CT
+  int channels_per_block = 0;  // CT; mma: CB, channels a block stages and computes
   int position_threads = 0;    // PY
   int taps_per_block = 0;      // TG
   int splits = 0;              // slices of the N x Ho x Wo reduction
   int atomic = 0;
+  // mma (forward, backward_data): a block's 16 segments are tile_rows output rows x 16 / tile_rows runs
+  // of 8 * segment_tiles outputs along W, of channels_per_block channels, computed by `warps` warps
+  int tile_rows = 0;      // TR: 1, 2, 4, 8 or 16
+  int segment_tiles = 0;  // NT: n-tiles of 8 outputs a segment
+  int warps = 0;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
@@ -100,6 +105,8 @@ Config flat_config(int rw, int block, int vc, int rh);
 /// A weight-gradient config: channels and position threads per block, taps per block column, splits of
 /// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
 Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
+/// A tensor-core config: `cb` channels a block, 16 segments as `tr` rows x 16 / tr runs of 8 * nt outputs.
+Config mma_config(int cb, int tr, int nt, int warps);
 /// Whether `config` is a variant tuning may try (hard constraints and pruning); `why` gets the reason.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Hard constraints only: whether `config` runs correctly (the seed designs must only be runnable).

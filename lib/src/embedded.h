@@ -8,4 +8,5 @@ extern const std::string_view normalize_cu;
 extern const std::string_view normalize_params_h;
 extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
+extern const std::string_view dwconv_mma_cuh;
 }  // namespace kvtune::embedded

@@ -1,0 +1,280 @@
+// kvtune depthwise convolution on tensor cores (16-bit types), included by dwconv.cu after Axis.
+//
+//   kvt_dwconv_mma   forward (any stride and dilation) and backward_data (stride 1), channel-last
+//                    (NHWC / NLC), f16 / bf16 with f32 accumulation.
+//
+// A depthwise convolution has no operand shared between channels, so it is no GEMM; but along one row
+// of one channel it is a product with a banded (Toeplitz) matrix. For 8 consecutive outputs of a row
+// and one kernel row kh:
+//     y[n] += sum_k a[k] * B_kh[k][n],   B_kh[k][n] = w[kh][j] where window position k = offset(n, j)
+// with a[] 16 consecutive source values (KSTEPS blocks of 16 when the 8 outputs' window is wider).
+// One mma.m16n8k16 computes that for 16 "segments" at once (the M rows): 16 runs of outputs of the
+// same channel, each with its own source row in shared memory. So the taps' FMAs run on the tensor
+// cores; of each MMA's 2048 products 8 x KW x 16 / (16 x KSTEPS) are useful (7 taps: 44 %; 31 taps in
+// 3 steps: 65 %). bf16 x bf16 and f16 x f16 products are exact in f32, and accumulation is in f32.
+//
+// A block takes a tile of CB channels x TR output rows x (16 / TR) x 8 * NT output columns of one image:
+// its 16 segments are TR rows x 16 / TR runs of 8 * NT outputs (1D: TR = 1, 16 runs of one row).
+//   1. Staging: every source element the tile reads, 16-byte loads along the channels (8 channels),
+//      scattered into one plane per channel, [CB][rows][PITCH] (PITCH = 8 mod 16 elements, from the
+//      host, so that ldmatrix rows and the output writes meet no bank conflicts); zeros outside the
+//      image, past the last channel and past the window. The taps as [CB][KH][KW + 1] (slot KW = 0).
+//   2. Each warp takes channels warp, warp + WARPS, ...: for each kernel row, the Toeplitz fragments
+//      of its taps (a lane's four entries per step are fixed: their tap indices are computed once),
+//      then per distinct 16-column source block an ldmatrix.x4 and the MMAs of every n-tile and step
+//      that read it (with stride 1, n-tile t step s and n-tile t + 2 step s - 1 read the same block).
+//      The results, plus bias, overwrite the channel's own plane as 16-bit values.
+//   3. The block stores the tile: 8 channels of a position gathered from 8 planes, 16-byte stores.
+// Non-finite values: in an MMA every source value of the 16 meets every output of the 8 (most of them
+// times a zero entry), so an Inf or NaN would spread to outputs whose window does not hold it. A tile
+// whose source or taps hold one is computed instead by plain FMAs from the same shared planes, so
+// results are those of the direct convolution for every input.
+#pragma once
+
+template <class T> struct KvtMma;
+template <> struct KvtMma<kvt_bf16> {
+  static constexpr unsigned kExponent = 0x7f80u;  // an all-ones exponent: Inf or NaN
+  __device__ __forceinline__ static void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ __forceinline__ static unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+template <> struct KvtMma<kvt_f16> {
+  static constexpr unsigned kExponent = 0x7c00u;
+  __device__ __forceinline__ static void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ __forceinline__ static unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+};
+
+__device__ __forceinline__ unsigned kvt_smem_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+__device__ __forceinline__ void kvt_ldmatrix_x4(unsigned (&a)[4], unsigned address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(address));
+}
+
+// Whether either 16-bit half of `w` is Inf or NaN.
+template <class T> __device__ __forceinline__ bool kvt_nonfinite_pair(unsigned w) {
+  constexpr unsigned e = KvtMma<T>::kExponent;
+  return (w & e) == e || ((w >> 16) & e) == e;
+}
+
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CB, int TR,
+          int NT, int WARPS, int PITCH, int HAS_BIAS>
+__global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvParams p) {
+  static_assert(LAYOUT == 1, "tensor-core dwconv: channel-last layouts");
+  static_assert(DIR == 0 || (SH == 1 && SW == 1), "tensor-core dwconv: backward_data with stride 1");
+  static_assert(16 % TR == 0 && CB % 8 == 0 && CB % WARPS == 0 && NT >= 1, "tile shape");
+  constexpr int kRuns = 16 / TR;              // segments along W
+  constexpr int kRunW = 8 * NT;               // outputs a segment
+  constexpr int kTileW = kRuns * kRunW;       // output columns a tile
+  using AH = Axis<DIR, KH, SH, DH, PH, TR>;   // the tile's output rows and their source rows
+  using AT = Axis<DIR, KW, SW, DW, PW, kTileW>;
+  using A8 = Axis<DIR, KW, SW, DW, PW, 8>;    // one n-tile of 8 outputs
+  constexpr int kSteps = (A8::kWindow + 15) / 16;
+  constexpr int kRows = AH::kWindow;
+  constexpr int kCols = (kRuns - 1) * kRunW * SW + (NT - 1) * 8 * SW + 16 * kSteps;  // columns ldmatrix reads
+  static_assert(kCols >= AT::kWindow && PITCH >= kCols && PITCH % 8 == 0, "plane pitch");
+  constexpr int kPlane = kRows * PITCH;       // elements of one channel's plane (a multiple of 8)
+  constexpr int kTapRow = KW + 1;             // a kernel row's taps and a zero
+  constexpr int kThreads = WARPS * 32;
+  constexpr int kVecs = CB / 8;               // 16-byte vectors of a position
+  constexpr int kOffsets = (NT - 1) * SW + 2 * (kSteps - 1) + 1;  // distinct source blocks, 8 columns apart
+  using U16 = unsigned short;
+
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  U16* const planes = reinterpret_cast<U16*>(dynamic_smem);  // [CB][kRows][PITCH]
+  U16* const taps = planes + CB * kPlane;                      // [CB][KH][KW + 1]
+  const U16* src = static_cast<const U16*>(p.src);
+  U16* dst = static_cast<U16*>(p.dst);
+  const U16* wt = static_cast<const U16*>(p.weight);
+
+  // Tile: W fastest, then rows, images, channel tiles; 32-bit (the host keeps the count under 2^31).
+  const unsigned w_tiles = static_cast<unsigned>((p.dst_w + kTileW - 1) / kTileW);
+  const unsigned h_tiles = static_cast<unsigned>((p.dst_h + TR - 1) / TR);
+  const unsigned batch = static_cast<unsigned>(p.batch);
+  unsigned rest = blockIdx.x;
+  const unsigned wt_idx = rest % w_tiles;
+  rest /= w_tiles;
+  const unsigned ht_idx = rest % h_tiles;
+  rest /= h_tiles;
+  const long long n = rest % batch;
+  const long long ch0 = (long long)(rest / batch) * CB;
+  const long long h0 = (long long)ht_idx * TR, w0 = (long long)wt_idx * kTileW;
+
+  // 1. Staging. Loads in batches of kBatch a thread, all issued before their stores.
+  bool bad = false;
+  {
+    const long long row0 = AH::base(h0), col0 = AT::base(w0);
+    const U16* src_img = src + n * p.src_h * p.src_w * p.channels;
+    constexpr int kItems = kRows * kCols * kVecs;
+    constexpr int kBatch = 8;
+    for (int b0 = threadIdx.x; b0 < kItems; b0 += kBatch * kThreads) {
+      Vec<unsigned, 4> v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = b0 + u * kThreads;
+        const int pos = i / kVecs, e = (i - pos * kVecs) * 8;
+        const int r = pos / kCols, q = pos - r * kCols;
+        const long long row = row0 + r, col = col0 + q, ch = ch0 + e;
+        v[u] = Vec<unsigned, 4>{{0u, 0u, 0u, 0u}};
+        if (i < kItems && q < AT::kWindow && row >= 0 && row < p.src_h && col >= 0 && col < p.src_w && ch < p.channels)
+          v[u] = *reinterpret_cast<const Vec<unsigned, 4>*>(src_img + (row * p.src_w + col) * p.channels + ch);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = b0 + u * kThreads;
+        if (i >= kItems) break;
+        const int pos = i / kVecs, e = (i - pos * kVecs) * 8;
+        U16* at = planes + e * kPlane + pos;  // pos = r * kCols + q; the plane's row pitch is PITCH
+        at += (pos / kCols) * (PITCH - kCols);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const unsigned word = v[u].v[k];
+          bad |= kvt_nonfinite_pair<T>(word);
+          at[(2 * k) * kPlane] = static_cast<U16>(word & 0xffffu);
+          at[(2 * k + 1) * kPlane] = static_cast<U16>(word >> 16);
+        }
+      }
+    }
+    // Columns past kCols up to PITCH are never read. The taps, and a zero after each kernel row.
+    for (int i = threadIdx.x; i < CB * KH * kTapRow; i += kThreads) {
+      const int c = i / (KH * kTapRow), k = i - c * (KH * kTapRow);
+      const int kh = k / kTapRow, kw = k - kh * kTapRow;
+      U16 value = 0;
+      if (kw < KW && ch0 + c < p.channels) {
+        value = wt[(ch0 + c) * (KH * KW) + kh * KW + kw];
+        bad |= kvt_nonfinite_pair<T>(value);
+      }
+      taps[i] = value;
+    }
+  }
+  const long long out_base = n * p.dst_h * p.dst_w * p.channels;
+  if (__syncthreads_or(bad)) {
+    // Inf or NaN in the tile: plain FMAs (every output's own window only), stored directly.
+    for (int i = threadIdx.x; i < CB * TR * kTileW; i += kThreads) {
+      const int c = i / (TR * kTileW), pix = i - c * (TR * kTileW);
+      const int r = pix / kTileW, col = pix - r * kTileW;
+      if (ch0 + c >= p.channels || h0 + r >= p.dst_h || w0 + col >= p.dst_w) continue;
+      float acc = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[ch0 + c]) : 0.f;
+      for (int kh = 0; kh < KH; ++kh)
+        for (int kw = 0; kw < KW; ++kw) {
+          T x, f;
+          x.bits = planes[c * kPlane + AH::offset(r, kh) * PITCH + AT::offset(col, kw)];
+          f.bits = taps[c * (KH * kTapRow) + kh * kTapRow + kw];
+          acc = fmaf(kvt_to_float(x), kvt_to_float(f), acc);
+        }
+      T y = kvt_from_float<T>(acc);
+      dst[out_base + ((h0 + r) * p.dst_w + w0 + col) * p.channels + ch0 + c] = y.bits;
+    }
+    return;
+  }
+
+  // 2. MMAs. Lane (g = lane / 4, t = lane % 4) holds Toeplitz entries B[k][g] for k = 2t, 2t + 1 (first
+  // register) and 2t + 8, 2t + 9 (second) of each step; their tap indices (KW: the zero slot) are fixed.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  int tap_of[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int k = 16 * s + 2 * t + (e & 1) + 8 * (e >> 1);
+      int tap = KW;
+      // DIR 0: position = g * SW + j * DW; DIR 1 (stride 1): position = g + (KW - 1 - j) * DW.
+      const int d = k - g * SW;
+      if (d >= 0 && d % DW == 0 && d / DW < KW) tap = DIR == 0 ? d / DW : KW - 1 - d / DW;
+      tap_of[s][e] = tap;
+    }
+  // ldmatrix.x4: lane l gives the address of segment l % 16's row, columns (l / 16) * 8 on.
+  const int seg = lane % 16;
+  const unsigned lane_base = kvt_smem_address(planes) +
+                             2u * static_cast<unsigned>((seg % TR) * SH * PITCH + (seg / TR) * kRunW * SW + (lane / 16) * 8);
+  for (int c = warp; c < CB; c += WARPS) {
+    if (ch0 + c >= p.channels) break;  // warps take channels in order: the rest are past C too
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+    const U16* ctaps = taps + c * (KH * kTapRow);
+    const unsigned plane_base = lane_base + 2u * static_cast<unsigned>(c * kPlane);
+    auto kernel_row = [&](int kh) {
+      unsigned b[kSteps][2];
+      const U16* row_taps = ctaps + kh * kTapRow;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        b[s][0] = unsigned(row_taps[tap_of[s][0]]) | (unsigned(row_taps[tap_of[s][1]]) << 16);
+        b[s][1] = unsigned(row_taps[tap_of[s][2]]) | (unsigned(row_taps[tap_of[s][3]]) << 16);
+      }
+      const unsigned row_address = plane_base + 2u * static_cast<unsigned>(AH::offset(0, kh) * PITCH);
+#pragma unroll
+      for (int o = 0; o < kOffsets; ++o) {
+        bool used = false;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s) used |= nt * SW + 2 * s == o;
+        if (!used) continue;
+        unsigned a[4];
+        kvt_ldmatrix_x4(a, row_address + 16u * o);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s)
+            if (nt * SW + 2 * s == o) KvtMma<T>::run(acc[nt], a, b[s]);
+      }
+    };
+    if constexpr (KH <= 8) {
+#pragma unroll
+      for (int kh = 0; kh < KH; ++kh) kernel_row(kh);
+    } else {
+#pragma unroll 1
+      for (int kh = 0; kh < KH; ++kh) kernel_row(kh);
+    }
+    // The channel's outputs over its own plane (only this warp reads it): accumulator e of n-tile nt is
+    // segment g + 8 * (e / 2), output 8 * nt + 2 * t + e % 2.
+    const float bias = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[ch0 + c]) : 0.f;
+    __syncwarp();
+    U16* const out_plane = planes + c * kPlane;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int sg = g + 8 * half;
+      U16* const row = out_plane + (sg % TR) * PITCH + (sg / TR) * kRunW + 2 * t;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        *reinterpret_cast<unsigned*>(row + 8 * nt) = KvtMma<T>::pack(acc[nt][2 * half] + bias, acc[nt][2 * half + 1] + bias);
+    }
+  }
+  __syncthreads();
+
+  // 3. Store: position-major, 8 channels a 16-byte store.
+  for (int i = threadIdx.x; i < TR * kTileW * kVecs; i += kThreads) {
+    const int pix = i / kVecs, e = (i - pix * kVecs) * 8;
+    const int r = pix / kTileW, col = pix - r * kTileW;
+    if (h0 + r >= p.dst_h || w0 + col >= p.dst_w || ch0 + e >= p.channels) continue;
+    const U16* from = planes + e * kPlane + r * PITCH + col;
+    Vec<unsigned, 4> v;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v.v[k] = unsigned(from[2 * k * kPlane]) | (unsigned(from[(2 * k + 1) * kPlane]) << 16);
+    *reinterpret_cast<Vec<unsigned, 4>*>(dst + out_base + ((h0 + r) * p.dst_w + w0 + col) * p.channels + ch0 + e) = v;
+  }
+}
