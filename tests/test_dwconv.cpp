@@ -891,8 +891,8 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     CHECK((c.tile_rows == 16 || c.tile_rows == 8 || c.tile_rows == 4));
     CHECK(Config::from_json(c.to_json()) == c);
     const int tile_w = 16 / c.tile_rows * 8 * c.segment_tiles;
-    // Computed outputs nobody stores: at most a quarter of a tile.
-    CHECK(56.0 * 56.0 / double((56 + tile_w - 1) / tile_w * tile_w * ((56 + c.tile_rows - 1) / c.tile_rows * c.tile_rows)) >= 0.75);
+    // Computed outputs nobody stores: at most 28 % of the tiles.
+    CHECK(56.0 * 56.0 / double((56 + tile_w - 1) / tile_w * tile_w * ((56 + c.tile_rows - 1) / c.tile_rows * c.tile_rows)) >= 0.72);
     const auto g = dwconv::geometry(p, c, p.n);
     CHECK(g.block == unsigned(32 * c.warps));
     CHECK(g.grid_x == unsigned(96 / c.channels_per_block * 32 * ((56 + c.tile_rows - 1) / c.tile_rows) * ((56 + tile_w - 1) / tile_w)));

@@ -435,10 +435,10 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       if (p.dst_h() == 1 && tr != 1) return fail("tensor-core tiles: 1D rows take 16 runs of one row");
       if (tr > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
       if (m.tile_w > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
-      // Outputs a tile computes and nobody stores: at most a quarter.
+      // Outputs a tile computes and nobody stores: at most 28 %.
       const double used = double(p.dst_w()) / double(ceil_div(p.dst_w(), m.tile_w) * m.tile_w) *
                           double(p.dst_h()) / double(ceil_div(p.dst_h(), tr) * tr);
-      if (used < 0.75) return fail("tensor-core tiles: over a quarter of the tile past the output");
+      if (used < 0.72) return fail("tensor-core tiles: over 28 % of the tiles past the output");
       if (cb / 2 >= p.c) return fail("idle channels (more than twice the channels)");
     }
     return true;
@@ -722,9 +722,10 @@ std::vector<Config> enumerate(const Problem& p) {
                 if (tx * ty < 64 || tx * ty > 256 || (rh == 8 && rw != 4)) continue;
                 tiled(rw, tx, ty, vc, 1, taps(p) * vc > kMaxFilterRegisters ? 1 : 0, rh, rt);
               }
-    // Tensor-core tiles (16-bit types): 16 or 32 channels (32-byte sectors), 4 or 8 warps, 16 segments as
-    // 16 / 8 / 4 rows (2D) or 16 runs of one row (1D), 1-8 n-tiles of 8 outputs a segment.
-    for (int cb : {16, 32})
+    // Tensor-core tiles (16-bit types): 16 or 32 channels (32-byte sectors; 8 for kernels over 64 taps,
+    // whose planes are large), 4 or 8 warps, 16 segments as 16 / 8 / 4 rows (2D) or 16 runs of one row
+    // (1D), 1-8 n-tiles of 8 outputs a segment.
+    for (int cb : taps(p) > kMaxFilterRegisters ? std::vector<int>{8, 16, 32} : std::vector<int>{16, 32})
       for (int warps : {4, 8})
         for (int tr : p.dst_h() > 1 ? std::vector<int>{16, 8, 4} : std::vector<int>{1})
           for (int nt = 1; nt <= 8; ++nt) add(mma_config(cb, tr, nt, warps));

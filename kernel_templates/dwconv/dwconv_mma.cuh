@@ -15,16 +15,18 @@
 //
 // A block takes a tile of CB channels x TR output rows x (16 / TR) x 8 * NT output columns of one image:
 // its 16 segments are TR rows x 16 / TR runs of 8 * NT outputs (1D: TR = 1, 16 runs of one row).
-//   1. Staging: every source element the tile reads, 16-byte loads along the channels (8 channels),
-//      scattered into one plane per channel, [CB][rows][PITCH] (PITCH = 8 mod 16 elements, from the
-//      host, so that ldmatrix rows and the output writes meet no bank conflicts); zeros outside the
-//      image, past the last channel and past the window. The taps as [CB][KH][KW + 1] (slot KW = 0).
+//   1. Staging: every source element the tile reads, 16-byte loads along the channels, two columns
+//      of 8 or 16 channels a thread, transposed into one plane per channel, [CB][rows][PITCH] (PITCH =
+//      8 mod 16 elements, from the host, so that ldmatrix rows and the output writes meet no bank
+//      conflicts), a 32-bit store per channel and column pair; zeros outside the image, past the last
+//      channel and past the window. The taps as [CB][KH][KW + 1] (slot KW = 0).
 //   2. Each warp takes channels warp, warp + WARPS, ...: for each kernel row, the Toeplitz fragments
 //      of its taps (a lane's four entries per step are fixed: their tap indices are computed once),
 //      then per distinct 16-column source block an ldmatrix.x4 and the MMAs of every n-tile and step
 //      that read it (with stride 1, n-tile t step s and n-tile t + 2 step s - 1 read the same block).
 //      The results, plus bias, overwrite the channel's own plane as 16-bit values.
-//   3. The block stores the tile: 8 channels of a position gathered from 8 planes, 16-byte stores.
+//   3. The block stores the tile: two columns of 8 or 16 channels a thread, 32-bit reads from the
+//      planes transposed back to 16-byte stores along the channels.
 // Non-finite values: in an MMA every source value of the 16 meets every output of the 8 (most of them
 // times a zero entry), so an Inf or NaN would spread to outputs whose window does not hold it. A tile
 // whose source or taps hold one is computed instead by plain FMAs from the same shared planes, so
@@ -96,7 +98,9 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   constexpr int kPlane = kRows * PITCH;       // elements of one channel's plane (a multiple of 8)
   constexpr int kTapRow = KW + 1;             // a kernel row's taps and a zero
   constexpr int kThreads = WARPS * 32;
-  constexpr int kVecs = CB / 8;               // 16-byte vectors of a position
+  constexpr int kGroup = CB % 16 == 0 ? 16 : 8;  // channels of a staging or store item
+  constexpr int kGroups = CB / kGroup, kGroupVecs = kGroup / 8;
+  static_assert(kTileW % 2 == 0 && kCols % 8 == 0, "column pairs");
   constexpr int kOffsets = (NT - 1) * SW + 2 * (kSteps - 1) + 1;  // distinct source blocks, 8 columns apart
   using U16 = unsigned short;
 
@@ -120,39 +124,56 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   const long long ch0 = (long long)(rest / batch) * CB;
   const long long h0 = (long long)ht_idx * TR, w0 = (long long)wt_idx * kTileW;
 
-  // 1. Staging. Loads in batches of kBatch a thread, all issued before their stores.
+  // 1. Staging. An item is two adjacent source columns of one row x a group of kGroup channels: its
+  // 16-byte loads, then one 32-bit store a channel holding both columns, so a warp's 32 items of a row
+  // write 32 consecutive words of each plane (no bank conflicts). Loads in batches of kBatch items a
+  // thread, all issued before their stores.
   bool bad = false;
   {
     const long long row0 = AH::base(h0), col0 = AT::base(w0);
     const U16* src_img = src + n * p.src_h * p.src_w * p.channels;
-    constexpr int kItems = kRows * kCols * kVecs;
-    constexpr int kBatch = 8;
+    constexpr int kPairs = kCols / 2;  // kCols is a multiple of 8
+    constexpr int kItems = kGroups * kRows * kPairs;
+    constexpr int kBatch = 4;
     for (int b0 = threadIdx.x; b0 < kItems; b0 += kBatch * kThreads) {
-      Vec<unsigned, 4> v[kBatch];
+      Vec<unsigned, 4> v[kBatch][2][kGroupVecs];  // [item][column][8 channels]
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int i = b0 + u * kThreads;
-        const int pos = i / kVecs, e = (i - pos * kVecs) * 8;
-        const int r = pos / kCols, q = pos - r * kCols;
-        const long long row = row0 + r, col = col0 + q, ch = ch0 + e;
-        v[u] = Vec<unsigned, 4>{{0u, 0u, 0u, 0u}};
-        if (i < kItems && q < AT::kWindow && row >= 0 && row < p.src_h && col >= 0 && col < p.src_w && ch < p.channels)
-          v[u] = *reinterpret_cast<const Vec<unsigned, 4>*>(src_img + (row * p.src_w + col) * p.channels + ch);
+        const int pair = i % kPairs, rest = i / kPairs;
+        const int r = rest % kRows, group = rest / kRows;
+        const long long row = row0 + r;
+        const bool row_in = i < kItems && row >= 0 && row < p.src_h;
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          const int q = 2 * pair + d;
+          const long long col = col0 + q;
+          const bool in = row_in && q < AT::kWindow && col >= 0 && col < p.src_w;
+#pragma unroll
+          for (int e = 0; e < kGroupVecs; ++e) {
+            const long long ch = ch0 + group * kGroup + 8 * e;
+            v[u][d][e] = Vec<unsigned, 4>{{0u, 0u, 0u, 0u}};
+            if (in && ch < p.channels)
+              v[u][d][e] = *reinterpret_cast<const Vec<unsigned, 4>*>(src_img + (row * p.src_w + col) * p.channels + ch);
+          }
+        }
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int i = b0 + u * kThreads;
         if (i >= kItems) break;
-        const int pos = i / kVecs, e = (i - pos * kVecs) * 8;
-        U16* at = planes + e * kPlane + pos;  // pos = r * kCols + q; the plane's row pitch is PITCH
-        at += (pos / kCols) * (PITCH - kCols);
+        const int pair = i % kPairs, rest = i / kPairs;
+        const int r = rest % kRows, group = rest / kRows;
+        unsigned* at = reinterpret_cast<unsigned*>(planes + group * kGroup * kPlane + r * PITCH + 2 * pair);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const unsigned word = v[u].v[k];
-          bad |= kvt_nonfinite_pair<T>(word);
-          at[(2 * k) * kPlane] = static_cast<U16>(word & 0xffffu);
-          at[(2 * k + 1) * kPlane] = static_cast<U16>(word >> 16);
-        }
+        for (int e = 0; e < kGroupVecs; ++e)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const unsigned a = v[u][0][e].v[k], b = v[u][1][e].v[k];  // channels 8e + 2k, 8e + 2k + 1
+            bad |= kvt_nonfinite_pair<T>(a) | kvt_nonfinite_pair<T>(b);
+            at[(8 * e + 2 * k) * (kPlane / 2)] = __byte_perm(a, b, 0x5410);
+            at[(8 * e + 2 * k + 1) * (kPlane / 2)] = __byte_perm(a, b, 0x7632);
+          }
       }
     }
     // Columns past kCols up to PITCH are never read. The taps, and a zero after each kernel row.
@@ -247,7 +268,8 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
 #pragma unroll
       for (int kh = 0; kh < KH; ++kh) kernel_row(kh);
     } else {
-#pragma unroll 1
+      // Two kernel rows an iteration: the second row's tap loads issue before the first row's MMAs.
+#pragma unroll 2
       for (int kh = 0; kh < KH; ++kh) kernel_row(kh);
     }
     // The channel's outputs over its own plane (only this warp reads it): accumulator e of n-tile nt is
@@ -266,15 +288,28 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   }
   __syncthreads();
 
-  // 3. Store: position-major, 8 channels a 16-byte store.
-  for (int i = threadIdx.x; i < TR * kTileW * kVecs; i += kThreads) {
-    const int pix = i / kVecs, e = (i - pix * kVecs) * 8;
-    const int r = pix / kTileW, col = pix - r * kTileW;
-    if (h0 + r >= p.dst_h || w0 + col >= p.dst_w || ch0 + e >= p.channels) continue;
-    const U16* from = planes + e * kPlane + r * PITCH + col;
-    Vec<unsigned, 4> v;
+  // 3. Store. An item is two adjacent output columns of one row x a group of kGroup channels: one
+  // 32-bit read a channel (both columns, consecutive words across the warp), then 16-byte stores.
+  constexpr int kOutPairs = kTileW / 2;
+  for (int i = threadIdx.x; i < kGroups * TR * kOutPairs; i += kThreads) {
+    const int pair = i % kOutPairs, rest = i / kOutPairs;
+    const int r = rest % TR, group = rest / TR;
+    const long long h = h0 + r, w = w0 + 2 * pair;
+    if (h >= p.dst_h || w >= p.dst_w) continue;
+    const unsigned* from = reinterpret_cast<const unsigned*>(planes + group * kGroup * kPlane + r * PITCH + 2 * pair);
+    U16* const out = dst + out_base + (h * p.dst_w + w) * p.channels + ch0 + group * kGroup;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v.v[k] = unsigned(from[2 * k * kPlane]) | (unsigned(from[(2 * k + 1) * kPlane]) << 16);
-    *reinterpret_cast<Vec<unsigned, 4>*>(dst + out_base + ((h0 + r) * p.dst_w + w0 + col) * p.channels + ch0 + e) = v;
+    for (int e = 0; e < kGroupVecs; ++e) {
+      if (ch0 + group * kGroup + 8 * e >= p.channels) break;
+      Vec<unsigned, 4> first, second;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned a = from[(8 * e + 2 * k) * (kPlane / 2)], b = from[(8 * e + 2 * k + 1) * (kPlane / 2)];
+        first.v[k] = __byte_perm(a, b, 0x5410);
+        second.v[k] = __byte_perm(a, b, 0x7632);
+      }
+      *reinterpret_cast<Vec<unsigned, 4>*>(out + 8 * e) = first;
+      if (w + 1 < p.dst_w) *reinterpret_cast<Vec<unsigned, 4>*>(out + p.channels + 8 * e) = second;
+    }
   }
 }
