@@ -900,7 +900,7 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     const int columns = (16 / c.tile_rows - 1) * tile_w / (16 / c.tile_rows) + (c.segment_tiles - 1) * 8 + 16;
     const int pitch = (columns + 7) / 16 * 16 + 8;
     CHECK(pitch % 16 == 8);
-    CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + 15) / 16 * 16));
+    CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + 96 + 15) / 16 * 16));
     const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
     CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,
                               c.tile_rows, c.segment_tiles, c.warps, pitch));
@@ -949,7 +949,7 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     }
   CHECK(one_d >= 16);
   const Config run = dwconv::mma_config(32, 1, 2, 4);  // 16 runs of 16: 15 * 16 + 8 + 48 = 296 columns
-  CHECK(dwconv::geometry(lp, run, lp.n).dynamic_smem == std::size_t((32 * 296 + 32 * 32) * 2));
+  CHECK(dwconv::geometry(lp, run, lp.n).dynamic_smem == std::size_t((32 * 296 + 48 + 32 * 32) * 2));
   CHECK(dwconv::is_valid(lp, run));
   CHECK_FALSE(dwconv::is_valid(lp, dwconv::mma_config(32, 2, 2, 4), &why));
   // 31x31: the largest tiles still fit the opt-in shared memory.

@@ -133,7 +133,8 @@ MmaTile mma_tile(const Problem& p, const Config& c) {
 std::size_t mma_smem_bytes(const Problem& p, const Config& c) {
   const MmaTile m = mma_tile(p, c);
   const std::size_t cb = std::size_t(c.channels_per_block);
-  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
+  // The planes, each group of 8 planes 16 elements further (at most 48), and the taps.
+  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + 48 + cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
   return (elements * 2 + 15) / 16 * 16;
 }
 std::int64_t mma_tiles(const Problem& p, const Config& c, std::int64_t batch) {

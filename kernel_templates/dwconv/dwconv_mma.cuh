@@ -16,8 +16,8 @@
 // A block takes a tile of CB channels x TR output rows x (16 / TR) x 8 * NT output columns of one image:
 // its 16 segments are TR rows x 16 / TR runs of 8 * NT outputs (1D: TR = 1, 16 runs of one row).
 //   1. Staging: every source element the tile reads, 16-byte loads along the channels, two columns
-//      of 8 or 16 channels a thread, transposed into one plane per channel, [CB][rows][PITCH] (PITCH =
-//      8 mod 16 elements, from the host, so that ldmatrix rows and the output writes meet no bank
+//      of 8 channels a thread, transposed into one plane per channel, [CB][rows][PITCH] (PITCH = 8 mod
+//      16 elements, from the host, so that ldmatrix rows and the output writes meet no bank
 //      conflicts), a 32-bit store per channel and column pair; zeros outside the image, past the last
 //      channel and past the window. The taps as [CB][KH][KW + 1] (slot KW = 0).
 //   2. Each warp takes channels warp, warp + WARPS, ...: for each kernel row, the Toeplitz fragments
@@ -25,8 +25,8 @@
 //      then per distinct 16-column source block an ldmatrix.x4 and the MMAs of every n-tile and step
 //      that read it (with stride 1, n-tile t step s and n-tile t + 2 step s - 1 read the same block).
 //      The results, plus bias, overwrite the channel's own plane as 16-bit values.
-//   3. The block stores the tile: two columns of 8 or 16 channels a thread, 32-bit reads from the
-//      planes transposed back to 16-byte stores along the channels.
+//   3. The block stores the tile: two columns of 8 channels a thread, 32-bit reads from the planes
+//      transposed back to 16-byte stores along the channels.
 // Non-finite values: in an MMA every source value of the 16 meets every output of the 8 (most of them
 // times a zero entry), so an Inf or NaN would spread to outputs whose window does not hold it. A tile
 // whose source or taps hold one is computed instead by plain FMAs from the same shared planes, so
@@ -96,17 +96,19 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   constexpr int kCols = (kRuns - 1) * kRunW * SW + (NT - 1) * 8 * SW + 16 * kSteps;  // columns ldmatrix reads
   static_assert(kCols >= AT::kWindow && PITCH >= kCols && PITCH % 8 == 0, "plane pitch");
   constexpr int kPlane = kRows * PITCH;       // elements of one channel's plane (a multiple of 8)
+  // Channel c's plane; each group of 8 planes 32 bytes (16 elements) further, modulo 128 bytes, so that
+  // the staging stores and output reads of 4 vectors (8 consecutive words each) fall in distinct banks.
+  auto plane_offset = [](int c) { return c * kPlane + (c / 8 % 4) * 16; };
   constexpr int kTapRow = KW + 1;             // a kernel row's taps and a zero
   constexpr int kThreads = WARPS * 32;
-  constexpr int kGroup = CB % 16 == 0 ? 16 : 8;  // channels of a staging or store item
-  constexpr int kGroups = CB / kGroup, kGroupVecs = kGroup / 8;
+  constexpr int kVecs = CB / 8;               // 16-byte vectors of a position
   static_assert(kTileW % 2 == 0 && kCols % 8 == 0, "column pairs");
   constexpr int kOffsets = (NT - 1) * SW + 2 * (kSteps - 1) + 1;  // distinct source blocks, 8 columns apart
   using U16 = unsigned short;
 
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  U16* const planes = reinterpret_cast<U16*>(dynamic_smem);  // [CB][kRows][PITCH]
-  U16* const taps = planes + CB * kPlane;                      // [CB][KH][KW + 1]
+  U16* const planes = reinterpret_cast<U16*>(dynamic_smem);  // [CB][kRows][PITCH], see plane_offset
+  U16* const taps = planes + CB * kPlane + 48;                 // [CB][KH][KW + 1], after the planes' offsets
   const U16* src = static_cast<const U16*>(p.src);
   U16* dst = static_cast<U16*>(p.dst);
   const U16* wt = static_cast<const U16*>(p.weight);
@@ -124,56 +126,49 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   const long long ch0 = (long long)(rest / batch) * CB;
   const long long h0 = (long long)ht_idx * TR, w0 = (long long)wt_idx * kTileW;
 
-  // 1. Staging. An item is two adjacent source columns of one row x a group of kGroup channels: its
-  // 16-byte loads, then one 32-bit store a channel holding both columns, so a warp's 32 items of a row
-  // write 32 consecutive words of each plane (no bank conflicts). Loads in batches of kBatch items a
-  // thread, all issued before their stores.
+  // 1. Staging. An item is two adjacent source columns of one row x one 16-byte vector of 8 channels:
+  // two loads, then one 32-bit store a channel holding both columns. Lanes take 8 column pairs x the
+  // tile's vectors, so a warp's loads cover whole 32-byte sectors of 8 positions and its stores 8
+  // consecutive words of each plane (plane groups are 32 bytes apart: no bank conflicts). Loads in
+  // batches of kBatch items a thread, all issued before their stores.
   bool bad = false;
   {
     const long long row0 = AH::base(h0), col0 = AT::base(w0);
     const U16* src_img = src + n * p.src_h * p.src_w * p.channels;
-    constexpr int kPairs = kCols / 2;  // kCols is a multiple of 8
-    constexpr int kItems = kGroups * kRows * kPairs;
-    constexpr int kBatch = 4;
+    constexpr int kPairs = kRows * (kCols / 2);                 // kCols is a multiple of 8
+    constexpr int kItems = (kPairs + 7) / 8 * 8 * kVecs;
+    constexpr int kBatch = 8;
     for (int b0 = threadIdx.x; b0 < kItems; b0 += kBatch * kThreads) {
-      Vec<unsigned, 4> v[kBatch][2][kGroupVecs];  // [item][column][8 channels]
+      Vec<unsigned, 4> v[kBatch][2];  // [item][column]
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int i = b0 + u * kThreads;
-        const int pair = i % kPairs, rest = i / kPairs;
-        const int r = rest % kRows, group = rest / kRows;
-        const long long row = row0 + r;
-        const bool row_in = i < kItems && row >= 0 && row < p.src_h;
+        const int vec = (i / 8) % kVecs, pair = i / (8 * kVecs) * 8 + i % 8;
+        const int r = pair / (kCols / 2), q0 = 2 * (pair - r * (kCols / 2));
+        const long long row = row0 + r, ch = ch0 + 8 * vec;
+        const bool in = i < kItems && pair < kPairs && row >= 0 && row < p.src_h && ch < p.channels;
 #pragma unroll
         for (int d = 0; d < 2; ++d) {
-          const int q = 2 * pair + d;
-          const long long col = col0 + q;
-          const bool in = row_in && q < AT::kWindow && col >= 0 && col < p.src_w;
-#pragma unroll
-          for (int e = 0; e < kGroupVecs; ++e) {
-            const long long ch = ch0 + group * kGroup + 8 * e;
-            v[u][d][e] = Vec<unsigned, 4>{{0u, 0u, 0u, 0u}};
-            if (in && ch < p.channels)
-              v[u][d][e] = *reinterpret_cast<const Vec<unsigned, 4>*>(src_img + (row * p.src_w + col) * p.channels + ch);
-          }
+          const long long col = col0 + q0 + d;
+          v[u][d] = Vec<unsigned, 4>{{0u, 0u, 0u, 0u}};
+          if (in && q0 + d < AT::kWindow && col >= 0 && col < p.src_w)
+            v[u][d] = *reinterpret_cast<const Vec<unsigned, 4>*>(src_img + (row * p.src_w + col) * p.channels + ch);
         }
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int i = b0 + u * kThreads;
-        if (i >= kItems) break;
-        const int pair = i % kPairs, rest = i / kPairs;
-        const int r = rest % kRows, group = rest / kRows;
-        unsigned* at = reinterpret_cast<unsigned*>(planes + group * kGroup * kPlane + r * PITCH + 2 * pair);
+        const int vec = (i / 8) % kVecs, pair = i / (8 * kVecs) * 8 + i % 8;
+        if (i >= kItems || pair >= kPairs) continue;
+        const int r = pair / (kCols / 2), q0 = 2 * (pair - r * (kCols / 2));
+        unsigned* at = reinterpret_cast<unsigned*>(planes + plane_offset(8 * vec) + r * PITCH + q0);
 #pragma unroll
-        for (int e = 0; e < kGroupVecs; ++e)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const unsigned a = v[u][0][e].v[k], b = v[u][1][e].v[k];  // channels 8e + 2k, 8e + 2k + 1
-            bad |= kvt_nonfinite_pair<T>(a) | kvt_nonfinite_pair<T>(b);
-            at[(8 * e + 2 * k) * (kPlane / 2)] = __byte_perm(a, b, 0x5410);
-            at[(8 * e + 2 * k + 1) * (kPlane / 2)] = __byte_perm(a, b, 0x7632);
-          }
+        for (int k = 0; k < 4; ++k) {
+          const unsigned a = v[u][0].v[k], b = v[u][1].v[k];  // channels 8 vec + 2k, 8 vec + 2k + 1
+          bad |= kvt_nonfinite_pair<T>(a) | kvt_nonfinite_pair<T>(b);
+          at[(2 * k) * (kPlane / 2)] = __byte_perm(a, b, 0x5410);
+          at[(2 * k + 1) * (kPlane / 2)] = __byte_perm(a, b, 0x7632);
+        }
       }
     }
     // Columns past kCols up to PITCH are never read. The taps, and a zero after each kernel row.
@@ -199,7 +194,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
       for (int kh = 0; kh < KH; ++kh)
         for (int kw = 0; kw < KW; ++kw) {
           T x, f;
-          x.bits = planes[c * kPlane + AH::offset(r, kh) * PITCH + AT::offset(col, kw)];
+          x.bits = planes[plane_offset(c) + AH::offset(r, kh) * PITCH + AT::offset(col, kw)];
           f.bits = taps[c * (KH * kTapRow) + kh * kTapRow + kw];
           acc = fmaf(kvt_to_float(x), kvt_to_float(f), acc);
         }
@@ -237,7 +232,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
     const U16* ctaps = taps + c * (KH * kTapRow);
-    const unsigned plane_base = lane_base + 2u * static_cast<unsigned>(c * kPlane);
+    const unsigned plane_base = lane_base + 2u * static_cast<unsigned>(plane_offset(c));
     auto kernel_row = [&](int kh) {
       unsigned b[kSteps][2];
       const U16* row_taps = ctaps + kh * kTapRow;
@@ -276,7 +271,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
     // segment g + 8 * (e / 2), output 8 * nt + 2 * t + e % 2.
     const float bias = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[ch0 + c]) : 0.f;
     __syncwarp();
-    U16* const out_plane = planes + c * kPlane;
+    U16* const out_plane = planes + plane_offset(c);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int sg = g + 8 * half;
@@ -288,28 +283,25 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   }
   __syncthreads();
 
-  // 3. Store. An item is two adjacent output columns of one row x a group of kGroup channels: one
-  // 32-bit read a channel (both columns, consecutive words across the warp), then 16-byte stores.
-  constexpr int kOutPairs = kTileW / 2;
-  for (int i = threadIdx.x; i < kGroups * TR * kOutPairs; i += kThreads) {
-    const int pair = i % kOutPairs, rest = i / kOutPairs;
-    const int r = rest % TR, group = rest / TR;
-    const long long h = h0 + r, w = w0 + 2 * pair;
-    if (h >= p.dst_h || w >= p.dst_w) continue;
-    const unsigned* from = reinterpret_cast<const unsigned*>(planes + group * kGroup * kPlane + r * PITCH + 2 * pair);
-    U16* const out = dst + out_base + (h * p.dst_w + w) * p.channels + ch0 + group * kGroup;
+  // 3. Store. An item is two adjacent output columns of one row x one vector of 8 channels, lanes as in
+  // staging: one 32-bit read a channel (both columns), then two 16-byte stores.
+  constexpr int kOutPairs = TR * (kTileW / 2);
+  for (int i = threadIdx.x; i < (kOutPairs + 7) / 8 * 8 * kVecs; i += kThreads) {
+    const int vec = (i / 8) % kVecs, pair = i / (8 * kVecs) * 8 + i % 8;
+    if (pair >= kOutPairs) continue;
+    const int r = pair / (kTileW / 2), c0 = 2 * (pair - r * (kTileW / 2));
+    const long long h = h0 + r, w = w0 + c0;
+    if (h >= p.dst_h || w >= p.dst_w || ch0 + 8 * vec >= p.channels) continue;
+    const unsigned* from = reinterpret_cast<const unsigned*>(planes + plane_offset(8 * vec) + r * PITCH + c0);
+    Vec<unsigned, 4> first, second;
 #pragma unroll
-    for (int e = 0; e < kGroupVecs; ++e) {
-      if (ch0 + group * kGroup + 8 * e >= p.channels) break;
-      Vec<unsigned, 4> first, second;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const unsigned a = from[(8 * e + 2 * k) * (kPlane / 2)], b = from[(8 * e + 2 * k + 1) * (kPlane / 2)];
-        first.v[k] = __byte_perm(a, b, 0x5410);
-        second.v[k] = __byte_perm(a, b, 0x7632);
-      }
-      *reinterpret_cast<Vec<unsigned, 4>*>(out + 8 * e) = first;
-      if (w + 1 < p.dst_w) *reinterpret_cast<Vec<unsigned, 4>*>(out + p.channels + 8 * e) = second;
+    for (int k = 0; k < 4; ++k) {
+      const unsigned a = from[(2 * k) * (kPlane / 2)], b = from[(2 * k + 1) * (kPlane / 2)];
+      first.v[k] = __byte_perm(a, b, 0x5410);
+      second.v[k] = __byte_perm(a, b, 0x7632);
     }
+    U16* const out = dst + out_base + (h * p.dst_w + w) * p.channels + ch0 + 8 * vec;
+    *reinterpret_cast<Vec<unsigned, 4>*>(out) = first;
+    if (w + 1 < p.dst_w) *reinterpret_cast<Vec<unsigned, 4>*>(out + p.channels) = second;
   }
 }
