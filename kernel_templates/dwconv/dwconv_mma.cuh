@@ -73,6 +73,13 @@ __device__ __forceinline__ void kvt_ldmatrix_x4(unsigned (&a)[4], unsigned addre
                : "r"(address));
 }
 
+// 16 bytes to global memory as one access (a Vec filled field by field was stored as four 32-bit
+// stores, each writing a quarter of a sector: 56 % of the sectors excess, Nsight Compute, H100).
+__device__ __forceinline__ void kvt_store_global16(void* at, const Vec<unsigned, 4>& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.v[0]), "r"(v.v[1]), "r"(v.v[2]), "r"(v.v[3])
+               : "memory");
+}
+
 // Whether either 16-bit half of `w` is Inf or NaN.
 template <class T> __device__ __forceinline__ bool kvt_nonfinite_pair(unsigned w) {
   constexpr unsigned e = KvtMma<T>::kExponent;
@@ -301,7 +308,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
       second.v[k] = __byte_perm(a, b, 0x7632);
     }
     U16* const out = dst + out_base + (h * p.dst_w + w) * p.channels + ch0 + 8 * vec;
-    *reinterpret_cast<Vec<unsigned, 4>*>(out) = first;
-    if (w + 1 < p.dst_w) *reinterpret_cast<Vec<unsigned, 4>*>(out + p.channels) = second;
+    kvt_store_global16(out, first);
+    if (w + 1 < p.dst_w) kvt_store_global16(out + p.channels, second);
   }
 }
