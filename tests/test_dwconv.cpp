@@ -741,10 +741,10 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   CHECK_FALSE(dwconv::is_valid(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4), &why));
   CHECK(why.find("32 channels") != std::string::npos);
   for (const auto& v : dwconv::enumerate(large)) CHECK(v.smem_halo == 0);
-  // The heuristic of channel-last 2D kernels of 10-64 taps is staged (4 tiles a block; more runs where
-  // two exceed 16 copies a thread, within 96 KiB); 3x3 kernels and channels without 16-byte copies keep
-  // the global-memory rule.
-  CHECK(dwconv::heuristic_config(p, 9).label() == "tiled,rw=4,tx=32,ty=2,vc=1,halo=smem,filter=reg,rh=4,rt=4");
+  // The heuristic of channel-last 2D kernels of 10-64 taps: 16-bit types take tensor-core tiles, f32
+  // staged tiles (4 tiles a block; more runs where two exceed 16 copies a thread, within 96 KiB); 3x3
+  // kernels and channels without 16-byte copies keep the global-memory rule.
+  CHECK(dwconv::heuristic_config(p, 9).label() == "mma,cb=16,tr=8,nt=4,warps=4");
   DwConvArgs small_plane = convnext;
   small_plane.dtype = DType::f32, small_plane.c = 384, small_plane.h = small_plane.w = 14;
   const Problem sp = dwconv::make_problem(small_plane);
@@ -785,8 +785,13 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   CHECK(runs_of_8 > 0);
   CHECK(runs_of_16 > 0);
   CHECK(opt_in > 0);
-  // The heuristic runs on any device: no opt-in.
-  CHECK(dwconv::geometry(p, dwconv::heuristic_config(p, 9), 1).dynamic_smem <= 48 * 1024);
+  // The heuristic runs on any sm_80+ device: 16-bit tensor-core tiles within 96 KiB, others no opt-in.
+  CHECK(dwconv::heuristic_config(p, 9).kernel == dwconv::Kernel::mma);
+  CHECK(dwconv::geometry(p, dwconv::heuristic_config(p, 9), 1).dynamic_smem <= 96 * 1024);
+  DwConvArgs big_f32 = big;
+  big_f32.dtype = DType::f32;
+  const Problem pf = dwconv::make_problem(big_f32);
+  CHECK(dwconv::geometry(pf, dwconv::heuristic_config(pf, 9), 1).dynamic_smem <= 48 * 1024);
   // 7x7 (49 taps, registers allowed): no opt-in, no 2D runs of 8 or 16 (staged tiles aside: their
   // source tile may opt in up to 96 KiB, and their runs share it).
   DwConvArgs seven = big;
@@ -794,7 +799,7 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   seven.pad_top = seven.pad_bottom = seven.pad_left = seven.pad_right = 3;
   const Problem q = dwconv::make_problem(seven);
   for (const auto& v : dwconv::enumerate(q)) {
-    if (v.smem_halo) continue;
+    if (v.smem_halo || v.kernel == dwconv::Kernel::mma) continue;
     CHECK(dwconv::geometry(q, v, 1).dynamic_smem <= 48 * 1024);
     CHECK_FALSE((v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread >= 8));
   }
@@ -842,11 +847,15 @@ TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shap
 }
 
 TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, shared memory within 48 KiB", "[dwconv]") {
-  // The measured winners of the 31x31 benchmark shapes (H200): NHWC bf16 runs of 16 (909 us; the
-  // heuristic before fell back to one output a thread, 7,018 us), NCHW f32 runs of 8 with the halo
-  // tile and the filter in shared memory (367 us against 1,571).
+  // The measured winners of the 31x31 benchmark shapes: NHWC bf16 tensor-core tiles of 8 channels
+  // (H100, 117 us; runs of 16 before, 909 us on an H200, and before them one output a thread, 7,018
+  // us), NCHW f32 runs of 8 with the halo tile and the filter in shared memory (367 us against 1,571).
+  // Tensor-core tiles may take up to 96 KiB (every sm_80+ device gives a block 99 KiB).
   DwConvArgs a = replknet_31x31(DwLayout::nhwc, DType::bf16);
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "mma,cb=8,tr=16,nt=8,warps=8");
+  a.dtype = DType::f32;
   CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "tiled,rw=16,tx=8,ty=8,vc=1,halo=global,filter=smem");
+  a.dtype = DType::bf16;
   a.layout = DwLayout::nchw, a.dtype = DType::f32;
   for (DwDirection d : {DwDirection::forward, DwDirection::backward_data}) {
     a.direction = d;
@@ -870,7 +879,7 @@ TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, 
               const Config c = dwconv::heuristic_config(p, 9);
               INFO(c.label());
               CHECK(dwconv::is_valid(p, c));
-              CHECK(dwconv::geometry(p, c, p.n).dynamic_smem <= 48 * 1024);
+              CHECK(dwconv::geometry(p, c, p.n).dynamic_smem <= (c.kernel == dwconv::Kernel::mma ? 96 : 48) * 1024);
               for (const auto& seed : dwconv::seed_configs(p)) CHECK(c != seed.second);
               ++checked;
             }

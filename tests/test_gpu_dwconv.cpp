@@ -313,7 +313,7 @@ TEST_CASE("tensor-core dwconv variants match the float64 reference", "[gpu][dwco
                       counts);
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " tensor-core dwconv variants");
-  CHECK(counts.verified > 300);
+  CHECK(counts.verified > 100);
 }
 
 TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window holds them", "[gpu][dwconv][mma]") {

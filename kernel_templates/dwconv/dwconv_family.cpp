@@ -781,6 +781,21 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.vector_channels = 1;
     c.rows_per_thread = two_d ? 4 : 0;
     c.smem_filter = 0;
+    if (p.channel_last() && p.dst_h() > 1 && taps(p) > 9) {
+      // 16-bit 2D kernels of 10+ taps: tensor-core tiles (their rules: 16-byte loads, backward_data with
+      // stride 1). H100, exhaustive (bench/results/2026-11-25-h100-tensor-core): NHWC bf16 7x7
+      // 32x96x56x56 44.6 us forward and 44.1 backward_data with 16 channels, 16 segments of 8 rows x 2
+      // runs of 32, 4 warps, against 53.8 and 53.6 for the staged tiles below; 31x31 16x128x56x56 117.0
+      // us with 8 channels, 16 rows x runs of 64, 8 warps (915 for the best CUDA-core variant). Smaller
+      // tiles where an output does not fill them; within 96 KiB of shared memory (every sm_80+ device).
+      const auto mma_rule = taps(p) > kMaxFilterRegisters
+                                ? std::vector<Config>{mma_config(8, 16, 8, 8), mma_config(8, 16, 4, 8), mma_config(8, 8, 4, 8),
+                                                      mma_config(8, 8, 2, 8), mma_config(8, 4, 2, 8), mma_config(8, 4, 1, 8)}
+                                : std::vector<Config>{mma_config(16, 8, 4, 4), mma_config(16, 16, 4, 4), mma_config(16, 8, 2, 4),
+                                                      mma_config(16, 4, 2, 4), mma_config(16, 4, 1, 4)};
+      for (const Config& m : mma_rule)
+        if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
+    }
     if (p.channel_last()) {
       // 2D: scalar channels, runs of 4, four rows, 64 x 2 threads, taps in registers up to 64 (the
       // exhaustive winners of bench/results/2026-11-23-h200-channel-last-flat, or within 12 % of
@@ -1167,19 +1182,22 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       return std::max(bytes / bandwidth * penalty, issue) + kLaunch;
     }
     case Kernel::mma: {
-      // Tensor-core tiles, a first model from counts (not yet fitted to trials): the busiest SM's
-      // staging bytes at the rate its loads in flight sustain (8 16-byte loads a thread), its MMAs (about
-      // 2 cycles an SM each for m16n8k16) and ldmatrix reads (512 bytes at 128 a cycle), and its
-      // threads' instructions for staging (about 12 a 16-byte vector) and the epilogue (about 4 an
-      // output); the tile's staged halo comes from L2, at about twice the DRAM rate.
+      // Tensor-core tiles, a model from counts: the busiest SM's staging bytes at the rate its loads
+      // in flight sustain (8 column pairs a thread), its MMAs (about 2 cycles an SM each for m16n8k16)
+      // and ldmatrix reads (512 bytes at 128 a cycle), and its threads' instructions for staging (about
+      // 12 a 16-byte vector) and the epilogue (about 4 an output); the tile's staged halo comes from L2,
+      // at about twice the DRAM rate. A block loads, computes and stores one after another, so memory
+      // runs at about half the rate the loads in flight would allow (kPhases; H100, the exhaustive
+      // trials of bench/results/2026-11-25-h100-tensor-core: the memory-bound tiles ran 2-3.5x their
+      // bytes at the copy rate). Registers: about 128 a thread.
       constexpr double kMmaCycles = 2, kLdmatrixCycles = 4, kStageInstructions = 12, kOutputInstructions = 4;
-      constexpr double kLatency = 1e-6;
+      constexpr double kLatency = 1e-6, kPhases = 2, kRegisters = 128;
       const MmaTile m = mma_tile(p, c);
       const double cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
       const double block = 32.0 * c.warps;
       const double tiles = double(mma_tiles(p, c, p.n));
       const double smem = double(mma_smem_bytes(p, c)) + 1024;
-      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 32.0})));
+      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 65536 / (kRegisters * block), 32.0})));
       const double sm_tiles = std::ceil(tiles / sms);  // the busiest SM's
       const double window_cols = std::min<double>(m.columns, window(dir_index(p.direction), kw, p.sw, p.dw, p.pad_left, m.tile_w));
       const double staged = cb * m.rows * window_cols;  // elements a tile loads
@@ -1194,10 +1212,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double compute = sm_tiles * (mma * kMmaCycles + reads * kLdmatrixCycles) / kClock;
       const double instructions = sm_tiles * (staged / 8 * kStageInstructions + cb * tr * m.tile_w * kOutputInstructions) / 32;
       const double issue = instructions / (kClock * std::min(4.0, per_sm * block / 32 * 0.25));
-      const double in_flight = std::min(staged * 2 / (per_sm * block), 8 * 16.0) * per_sm * block;  // bytes an SM
+      const double in_flight = std::min(staged * 2 / block, 8 * 32.0) * per_sm * block;  // bytes an SM
       const double tile_bytes = staged * 2 + cb * tr * m.tile_w * elem;
-      const double memory = std::max({bytes / bandwidth, sm_tiles * tile_bytes / (2 * bandwidth / sms),
-                                      sm_tiles * tile_bytes / (in_flight / kLatency)});
+      const double memory = kPhases * std::max({bytes / bandwidth, sm_tiles * tile_bytes / (2 * bandwidth / sms),
+                                                sm_tiles * tile_bytes / (in_flight / kLatency)});
       const double longest = std::max({memory, compute, issue});
       return longest + 0.25 * (memory + compute + issue - longest) + kLaunch;
     }
