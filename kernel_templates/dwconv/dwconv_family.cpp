@@ -415,7 +415,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   }
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
   if (c.kernel == Kernel::mma) {
-    const MmaTile m = mma_tile(p, c);
     const int cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
     if (p.dtype == DType::f32) return fail("tensor-core tiles: 16-bit types (f32 would need TF32, which rounds)");
     if (!p.channel_last()) return fail("tensor-core tiles: channel-last layouts");
@@ -425,6 +424,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (c.warps < 1 || c.warps > 16 || cb % c.warps != 0) return fail("tensor-core tiles: warps must divide the channels");
     if (tr < 1 || tr > 16 || 16 % tr != 0) return fail("tensor-core tiles: rows 1, 2, 4, 8 or 16");
     if (nt < 1 || nt > 16) return fail("tensor-core tiles: 1-16 n-tiles a segment");
+    const MmaTile m = mma_tile(p, c);  // sizes only once the fields are in range
     if (m.steps > 8) return fail("tensor-core tiles: an n-tile's window over 128 columns");
     if (mma_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
     if (mma_tiles(p, c, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
