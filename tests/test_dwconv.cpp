@@ -909,7 +909,9 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     const int columns = (16 / c.tile_rows - 1) * tile_w / (16 / c.tile_rows) + (c.segment_tiles - 1) * 8 + 16;
     const int pitch = (columns + 7) / 16 * 16 + 8;
     CHECK(pitch % 16 == 8);
-    CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + 96 + 15) / 16 * 16));
+    // Planes of 8 channels 16 elements further than the last group.
+    const int pad = (c.channels_per_block / 8 - 1) * 16;
+    CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + pad * 2 + 15) / 16 * 16));
     const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
     CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,
                               c.tile_rows, c.segment_tiles, c.warps, pitch));
@@ -945,6 +947,19 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   Config stray = dwconv::tiled_config(4, 32, 2, 1, 0, 0, 4);
   stray.warps = 4;
   CHECK_FALSE(dwconv::is_runnable(p, stray, &why));
+  DwConvArgs weights = convnext;
+  weights.direction = DwDirection::backward_weight;
+  const Problem wp = dwconv::make_problem(weights);
+  Config stray_wgrad = dwconv::heuristic_config(wp, 9);
+  CHECK(dwconv::is_runnable(wp, stray_wgrad));
+  stray_wgrad.tile_rows = 8;
+  CHECK_FALSE(dwconv::is_runnable(wp, stray_wgrad, &why));
+  CHECK(why == "tensor-core fields on another kernel");
+  // 64 channels a block (outside the space, allowed by the rules for imported configs): 8 plane groups,
+  // 112 elements of offsets, no plane overlapping the next.
+  const Config wide_block = dwconv::mma_config(64, 16, 7, 8);
+  CHECK(dwconv::is_runnable(p, wide_block));
+  CHECK(dwconv::geometry(p, wide_block, 1).dynamic_smem == std::size_t((64 * (22 * 72 + 7 * 8) + 112) * 2));
   // 1D: 16 runs of one row; 31 taps: three 16-column steps an n-tile.
   DwConvArgs long_conv = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
   long_conv.dtype = DType::bf16, long_conv.c = 512, long_conv.w = 4096;

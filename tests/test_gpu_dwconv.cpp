@@ -322,7 +322,7 @@ TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window h
   // of the direct convolution: non-finite exactly where the reference is, the rest within tolerance.
   KVTUNE_REQUIRE_GPU();
   const auto fp = detail::read_fingerprint(detail::current_device());
-  const Shape s = {"NHWC bf16 7x7", DwLayout::nhwc, DType::bf16, 2, 32, 20, 40, 7, 7, 1, 1, 3, 3, false, true};
+  const Shape s = {"NHWC bf16 7x7", DwLayout::nhwc, DType::bf16, 2, 64, 20, 40, 7, 7, 1, 1, 3, 3, false, true};
   for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data}) {
     DwConvArgs a = make_args(s, dir);
     void* any = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
@@ -351,14 +351,17 @@ TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window h
     cudaMemcpy(dsrc.get(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(dwt.get(), w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(dbias.get(), b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
-    // Tiles of every shape the space has (rows 4, 8, 16; 1-8 n-tiles; 16 or 32 channels; 4 or 8 warps).
+    // Tiles of every shape the space has (rows 4, 8, 16; 1-8 n-tiles; 16 or 32 channels; 4 or 8 warps),
+    // and two of 64 channels the rules allow (8 plane groups) — this test checks every output.
     std::vector<dwconv::Config> configs;
     for (int tr : {4, 8, 16})
       for (int nt : {1, 2, 3, 5, 8}) {
         const auto c = dwconv::mma_config(nt % 2 ? 16 : 32, tr, nt, tr == 8 ? 8 : 4);
         if (dwconv::is_runnable(p, c)) configs.push_back(c);
       }
-    REQUIRE(configs.size() == 15);
+    for (const auto& c : {dwconv::mma_config(64, 16, 3, 8), dwconv::mma_config(64, 8, 2, 4)})
+      if (dwconv::is_runnable(p, c)) configs.push_back(c);
+    REQUIRE(configs.size() == 17);
     const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
     const auto compiled = tuner::compile_all(candidates, 0);
     for (std::size_t i = 0; i < configs.size(); ++i) {

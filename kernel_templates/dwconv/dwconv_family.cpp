@@ -133,8 +133,9 @@ MmaTile mma_tile(const Problem& p, const Config& c) {
 std::size_t mma_smem_bytes(const Problem& p, const Config& c) {
   const MmaTile m = mma_tile(p, c);
   const std::size_t cb = std::size_t(c.channels_per_block);
-  // The planes, each group of 8 planes 16 elements further (at most 48), and the taps.
-  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + 48 + cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
+  // The planes, each group of 8 planes 16 elements further than the last, and the taps.
+  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + (cb / 8 - 1) * 16 +
+                               cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
   return (elements * 2 + 15) / 16 * 16;
 }
 std::int64_t mma_tiles(const Problem& p, const Config& c, std::int64_t batch) {
@@ -369,6 +370,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   };
   const int dir = dir_index(p.direction);
   const int elem = p.element_bytes();
+  if (c.kernel != Kernel::mma && (c.tile_rows || c.segment_tiles || c.warps)) return fail("tensor-core fields on another kernel");
   if (p.direction == DwDirection::backward_weight) {
     if (c.kernel != Kernel::wgrad) return fail("backward_weight uses the wgrad kernel");
     if (c.flat) return fail("flat items: tiled kernels only");
@@ -444,7 +446,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     }
     return true;
   }
-  if (c.tile_rows || c.segment_tiles || c.warps) return fail("tensor-core fields on another kernel");
   if (c.kernel == Kernel::direct)
     return c.outputs_per_thread == 0 && c.threads_x == 0 && c.flat == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;

@@ -104,9 +104,11 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   constexpr int kCols = (kRuns - 1) * kRunW * SW + (NT - 1) * 8 * SW + 16 * kSteps;  // columns ldmatrix reads
   static_assert(kCols >= AT::kWindow && PITCH >= kCols && PITCH % 8 == 0, "plane pitch");
   constexpr int kPlane = kRows * PITCH;       // elements of one channel's plane (a multiple of 8)
-  // Channel c's plane; each group of 8 planes 32 bytes (16 elements) further, modulo 128 bytes, so that
-  // the staging stores and output reads of 4 vectors (8 consecutive words each) fall in distinct banks.
-  auto plane_offset = [](int c) { return c * kPlane + (c / 8 % 4) * 16; };
+  // Channel c's plane; each group of 8 planes 32 bytes (16 elements) further than the last, so that the
+  // staging stores and output reads of a warp's 4 vectors (8 consecutive words each) fall in distinct
+  // banks (groups 4 apart share banks, but no warp instruction spans them). Monotone in c: planes
+  // never overlap (an offset taken modulo 4 groups made plane 32 overlap plane 31's last row).
+  auto plane_offset = [](int c) { return c * kPlane + (c / 8) * 16; };
   constexpr int kTapRow = KW + 1;             // a kernel row's taps and a zero
   constexpr int kThreads = WARPS * 32;
   constexpr int kVecs = CB / 8;               // 16-byte vectors of a position
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
 
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   U16* const planes = reinterpret_cast<U16*>(dynamic_smem);  // [CB][kRows][PITCH], see plane_offset
-  U16* const taps = planes + CB * kPlane + 48;                 // [CB][KH][KW + 1], after the planes' offsets
+  U16* const taps = planes + CB * kPlane + (CB / 8 - 1) * 16;  // [CB][KH][KW + 1], after the last plane
   const U16* src = static_cast<const U16*>(p.src);
   U16* dst = static_cast<U16*>(p.dst);
   const U16* wt = static_cast<const U16*>(p.weight);
