@@ -44,25 +44,19 @@ DwConvArgs args_2d(DwDirection d = DwDirection::forward, DwLayout l = DwLayout::
   return a;
 }
 
+// A forward k x k convolution with "same" padding on [n, c, 56, 56].
+DwConvArgs square_56(DwLayout l, DType t, std::int64_t n, std::int64_t c, int k) {
+  DwConvArgs a = args_2d(DwDirection::forward, l);
+  a.dtype = t;
+  a.n = n, a.c = c, a.h = a.w = 56;
+  a.kernel_h = a.kernel_w = k;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = k / 2;
+  return a;
+}
 // RepLKNet-31B stage 1: 31x31 pad 15 on [16, 128, 56, 56].
-DwConvArgs replknet_31x31(DwLayout l, DType t) {
-  DwConvArgs a = args_2d(DwDirection::forward, l);
-  a.dtype = t;
-  a.n = 16, a.c = 128, a.h = a.w = 56;
-  a.kernel_h = a.kernel_w = 31;
-  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 15;
-  return a;
-}
-
+DwConvArgs replknet_31x31(DwLayout l, DType t) { return square_56(l, t, 16, 128, 31); }
 // ConvNeXt 7x7 pad 3 on [32, 96, 56, 56].
-DwConvArgs convnext_7x7(DwLayout l, DType t) {
-  DwConvArgs a = args_2d(DwDirection::forward, l);
-  a.dtype = t;
-  a.n = 32, a.c = 96, a.h = a.w = 56;
-  a.kernel_h = a.kernel_w = 7;
-  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
-  return a;
-}
+DwConvArgs convnext_7x7(DwLayout l, DType t) { return square_56(l, t, 32, 96, 7); }
 
 DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
   DwConvArgs a = args_2d(d, l);

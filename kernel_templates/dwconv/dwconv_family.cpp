@@ -115,6 +115,7 @@ std::size_t staged_smem_bytes(const Problem& p, const Config& c) {
 struct MmaTile {
   int runs = 0, run_w = 0, tile_w = 0;  // segments along W, outputs a segment, output columns a tile
   int steps = 0;                        // 16-column blocks of one n-tile's window
+  int blocks = 0;                       // distinct 16-column blocks a kernel row's MMAs read (kOffsets used)
   int rows = 0, columns = 0, pitch = 0;
 };
 MmaTile mma_tile(const Problem& p, const Config& c) {
@@ -128,18 +129,23 @@ MmaTile mma_tile(const Problem& p, const Config& c) {
   m.rows = window(dir, p.kh, p.sh, p.dh, p.pad_top, tr);
   m.columns = (m.runs - 1) * m.run_w * p.sw + (nt - 1) * 8 * p.sw + 16 * m.steps;
   m.pitch = (m.columns + 7) / 16 * 16 + 8;  // the smallest multiple of 8 at or above, that is 8 mod 16
+  // n-tile t, step s reads the block 8 * (t * SW + 2 * s) columns on.
+  for (int o = 0; o < (nt - 1) * p.sw + 2 * (m.steps - 1) + 1; ++o) {
+    bool used = false;
+    for (int t = 0; t < nt; ++t)
+      for (int s = 0; s < m.steps; ++s) used |= t * p.sw + 2 * s == o;
+    m.blocks += used;
+  }
   return m;
 }
-std::size_t mma_smem_bytes(const Problem& p, const Config& c) {
-  const MmaTile m = mma_tile(p, c);
+std::size_t mma_smem_bytes(const Problem& p, const Config& c, const MmaTile& m) {
   const std::size_t cb = std::size_t(c.channels_per_block);
   // The planes, each group of 8 planes 16 elements further than the last, and the taps.
   const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + (cb / 8 - 1) * 16 +
                                cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
   return (elements * 2 + 15) / 16 * 16;
 }
-std::int64_t mma_tiles(const Problem& p, const Config& c, std::int64_t batch) {
-  const MmaTile m = mma_tile(p, c);
+std::int64_t mma_tiles(const Problem& p, const Config& c, const MmaTile& m, std::int64_t batch) {
   return ceil_div(p.c, c.channels_per_block) * batch * ceil_div(p.dst_h(), std::max(1, c.tile_rows)) * ceil_div(p.dst_w(), m.tile_w);
 }
 
@@ -428,8 +434,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (nt < 1 || nt > 16) return fail("tensor-core tiles: 1-16 n-tiles a segment");
     const MmaTile m = mma_tile(p, c);  // sizes only once the fields are in range
     if (m.steps > 8) return fail("tensor-core tiles: an n-tile's window over 128 columns");
-    if (mma_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
-    if (mma_tiles(p, c, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
+    if (mma_smem_bytes(p, c, m) > kMaxSmemOptIn) return fail("shared memory");
+    if (mma_tiles(p, c, m, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
     if (c.outputs_per_thread || c.threads_x || c.threads_y || c.vector_channels || c.smem_halo || c.smem_filter ||
         c.rows_per_thread || c.runs_per_thread || c.flat || c.coalesced || c.position_threads || c.taps_per_block ||
         c.splits || c.atomic)
@@ -940,11 +946,13 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       }
       break;
     }
-    case Kernel::mma:
+    case Kernel::mma: {
+      const MmaTile m = mma_tile(p, c);
       g.block = static_cast<unsigned>(32 * c.warps);
-      g.grid_x = static_cast<unsigned>(mma_tiles(p, c, batch));
-      g.dynamic_smem = mma_smem_bytes(p, c);
+      g.grid_x = static_cast<unsigned>(mma_tiles(p, c, m, batch));
+      g.dynamic_smem = mma_smem_bytes(p, c, m);
       break;
+    }
     case Kernel::wgrad: {
       g.block = static_cast<unsigned>(c.channels_per_block * c.position_threads);
       const std::int64_t columns = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
@@ -1196,20 +1204,13 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const MmaTile m = mma_tile(p, c);
       const double cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
       const double block = 32.0 * c.warps;
-      const double tiles = double(mma_tiles(p, c, p.n));
-      const double smem = double(mma_smem_bytes(p, c)) + 1024;
+      const double tiles = double(mma_tiles(p, c, m, p.n));
+      const double smem = double(mma_smem_bytes(p, c, m)) + 1024;
       const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 65536 / (kRegisters * block), 32.0})));
       const double sm_tiles = std::ceil(tiles / sms);  // the busiest SM's
       const double window_cols = std::min<double>(m.columns, window(dir_index(p.direction), kw, p.sw, p.dw, p.pad_left, m.tile_w));
       const double staged = cb * m.rows * window_cols;  // elements a tile loads
-      int offsets = 0;  // distinct 16-column blocks a kernel row (dwconv_mma.cuh's kOffsets that some MMA reads)
-      for (int o = 0; o < (m.run_w / 8 - 1) * p.sw + 2 * (m.steps - 1) + 1; ++o) {
-        bool used = false;
-        for (int t = 0; t < m.run_w / 8; ++t)
-          for (int s = 0; s < m.steps; ++s) used |= t * p.sw + 2 * s == o;
-        offsets += used;
-      }
-      const double mma = cb * kh * nt * m.steps, reads = cb * kh * offsets;  // a tile's
+      const double mma = cb * kh * nt * m.steps, reads = cb * kh * m.blocks;  // a tile's
       const double compute = sm_tiles * (mma * kMmaCycles + reads * kLdmatrixCycles) / kClock;
       const double instructions = sm_tiles * (staged / 8 * kStageInstructions + cb * tr * m.tile_w * kOutputInstructions) / 32;
       const double issue = instructions / (kClock * std::min(4.0, per_sm * block / 32 * 0.25));
