@@ -738,7 +738,15 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   // The heuristic of channel-last 2D kernels of 10-64 taps: 16-bit types take tensor-core tiles, f32
   // staged tiles (4 tiles a block; more runs where two exceed 16 copies a thread, within 96 KiB); 3x3
   // kernels and channels without 16-byte copies keep the global-memory rule.
-  CHECK(dwconv::heuristic_config(p, 9).label() == "mma,cb=16,tr=8,nt=4,warps=4");
+  // Tensor-core tiles of 16 rows x one run of 8 * nt columns: the fewest n-tiles whose tiles cover a
+  // row in as many tiles as runs of 64 would (56 columns: 7; 28: 4; 112: two tiles of 7; 96: two of 6).
+  CHECK(dwconv::heuristic_config(p, 9).label() == "mma,cb=16,tr=16,nt=7,warps=8");
+  for (const auto& [width, nt] : std::vector<std::pair<std::int64_t, int>>{{28, 4}, {112, 7}, {200, 7}, {64, 8}, {96, 6}}) {
+    DwConvArgs w = convnext;
+    w.w = width;
+    INFO(width);
+    CHECK(dwconv::heuristic_config(dwconv::make_problem(w), 9).label() == fmt::format("mma,cb=16,tr=16,nt={},warps=8", nt));
+  }
   DwConvArgs small_plane = convnext;
   small_plane.dtype = DType::f32, small_plane.c = 384, small_plane.h = small_plane.w = 14;
   const Problem sp = dwconv::make_problem(small_plane);
@@ -841,12 +849,12 @@ TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shap
 }
 
 TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, shared memory within 48 KiB", "[dwconv]") {
-  // The measured winners of the 31x31 benchmark shapes: NHWC bf16 tensor-core tiles of 8 channels
-  // (H100, 117 us; runs of 16 before, 909 us on an H200, and before them one output a thread, 7,018
-  // us), NCHW f32 runs of 8 with the halo tile and the filter in shared memory (367 us against 1,571).
+  // The measured winners of the 31x31 benchmark shapes: NHWC bf16 tensor-core tiles of 8 channels, 16
+  // rows x runs of 56 (H100 probe, 115.8 us; runs of 16 before, 909 us on an H200, and before them one
+  // output a thread, 7,018 us), NCHW f32 runs of 8 with the halo tile and the filter in shared memory (367 us against 1,571).
   // Tensor-core tiles may take up to 96 KiB (every sm_80+ device gives a block 99 KiB).
   DwConvArgs a = replknet_31x31(DwLayout::nhwc, DType::bf16);
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "mma,cb=8,tr=16,nt=8,warps=8");
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "mma,cb=8,tr=16,nt=7,warps=8");
   a.dtype = DType::f32;
   CHECK(dwconv::heuristic_config(dwconv::make_problem(a), 9).label() == "tiled,rw=16,tx=8,ty=8,vc=1,halo=global,filter=smem");
   a.dtype = DType::bf16;
@@ -903,8 +911,9 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     const int columns = (16 / c.tile_rows - 1) * tile_w / (16 / c.tile_rows) + (c.segment_tiles - 1) * 8 + 16;
     const int pitch = (columns + 7) / 16 * 16 + 8;
     CHECK(pitch % 16 == 8);
-    // Planes of 8 channels 16 elements further than the last group.
-    const int pad = (c.channels_per_block / 8 - 1) * 16;
+    // Groups of 8 planes 16 elements further than the last (32 with two groups: bank-conflict-free
+    // staging); 7 taps a row and a zero.
+    const int pad = (c.channels_per_block / 8 - 1) * (c.channels_per_block == 16 ? 32 : 16);
     CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + pad * 2 + 15) / 16 * 16));
     const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
     CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,

@@ -135,6 +135,24 @@ void tiled(const Shape& s, Bufs<T>& b) {
   time_variant(s, b, label, k, grid, dim3(TX * TY), smem);
 }
 
+// The tensor-core tile's launch geometry (dwconv_family.cpp mma_tile() and mma_smem_bytes(), stride 1,
+// no dilation).
+template <class T, int KH, int KW, int PH, int PW, int CB, int TR, int NT, int WARPS>
+void mma(const Shape& s, Bufs<T>& b) {
+  constexpr int runs = 16 / TR, run_w = 8 * NT, tile_w = runs * run_w;
+  constexpr int steps = (8 + KW - 1 + 15) / 16;
+  constexpr int rows = TR + KH - 1, columns = (runs - 1) * run_w + (NT - 1) * 8 + 16 * steps;
+  constexpr int pitch = (columns + 7) / 16 * 16 + 8;
+  constexpr int group_step = CB / 8 == 2 ? 32 : 16, tap_row = KW < 4 ? 4 : KW < 8 ? 8 : KW + 1;
+  const size_t elements = size_t(CB) * rows * pitch + (CB / 8 - 1) * group_step + size_t(CB) * KH * tap_row;
+  const size_t smem = (elements * 2 + 15) / 16 * 16;
+  const long long tiles = (s.c + CB - 1) / CB * s.n * ((s.out_h() + TR - 1) / TR) * ((s.out_w() + tile_w - 1) / tile_w);
+  char label[96];
+  std::snprintf(label, sizeof label, "mma cb=%d tr=%d nt=%d warps=%d", CB, TR, NT, WARPS);
+  time_variant(s, b, label, kvt_dwconv_mma<T, 1, 0, KH, KW, 1, 1, 1, 1, PH, PW, CB, TR, NT, WARPS, pitch, 0>,
+               dim3((unsigned)tiles), dim3(WARPS * 32), smem);
+}
+
 template <class T, int LAYOUT, int KH, int KW, int PH, int PW>
 void reference(const Shape& s, Bufs<T>& b) {
   auto k = kvt_dwconv_direct<T, LAYOUT, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, 0>;

@@ -115,8 +115,9 @@ std::size_t staged_smem_bytes(const Problem& p, const Config& c) {
 struct MmaTile {
   int runs = 0, run_w = 0, tile_w = 0;  // segments along W, outputs a segment, output columns a tile
   int steps = 0;                        // 16-column blocks of one n-tile's window
-  int blocks = 0;                       // distinct 16-column blocks a kernel row's MMAs read (kOffsets used)
+  int blocks = 0;                       // 8-column blocks a kernel row's ldmatrix reads (kBlocks)
   int rows = 0, columns = 0, pitch = 0;
+  int group_step = 0, tap_row = 0;      // elements between groups of 8 planes; a kernel row's tap slots
 };
 MmaTile mma_tile(const Problem& p, const Config& c) {
   const int dir = dir_index(p.direction);
@@ -129,20 +130,16 @@ MmaTile mma_tile(const Problem& p, const Config& c) {
   m.rows = window(dir, p.kh, p.sh, p.dh, p.pad_top, tr);
   m.columns = (m.runs - 1) * m.run_w * p.sw + (nt - 1) * 8 * p.sw + 16 * m.steps;
   m.pitch = (m.columns + 7) / 16 * 16 + 8;  // the smallest multiple of 8 at or above, that is 8 mod 16
-  // n-tile t, step s reads the block 8 * (t * SW + 2 * s) columns on.
-  for (int o = 0; o < (nt - 1) * p.sw + 2 * (m.steps - 1) + 1; ++o) {
-    bool used = false;
-    for (int t = 0; t < nt; ++t)
-      for (int s = 0; s < m.steps; ++s) used |= t * p.sw + 2 * s == o;
-    m.blocks += used;
-  }
+  m.blocks = (nt - 1) * p.sw + 2 * (m.steps - 1) + 2;  // n-tile t, step s reads blocks t * SW + 2s and the next
+  m.group_step = c.channels_per_block / 8 == 2 ? 32 : 16;
+  m.tap_row = p.kw < 4 ? 4 : p.kw < 8 ? 8 : p.kw + 1;
   return m;
 }
 std::size_t mma_smem_bytes(const Problem& p, const Config& c, const MmaTile& m) {
   const std::size_t cb = std::size_t(c.channels_per_block);
-  // The planes, each group of 8 planes 16 elements further than the last, and the taps.
-  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + (cb / 8 - 1) * 16 +
-                               cb * std::size_t(p.kh) * std::size_t(p.kw + 1);
+  // The planes, each group of 8 planes group_step elements further than the last, and the taps.
+  const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + (cb / 8 - 1) * std::size_t(m.group_step) +
+                               cb * std::size_t(p.kh) * std::size_t(m.tap_row);
   return (elements * 2 + 15) / 16 * 16;
 }
 std::int64_t mma_tiles(const Problem& p, const Config& c, const MmaTile& m, std::int64_t batch) {
@@ -436,6 +433,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (m.steps > 8) return fail("tensor-core tiles: an n-tile's window over 128 columns");
     if (mma_smem_bytes(p, c, m) > kMaxSmemOptIn) return fail("shared memory");
     if (mma_tiles(p, c, m, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
+    if (std::max({p.h, p.w, p.dst_h(), p.dst_w()}) >= (std::int64_t(1) << 30))
+      return fail("tensor-core tiles: rows and columns under 2^30 (32-bit positions)");
     if (c.outputs_per_thread || c.threads_x || c.threads_y || c.vector_channels || c.smem_halo || c.smem_filter ||
         c.rows_per_thread || c.runs_per_thread || c.flat || c.coalesced || c.position_threads || c.taps_per_block ||
         c.splits || c.atomic)
@@ -790,15 +789,18 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.smem_filter = 0;
     if (p.channel_last() && p.dst_h() > 1 && taps(p) > 9) {
       // 16-bit 2D kernels of 10+ taps: tensor-core tiles (their rules: 16-byte loads, backward_data with
-      // stride 1). H100, exhaustive (bench/results/2026-11-25-h100-tensor-core): NHWC bf16 7x7
-      // 32x96x56x56 44.6 us forward and 44.1 backward_data with 16 channels, 16 segments of 8 rows x 2
-      // runs of 32, 4 warps, against 53.8 and 53.6 for the staged tiles below; 31x31 16x128x56x56 117.0
-      // us with 8 channels, 16 rows x runs of 64, 8 warps (915 for the best CUDA-core variant). Smaller
-      // tiles where an output does not fill them; within 96 KiB of shared memory (every sm_80+ device).
+      // stride 1). First choice, 16 rows x one run of 8 * nt columns, nt the fewest n-tiles whose tiles
+      // cover the row in as many tiles as runs of 64 would. H100 probe, NHWC bf16 16 channels, 8 warps
+      // (bench/NOTES.md "tensor-core tiles, L1"): 7x7 32x96x56x56 38.1 us with nt = 7 against 39.8 for
+      // 16 rows x 32 columns (4 warps) and 40.8 for 8 rows x 2 runs of 32; 31x31 16x128x56x56 with 8
+      // channels and nt = 7 against 124.5 with 8. Smaller tiles where an output does not fill them;
+      // within 96 KiB of shared memory (every sm_80+ device).
+      const std::int64_t w_tiles = ceil_div(p.dst_w(), 64);
+      const int nt = static_cast<int>(std::clamp<std::int64_t>(ceil_div(p.dst_w(), 8 * w_tiles), 1, 8));
       const auto mma_rule = taps(p) > kMaxFilterRegisters
-                                ? std::vector<Config>{mma_config(8, 16, 8, 8), mma_config(8, 16, 4, 8), mma_config(8, 8, 4, 8),
+                                ? std::vector<Config>{mma_config(8, 16, nt, 8), mma_config(8, 16, 4, 8), mma_config(8, 8, 4, 8),
                                                       mma_config(8, 8, 2, 8), mma_config(8, 4, 2, 8), mma_config(8, 4, 1, 8)}
-                                : std::vector<Config>{mma_config(16, 8, 4, 4), mma_config(16, 16, 4, 4), mma_config(16, 8, 2, 4),
+                                : std::vector<Config>{mma_config(16, 16, nt, 8), mma_config(16, 8, 4, 4), mma_config(16, 8, 2, 4),
                                                       mma_config(16, 4, 2, 4), mma_config(16, 4, 1, 4)};
       for (const Config& m : mma_rule)
         if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
@@ -1210,7 +1212,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double sm_tiles = std::ceil(tiles / sms);  // the busiest SM's
       const double window_cols = std::min<double>(m.columns, window(dir_index(p.direction), kw, p.sw, p.dw, p.pad_left, m.tile_w));
       const double staged = cb * m.rows * window_cols;  // elements a tile loads
-      const double mma = cb * kh * nt * m.steps, reads = cb * kh * m.blocks;  // a tile's
+      const double mma = cb * kh * nt * m.steps, reads = cb * kh * m.blocks / 2.0;  // a tile's (reads: ldmatrix.x4)
       const double compute = sm_tiles * (mma * kMmaCycles + reads * kLdmatrixCycles) / kClock;
       const double instructions = sm_tiles * (staged / 8 * kStageInstructions + cb * tr * m.tile_w * kOutputInstructions) / 32;
       const double issue = instructions / (kClock * std::min(4.0, per_sm * block / 32 * 0.25));
