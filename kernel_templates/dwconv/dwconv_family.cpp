@@ -1200,15 +1200,16 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       // at about twice the DRAM rate. A block loads, computes and stores one after another, so memory
       // runs at about half the rate the loads in flight would allow (kPhases; H100, the exhaustive
       // trials of bench/results/2026-11-25-h100-tensor-core: the memory-bound tiles ran 2-3.5x their
-      // bytes at the copy rate). Registers: about 128 a thread.
+      // bytes at the copy rate). Registers: about 128 a thread, 80 for 8 warps (their launch bounds).
       constexpr double kMmaCycles = 2, kLdmatrixCycles = 4, kStageInstructions = 12, kOutputInstructions = 4;
-      constexpr double kLatency = 1e-6, kPhases = 2, kRegisters = 128;
+      constexpr double kLatency = 1e-6, kPhases = 2;
+      const double registers = c.warps == 8 ? 80 : 128;
       const MmaTile m = mma_tile(p, c);
       const double cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
       const double block = 32.0 * c.warps;
       const double tiles = double(mma_tiles(p, c, m, p.n));
       const double smem = double(mma_smem_bytes(p, c, m)) + 1024;
-      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 65536 / (kRegisters * block), 32.0})));
+      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, kSmemPerSm / smem, 65536 / (registers * block), 32.0})));
       const double sm_tiles = std::ceil(tiles / sms);  // the busiest SM's
       const double window_cols = std::min<double>(m.columns, window(dir_index(p.direction), kw, p.sw, p.dw, p.pad_left, m.tile_w));
       const double staged = cb * m.rows * window_cols;  // elements a tile loads

@@ -102,9 +102,13 @@ template <class T> __device__ __forceinline__ void kvt_accumulate_nonfinite(unsi
   else asm("fma.rn.f16x2 %0, %1, %2, %0;" : "+r"(acc) : "r"(w), "r"(0u));
 }
 
+// 8-warp tiles: registers for 3 blocks an SM (24 warps, 85 registers a thread at most) and load batches
+// of 4 to fit them (H100 probe, bench/NOTES.md: NHWC bf16 7x7 37.9 -> 35.7 us, 3x3 40.3 -> 35.9, 31x31
+// 111.0 -> 107.5; under the same cap with batches of 8, 7x7 lost 11 %; 4-warp tiles with batches of 4:
+// 7x7 1-7 % slower, 3x3 11 % faster, which the FMA tiles beat on that problem either way).
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CB, int TR,
           int NT, int WARPS, int PITCH, int HAS_BIAS>
-__global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvParams p) {
+__global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma(const KvtDwConvParams p) {
   static_assert(LAYOUT == 1, "tensor-core dwconv: channel-last layouts");
   static_assert(DIR == 0 || (SH == 1 && SW == 1), "tensor-core dwconv: backward_data with stride 1");
   static_assert(16 % TR == 0 && CB % 8 == 0 && CB % WARPS == 0 && NT >= 1, "tile shape");
@@ -172,7 +176,7 @@ __global__ void __launch_bounds__(WARPS * 32) kvt_dwconv_mma(const KvtDwConvPara
   // host keeps them under 2^30), one 64-bit offset a load.
   constexpr int kPairs = kRows * (kCols / 2);  // kCols is a multiple of 8
   constexpr int kItems = (kPairs + 7) / 8 * 8 * kVecs;
-  constexpr int kBatch = 8;
+  constexpr int kBatch = WARPS == 8 ? 4 : 8;
   using Batch = Vec<unsigned, 4>[kBatch][2];  // [item][column]
   auto load = [&](const At& a, unsigned b0, Batch& v) {
     const int row0 = static_cast<int>(AH::base(a.h0)), col0 = static_cast<int>(AT::base(a.w0));
