@@ -404,7 +404,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (vc > 1) {
       // vc > 1: dy runs and x windows as aligned vectors of vc elements along W.
       if (p.channel_last() || rw == 1) return fail("vectors along W: channel-first register-tiled runs only");
-      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+      if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
       if (rw % vc != 0) return fail("vectors along W: outputs per thread a multiple of the width");
       if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("vectors along W: rows a multiple of the width");
     }
@@ -484,7 +484,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (!p.channel_last()) {
     if (vc != 1) {
       // vc > 1: the window loaded, and the run stored, as aligned vectors of vc elements along W.
-      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+      if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
       if (c.smem_halo) return fail("channel-first vectors along W: global-memory halo only");
       if (rw % vc != 0) return fail("channel-first vectors along W: outputs per thread a multiple of the width");
       if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("channel-first vectors along W: rows a multiple of the width");
