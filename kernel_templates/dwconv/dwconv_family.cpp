@@ -404,7 +404,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (vc > 1) {
       // vc > 1: dy runs and x windows as aligned vectors of vc elements along W.
       if (p.channel_last() || rw == 1) return fail("vectors along W: channel-first register-tiled runs only");
-      if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
+      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
       if (rw % vc != 0) return fail("vectors along W: outputs per thread a multiple of the width");
       if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("vectors along W: rows a multiple of the width");
     }
@@ -791,7 +791,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // 16-bit 2D kernels of 10+ taps: tensor-core tiles (their rules: 16-byte loads, backward_data with
       // stride 1). First choice, 16 rows x one run of 8 * nt columns, nt the fewest n-tiles whose tiles
       // cover the row in as many tiles as runs of 64 would. H100 probe, NHWC bf16 16 channels, 8 warps
-      // (bench/NOTES.md "tensor-core tiles, L1"): 7x7 32x96x56x56 38.1 us with nt = 7 against 39.8 for
+      // (bench/NOTES.md, "tensor-core tiles against the L1"): 7x7 32x96x56x56 38.1 us with nt = 7 against 39.8 for
       // 16 rows x 32 columns (4 warps) and 40.8 for 8 rows x 2 runs of 32; 31x31 16x128x56x56 with 8
       // channels and nt = 7 against 124.5 with 8. Smaller tiles where an output does not fill them;
       // within 96 KiB of shared memory (every sm_80+ device).
