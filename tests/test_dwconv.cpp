@@ -765,8 +765,15 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   mobile.n = 32, mobile.c = 96, mobile.h = mobile.w = 112, mobile.stride_h = mobile.stride_w = 2;
   DwConvArgs long_conv = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
   long_conv.dtype = DType::bf16, long_conv.c = 512, long_conv.w = 4096;
-  // 1D channel-last kernels of 16+ taps: staged runs of 32 (the longest whose window fits).
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_conv), 9).label() == "tiled,rw=32,tx=32,ty=4,vc=1,halo=smem,filter=reg");
+  // 1D channel-last kernels of 16+ taps: tensor-core tiles for 16-bit types, else staged runs of 32
+  // (the longest whose window fits); 15 taps stay below the rule.
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_conv), 9).label() == "mma,cb=16,tr=1,nt=7,warps=4");
+  DwConvArgs long_f32 = long_conv;
+  long_f32.dtype = DType::f32;
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_f32), 9).label() == "tiled,rw=32,tx=32,ty=4,vc=1,halo=smem,filter=reg");
+  DwConvArgs k15 = args_1d(DwDirection::forward, DwLayout::nlc, 15, 1, 1);
+  k15.dtype = DType::bf16, k15.c = 512, k15.w = 4096;
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(k15), 9).kernel != dwconv::Kernel::mma);
   CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
 }
 

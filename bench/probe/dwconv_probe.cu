@@ -135,6 +135,70 @@ void tiled(const Shape& s, Bufs<T>& b) {
   time_variant(s, b, label, k, grid, dim3(TX * TY), smem);
 }
 
+// Flat items (channel-first, dwconv_family.cpp geometry(): TX threads a block over (plane, RH rows, run of RW)).
+template <class T, int KH, int KW, int PH, int PW, int RW, int TX, int VC, int RH>
+void flat(const Shape& s, Bufs<T>& b) {
+  auto k = kvt_dwconv_tiled<T, 0, 0, KH, KW, 1, 1, 1, 1, PH, PW, RW, TX, 1, VC, 0, 0, 0, RH, 1, 1>;
+  const long long items = s.n * s.c * ((s.out_h() + RH - 1) / RH) * ((s.out_w() + RW - 1) / RW);
+  char label[128];
+  std::snprintf(label, sizeof label, "flat rw=%d block=%d vc=%d rh=%d", RW, TX, VC, RH);
+  time_variant(s, b, label, k, dim3((unsigned)((items + TX - 1) / TX)), dim3(TX), 0);
+}
+
+// backward_weight (channel-first, stride 1): dw of dy = dst-shaped random data against x = src, split
+// partials in a workspace; the reference is the one-tap-a-thread "coalesced" form with one split.
+template <int KH, int KW, int PH, int PW, int PY, int TG, int SPLITS, int RW, int RH, int VC, int PIPE>
+void wgrad(const Shape& s, Bufs<float>& b) {
+  auto k = kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, PY, TG, 0, 0, RW, RH, VC, PIPE>;
+  auto ref = kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, 256, 1, 0, 0>;
+  static float *dw = nullptr, *dw_ref = nullptr, *ws = nullptr;
+  static unsigned* counters = nullptr;
+  const long long taps = KH * KW, cols = s.c * ((taps + TG - 1) / TG);
+  if (!dw) {
+    cudaMalloc(&dw, s.c * taps * 4), cudaMalloc(&dw_ref, s.c * taps * 4);
+    cudaMalloc(&ws, 128 * s.c * (taps + 1) * 4), cudaMalloc(&counters, s.c * taps * 4);
+  }
+  auto params = [&](int slot, long long splits, float* out) {
+    KvtDwConvParams p = b.params(s, slot);
+    p.aux = b.dst[(slot + 1) % b.dst.size()];  // dy: a filled buffer of the output's shape
+    p.dst = out, p.workspace = ws, p.counters = counters, p.splits = splits;
+    return p;
+  };
+  for (auto* d : b.dst) fill<<<1024, 256>>>(d, b.dst_n, 99);
+  ref<<<dim3((unsigned)(s.c * taps)), 256>>>(params(0, 1, dw_ref));
+  cudaMemset(counters, 0, s.c * taps * 4);
+  k<<<dim3((unsigned)cols, SPLITS), PY>>>(params(0, SPLITS, dw));
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    std::printf("wgrad launch failed: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+  std::vector<float> a(s.c * taps), r(s.c * taps);
+  cudaMemcpy(a.data(), dw, a.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(r.data(), dw_ref, r.size() * 4, cudaMemcpyDeviceToHost);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, (double)std::fabs(a[i] - r[i]) / (1e-3 + std::fabs(r[i])));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  std::vector<float> ms;
+  const int slots = (int)b.src.size();
+  for (int rep = 0; rep < 15; ++rep) {
+    cudaEventRecord(e0);
+    for (int i = 0; i < slots; ++i) {
+      cudaMemsetAsync(counters, 0, cols * 4);
+      k<<<dim3((unsigned)cols, SPLITS), PY>>>(params(i, SPLITS, dw));
+    }
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t / slots);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double us = ms[ms.size() / 2] * 1e3;
+  std::printf("%-28s wgrad py=%d tg=%d split=%d rw=%d rh=%d vc=%d pipe=%d %8.1f us (incl. memset)  reldiff %.2e\n", s.name, PY,
+              TG, SPLITS, RW, RH, VC, PIPE, us, diff);
+}
+
 // The tensor-core tile's launch geometry (dwconv_family.cpp mma_tile() and mma_smem_bytes(), stride 1,
 // no dilation).
 template <class T, int KH, int KW, int PH, int PW, int CB, int TR, int NT, int WARPS>

@@ -740,7 +740,7 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
 // otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
 // last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
-          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1>
+          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
   static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
   static_assert(RH == 1 || (RW > 1 && TG == KH * KW), "rows per thread share x rows across every tap");
@@ -851,7 +851,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
           // Software pipeline: the next used row's loads are issued before this row's FMAs. Not for
           // over 32 taps: the second buffer's registers cost more occupancy than the overlap gains
           // (H200, 7x7: 89.7 -> 100.2 us).
-          constexpr bool kPipeline = TG <= 32;
+          constexpr bool kPipeline = PIPE < 0 ? TG <= 32 : PIPE == 1;
           V cur[kVecs], next[kVecs];
           if (kPipeline) load_row(kAllTaps ? AH::next_used(0) : 0, cur);
 #pragma unroll

@@ -643,7 +643,8 @@ std::vector<Config> enumerate(const Problem& p) {
     if (is_valid(p, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (p.direction == DwDirection::backward_weight) {
-    // Vectors along W (channel-first) and rows per thread (every tap, runs of 4) for register tiles.
+    // Vectors along W (channel-first) and rows per thread (every tap; runs of 4, or 2 rows of runs
+    // of 8: H200, NCHW f32 7x7, 91.8 -> 82.0 us, bench/NOTES.md) for register tiles.
     const int elem = p.element_bytes();
     int widest = 16 / elem;  // the widest vector that divides the rows (14 x 14 planes: 2 elements)
     while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes))
@@ -659,7 +660,7 @@ std::vector<Config> enumerate(const Problem& p) {
               for (int rw : {0, 4, 8})
                 for (int vw : widths)
                   for (int rh : row_counts) {
-                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw != 4)) continue;
+                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw != 4 && !(rw == 8 && rh == 2))) continue;
                     add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
     return out;
@@ -804,6 +805,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
                                                       mma_config(16, 4, 2, 4), mma_config(16, 4, 1, 4)};
       for (const Config& m : mma_rule)
         if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
+    }
+    if (p.channel_last() && p.dst_h() == 1 && p.kw >= 16) {
+      // 16-bit 1D kernels of 16+ taps: tensor-core tiles of 16 channels, 16 runs of 56 outputs, 4
+      // warps. H100, exhaustive, NLC bf16 K=31 16x512x4096: 71.8 us, the winner, against 79.1 for the
+      // staged tile below (bench/results/2026-11-25-h100-tensor-core-l1/export.json).
+      const Config m = mma_config(16, 1, 7, 4);
+      if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
     }
     if (p.channel_last()) {
       // 2D: scalar channels, runs of 4, four rows, 64 x 2 threads, taps in registers up to 64 (the
