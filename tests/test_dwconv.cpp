@@ -436,6 +436,12 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     }
     CHECK(vectors >= 8);
     CHECK(rows >= 8);
+    // The heuristic: 2 rows of runs of 8 as 4-element vectors, every tap, 128 threads, 8 splits
+    // (96 channels x 8 fill ~5 blocks an SM of a 132-SM device); the space holds it.
+    const Config h = dwconv::heuristic_config(p, 9);
+    CHECK(h.label() == fmt::format("wgrad,ct=1,py=128,tg={},split=8,reduce=ordered,rw=8,vc=4,rh=2", k * k));
+    const auto space = dwconv::enumerate(p);
+    CHECK(std::find(space.begin(), space.end(), h) != space.end());
     // Rows per thread need every tap; vectors need rows that are a multiple of the width.
     Config c = dwconv::heuristic_config(p, 9);
     c.outputs_per_thread = 4, c.vector_channels = 4, c.rows_per_thread = 2, c.taps_per_block = k * k;
@@ -452,6 +458,13 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     c.outputs_per_thread = 4, c.vector_channels = 4;
     CHECK_FALSE(dwconv::is_valid(q, c));
     for (const auto& v : dwconv::enumerate(q)) CHECK(v.vector_channels <= 2);
+    // A 1D weight gradient keeps one row: runs of 8, 256 threads.
+    DwConvArgs flat_1d = args_1d(DwDirection::backward_weight, DwLayout::ncl, k, 1, 1);
+    flat_1d.n = 8, flat_1d.c = 64, flat_1d.w = 4096;
+    const Config h1 = dwconv::heuristic_config(dwconv::make_problem(flat_1d), 9);
+    CHECK(h1.rows_per_thread == 0);
+    CHECK(h1.position_threads == 256);
+    CHECK(h1.outputs_per_thread == 8);
   }
   // Channel-last weight gradients have no vectors along W.
   DwConvArgs last = args_2d(DwDirection::backward_weight, DwLayout::nhwc);

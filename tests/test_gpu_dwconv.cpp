@@ -257,6 +257,31 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
   CHECK(counts.verified > 100);
 }
 
+TEST_CASE("register-tiled weight gradients with rows per thread match the float64 reference", "[gpu][dwconv][wgrad]") {
+  // The channel-first 2D shapes of the sweep above plus planes whose rows and runs do not divide the
+  // tile (2 rows of runs of 8 or up to 4 rows of runs of 4), both reductions.
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape extra[] = {
+      {"NCHW f32 7x7, 2 x 8 planes of 13 x 24", DwLayout::nchw, DType::f32, 2, 8, 13, 24, 7, 7, 1, 1, 3, 3, false, true},
+      {"NCHW bf16 3x3, 3 x 8 planes of 9 x 40", DwLayout::nchw, DType::bf16, 3, 8, 9, 40, 3, 3, 1, 1, 1, 1, false, false},
+      {"NCHW f32 5x5 stride 2, 2 x 4 planes of 21 x 36", DwLayout::nchw, DType::f32, 2, 4, 21, 36, 5, 5, 2, 1, 2, 2, false, true},
+  };
+  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
+  for (const auto& s : kShapes)
+    if (s.layout == DwLayout::nchw) shapes.push_back(s);
+  Verified counts;
+  for (const auto& shape : shapes)
+    for (bool deterministic : {true, false})
+      verify_variants(shape, DwDirection::backward_weight, deterministic, fp, stream,
+                      [](const dwconv::Config& c) { return c.rows_per_thread > 1; }, counts);
+  cudaStreamDestroy(stream);
+  WARN("verified " << counts.verified << " weight-gradient variants with rows per thread");
+  CHECK(counts.verified > 50);
+}
+
 TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[gpu][dwconv][staged]") {
   // The channel-last shapes of the sweep above plus tiles the channels do not fill, strides,
   // dilation, a 1D K=31 and blocks whose last tiles run out (tiles per block).

@@ -643,8 +643,9 @@ std::vector<Config> enumerate(const Problem& p) {
     if (is_valid(p, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (p.direction == DwDirection::backward_weight) {
-    // Vectors along W (channel-first) and rows per thread (every tap; runs of 4, or 2 rows of runs
-    // of 8: H200, NCHW f32 7x7, 91.8 -> 82.0 us, bench/NOTES.md) for register tiles.
+    // Vectors along W (channel-first) and rows per thread (every tap; runs of 4 or 8) for register
+    // tiles. Runs of 8 in rows won both 2D benchmark problems (H200, exhaustive: NCHW f32 7x7 91.8 ->
+    // 82.3 us, 3x3 52.1 -> 47.7; bench/results/2026-11-26-h200-wgrad-rows).
     const int elem = p.element_bytes();
     int widest = 16 / elem;  // the widest vector that divides the rows (14 x 14 planes: 2 elements)
     while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes))
@@ -660,7 +661,7 @@ std::vector<Config> enumerate(const Problem& p) {
               for (int rw : {0, 4, 8})
                 for (int vw : widths)
                   for (int rh : row_counts) {
-                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw != 4 && !(rw == 8 && rh == 2))) continue;
+                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw == 0)) continue;
                     add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
     return out;
@@ -763,23 +764,27 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
-      // Register-tiled runs of 8 outputs read as 4-element vectors along W: every tap, or one
-      // kernel row per block column (runs of 4, 128 threads) for kernels over 64 taps.
+      // Register-tiled runs of 8 outputs read as 4-element vectors along W: every tap (2D: 2 rows of
+      // them, 128 threads; H200, exhaustive, NCHW f32 7x7 82.3 us and 3x3 47.7 against 91.9 and 52.1
+      // for one row, bench/results/2026-11-26-h200-wgrad-rows), or one kernel row per block column
+      // (runs of 4, 128 threads) for kernels over 64 taps.
       const bool every_tap = taps(p) <= kMaxAccumulators;
       c.outputs_per_thread = every_tap ? 8 : 4;
-      c.position_threads = every_tap ? 256 : 128;
+      c.rows_per_thread = every_tap && p.dst_h() > 1 ? 2 : 0;
+      c.position_threads = every_tap && p.dst_h() == 1 ? 256 : 128;
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 0;
     }
-    // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ runs a thread.
+    // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ tiles a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
-    const std::int64_t runs = p.n * p.dst_h() * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
+    const std::int64_t runs = p.n * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) *
+                              ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
     c.splits = 1;
     while (c.splits < 128 && blocks * c.splits < 5 * 132 && runs / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
     first_valid({[](Config& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 0; },
-                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.outputs_per_thread = 4; },
-                 [](Config& v) { v.splits = 1; }});
+                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.rows_per_thread = 0; },
+                 [](Config& v) { v.outputs_per_thread = 4; }, [](Config& v) { v.splits = 1; }});
   } else {
     c.kernel = Kernel::tiled;
     const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
