@@ -293,7 +293,7 @@ class DwConvProblem final : public OpProblem {
     // registers); plus the two direct designs; mma: 8..64 channels a block (multiples of 8), 1..16
     // warps, 1..16 rows (powers of two), 1..16 n-tiles a segment. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
-    // 4, 8 or 16 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
+    // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
     // and a heuristic outside the axes count too.
     const dw::Problem& p = e_.problem;
     const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
@@ -303,7 +303,7 @@ class DwConvProblem final : public OpProblem {
       // ~7M points: counted, and only the valid ones named (a set of every label took minutes).
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
       const auto tiling = [&](int rw, int vc, int rh) {  // runs, their vectors and rows: canonical points
-        return (rw == 0 || rw == 4 || rw == 8 || rw == 16) && (vc == 0 || pow2(vc, 8)) && vc != 1 && (rh == 0 || pow2(rh, 8)) &&
+        return (rw == 0 || rw == 4 || rw == 8) && (vc == 0 || pow2(vc, 8)) && vc != 1 && (rh == 0 || pow2(rh, 8)) &&
                rh != 1 && vc <= rw && (rw > 0 || rh == 0);
       };
       const auto declared = [&](const dw::Config& c) {
@@ -316,7 +316,7 @@ class DwConvProblem final : public OpProblem {
           for (int tg = 1; tg <= 64; ++tg)
             for (int splits = 1; splits <= 32768; splits *= 2)
               for (int atomic : {0, 1})
-                for (int rw : {0, 4, 8, 16})
+                for (int rw : {0, 4, 8})
                   for (int vc : {0, 2, 4, 8})
                     for (int rh : {0, 2, 4, 8}) {
                       if (!tiling(rw, vc, rh)) continue;

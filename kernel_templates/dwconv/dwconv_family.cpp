@@ -643,7 +643,7 @@ std::vector<Config> enumerate(const Problem& p) {
     if (is_valid(p, c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (p.direction == DwDirection::backward_weight) {
-    // Vectors along W (channel-first) and rows per thread (every tap; runs of 4, 8 or 16) for register
+    // Vectors along W (channel-first) and rows per thread (every tap; runs of 4 or 8) for register
     // tiles. Runs of 8 in rows won both 2D benchmark problems (H200, exhaustive: NCHW f32 7x7 91.8 ->
     // 82.3 us, 3x3 52.1 -> 47.7; bench/results/2026-11-26-h200-wgrad-rows).
     const int elem = p.element_bytes();
@@ -658,7 +658,7 @@ std::vector<Config> enumerate(const Problem& p) {
                        taps(p) <= kMaxAccumulators ? taps(p) : 0})
           for (int splits : {1, 8, 32, 128})
             for (int atomic : {0, 1})
-              for (int rw : {0, 4, 8, 16})
+              for (int rw : {0, 4, 8})
                 for (int vw : widths)
                   for (int rh : row_counts) {
                     if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw == 0)) continue;
