@@ -264,16 +264,32 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // Lanes whose neighbour's window is not the next run of the same rows load their own halo.
     const bool first_lane = (FLAT ? run == 0 : tx == 0) || (threadIdx.x & 31) == 0;
     const bool last_lane = (FLAT ? run == runs - 1 : tx == TX - 1) || (threadIdx.x & 31) == 31;
-    // The loads of the window starting at w0 (with the exchange: own vectors; edge lanes also the halo).
-    auto issue = [&](long long row, long long w0, V (&raw)[kVecs]) {
-      const bool row_in = row >= 0 && row < p.src_h;
-      const long long q0 = w0 - kLead;
-      const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + q0;
+    // The loads of a window: which of its vectors a lane fetches (with the exchange: its own; edge lanes
+    // also the halo) and which lie inside the row depend on its start column only, so they are decided
+    // once per window start, not per row (NCHW f32 7x7 winner: 2,568 -> 2,512 instructions, 2 % faster;
+    // H200 probe, bench/results/2026-11-26-h200-probes). Skipping the zero fill of vectors that are
+    // never fetched was tried too and lost 2-7 %.
+    struct Cols {
+      long long q0;
+      bool fetch[kVecs];
+    };
+    auto columns = [&](long long w0) {
+      Cols cols;
+      cols.q0 = w0 - kLead;
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        const bool fetch = !kShuffle || (v >= kOwn0 && v < kOwn0 + kShift) || (v < kOwn0 ? first_lane : last_lane);
-        const long long qs = q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
-        if (fetch && row_in && qs >= 0 && qs < p.src_w) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
+        const bool mine = !kShuffle || (v >= kOwn0 && v < kOwn0 + kShift) || (v < kOwn0 ? first_lane : last_lane);
+        const long long qs = cols.q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
+        cols.fetch[v] = mine && qs >= 0 && qs < p.src_w;
+      }
+      return cols;
+    };
+    auto issue = [&](long long row, const Cols& cols, V (&raw)[kVecs]) {
+      const bool row_in = row >= 0 && row < p.src_h;
+      const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + cols.q0;
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        if (row_in && cols.fetch[v]) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
         else
 #pragma unroll
           for (int u = 0; u < VC; ++u) raw[v].v[u] = kvt_from_float<T>(0.f);
@@ -354,7 +370,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       if (!source_row<DIR, KH, SH, DH, PH>(h, 0, p.src_h, row)) row = -1;  // no source row: bias only
       V raw[RT][kVecs];
 #pragma unroll
-      for (int j = 0; j < RT; ++j) issue(row, AW::base(t0 + j * (TX * RW)), raw[j]);
+      for (int j = 0; j < RT; ++j) issue(row, columns(AW::base(t0 + j * (TX * RW))), raw[j]);
 #pragma unroll
       for (int j = 0; j < RT; ++j) {
         float win[kWin];
@@ -397,13 +413,14 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
       const long long row_base = AH::base(h);
       float win[kWin], next[kWin];
       V raw[kShuffle ? kVecs : 1], raw_next[kShuffle ? kVecs : 1];
-      if constexpr (kShuffle) issue(row_base + AH::next_used(0), win0, raw);
+      const Cols cols = columns(win0);
+      if constexpr (kShuffle) issue(row_base + AH::next_used(0), cols, raw);
       else load(row_base + AH::next_used(0), win);
 #pragma unroll
       for (int i = 0; i < AH::kWindow; ++i) {
         if (!AH::used(i)) continue;
         if (AH::next_used(i + 1) < AH::kWindow) {
-          if constexpr (kShuffle) issue(row_base + AH::next_used(i + 1), win0, raw_next);
+          if constexpr (kShuffle) issue(row_base + AH::next_used(i + 1), cols, raw_next);
           else load(row_base + AH::next_used(i + 1), next);
         }
         if constexpr (kShuffle) finish(raw, win);
