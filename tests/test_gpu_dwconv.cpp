@@ -211,6 +211,26 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
   }
 }
 
+// The channel-first shapes of kShapes plus `extra`: the variants `keep` accepts in each direction of
+// `directions` (backward_weight: both reductions).
+Verified verify_channel_first(const std::vector<Shape>& extra, std::initializer_list<DwDirection> directions,
+                              const std::function<bool(const dwconv::Config&)>& keep) {
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  std::vector<Shape> shapes = extra;
+  for (const auto& s : kShapes)
+    if (s.layout == DwLayout::nchw) shapes.push_back(s);
+  Verified counts;
+  for (const auto& shape : shapes)
+    for (DwDirection dir : directions)
+      for (bool deterministic : {true, false})
+        if (deterministic || dir == DwDirection::backward_weight)
+          verify_variants(shape, dir, deterministic, fp, stream, keep, counts);
+  cudaStreamDestroy(stream);
+  return counts;
+}
+
 }  // namespace
 
 TEST_CASE("every dwconv variant matches the float64 reference", "[gpu][dwconv]") {
@@ -236,23 +256,14 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
   // The channel-first 2D shapes of the sweep above plus planes no tile divides, where a grid's last
   // block is partial and warps straddle row groups and planes (the halo exchange's edge lanes).
   KVTUNE_REQUIRE_GPU();
-  const auto fp = detail::read_fingerprint(detail::current_device());
-  cudaStream_t stream = nullptr;
-  cudaStreamCreate(&stream);
-  const Shape extra[] = {
+  const std::vector<Shape> extra = {
       {"NCHW 7x7, 3 x 5 planes of 23 x 21", DwLayout::nchw, DType::f32, 3, 5, 23, 21, 7, 7, 1, 1, 3, 3, false, true},
       {"NCHW f32 7x7, 3 x 8 planes of 23 x 28 (vectors, halo exchange)", DwLayout::nchw, DType::f32, 3, 8, 23, 28, 7, 7, 1, 1, 3, 3, false, false},
       {"NCHW bf16 3x3, 2 x 8 planes of 56 x 56", DwLayout::nchw, DType::bf16, 2, 8, 56, 56, 3, 3, 1, 1, 1, 1, false, false},
       {"NCHW f16 5x5 stride 2, 9 x 13", DwLayout::nchw, DType::f16, 1, 7, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
   };
-  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
-  for (const auto& s : kShapes)
-    if (s.layout == DwLayout::nchw) shapes.push_back(s);
-  Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.flat == 1; }, counts);
-  cudaStreamDestroy(stream);
+  const Verified counts = verify_channel_first(extra, {DwDirection::forward, DwDirection::backward_data},
+                                               [](const dwconv::Config& c) { return c.flat == 1; });
   WARN("verified " << counts.verified << " flat-item dwconv variants");
   CHECK(counts.verified > 100);
 }
@@ -261,23 +272,13 @@ TEST_CASE("register-tiled weight gradients with rows per thread match the float6
   // The channel-first 2D shapes of the sweep above plus planes whose rows and runs do not divide the
   // tile (2 rows of runs of 8 or up to 4 rows of runs of 4), both reductions.
   KVTUNE_REQUIRE_GPU();
-  const auto fp = detail::read_fingerprint(detail::current_device());
-  cudaStream_t stream = nullptr;
-  cudaStreamCreate(&stream);
-  const Shape extra[] = {
+  const std::vector<Shape> extra = {
       {"NCHW f32 7x7, 2 x 8 planes of 13 x 24", DwLayout::nchw, DType::f32, 2, 8, 13, 24, 7, 7, 1, 1, 3, 3, false, true},
       {"NCHW bf16 3x3, 3 x 8 planes of 9 x 40", DwLayout::nchw, DType::bf16, 3, 8, 9, 40, 3, 3, 1, 1, 1, 1, false, false},
       {"NCHW f32 5x5 stride 2, 2 x 4 planes of 21 x 36", DwLayout::nchw, DType::f32, 2, 4, 21, 36, 5, 5, 2, 1, 2, 2, false, true},
   };
-  std::vector<Shape> shapes(std::begin(extra), std::end(extra));
-  for (const auto& s : kShapes)
-    if (s.layout == DwLayout::nchw) shapes.push_back(s);
-  Verified counts;
-  for (const auto& shape : shapes)
-    for (bool deterministic : {true, false})
-      verify_variants(shape, DwDirection::backward_weight, deterministic, fp, stream,
-                      [](const dwconv::Config& c) { return c.rows_per_thread > 1; }, counts);
-  cudaStreamDestroy(stream);
+  const Verified counts = verify_channel_first(extra, {DwDirection::backward_weight},
+                                               [](const dwconv::Config& c) { return c.rows_per_thread > 1; });
   WARN("verified " << counts.verified << " weight-gradient variants with rows per thread");
   CHECK(counts.verified > 50);
 }

@@ -77,6 +77,25 @@ template <class T> double bytes_of(const Shape& s) {
   return double(sizeof(T)) * double(s.n * s.c) * double(s.h * s.w + s.out_h() * s.out_w());
 }
 
+// Median over 15 rounds of one round's time per slot; `round` launches every slot once.
+template <class Round> double median_us(int slots, Round round) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int rep = 0; rep < 15; ++rep) {
+    cudaEventRecord(e0);
+    round();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t / slots);
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
+}
+
 template <class T, class K>
 void time_variant(const Shape& s, Bufs<T>& b, const char* label, K kernel, dim3 grid, dim3 block, size_t smem,
                   bool is_ref = false) {
@@ -96,22 +115,11 @@ void time_variant(const Shape& s, Bufs<T>& b, const char* label, K kernel, dim3 
   float diff = 0;
   cudaMemcpy(&diff, d, 4, cudaMemcpyDeviceToHost);
   cudaFree(d);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> ms;
   const int slots = (int)b.src.size();
   for (int i = 0; i < 5; ++i) kernel<<<grid, block, smem>>>(b.params(s, i % slots));
-  for (int rep = 0; rep < 15; ++rep) {
-    cudaEventRecord(e0);
+  const double us = median_us(slots, [&] {
     for (int i = 0; i < slots; ++i) kernel<<<grid, block, smem>>>(b.params(s, i));
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float t;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t / slots);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double us = ms[ms.size() / 2] * 1e3;
+  });
   std::printf("%-28s %-60s %8.1f us %7.0f GB/s  maxdiff %.2e\n", s.name, label, us, bytes_of<T>(s) / us * 1e-3, diff);
 }
 
@@ -177,24 +185,13 @@ void wgrad(const Shape& s, Bufs<float>& b) {
   cudaMemcpy(r.data(), dw_ref, r.size() * 4, cudaMemcpyDeviceToHost);
   double diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, (double)std::fabs(a[i] - r[i]) / (1e-3 + std::fabs(r[i])));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> ms;
   const int slots = (int)b.src.size();
-  for (int rep = 0; rep < 15; ++rep) {
-    cudaEventRecord(e0);
+  const double us = median_us(slots, [&] {
     for (int i = 0; i < slots; ++i) {
       cudaMemsetAsync(counters, 0, cols * 4);
       k<<<dim3((unsigned)cols, SPLITS), PY>>>(params(i, SPLITS, dw));
     }
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float t;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t / slots);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double us = ms[ms.size() / 2] * 1e3;
+  });
   std::printf("%-28s wgrad py=%d tg=%d split=%d rw=%d rh=%d vc=%d pipe=%d %8.1f us (incl. memset)  reldiff %.2e\n", s.name, PY,
               TG, SPLITS, RW, RH, VC, PIPE, us, diff);
 }

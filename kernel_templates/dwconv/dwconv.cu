@@ -847,16 +847,27 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
         // One x row's window as kVecs aligned accesses (VC = 1: kVecs = kWin scalars), predicated
         // rather than branched: padding rows and columns read as zeros, so no control flow
         // separates a row's loads from the previous row's FMAs.
+        // The column tests and the image's base are the same for every x row of the tile: decided
+        // once here, so a row costs one address and one row test (per vector and row, the 64-bit
+        // address and tests were ~60 instructions a row; H100, exhaustive, NCHW f32 7x7 82.4 -> 75.5 us,
+        // bench/results/2026-11-26-wgrad-addresses).
+        const long long q_first = q0 - kLead;
+        bool col_in[kVecs];
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) {
+          // VC > 1: VC | src_w, so a vector is wholly inside the row or wholly padding.
+          const long long qs = q_first + v * VC;
+          col_in[v] = qs >= 0 && qs < p.src_w;
+        }
+        const T* x_image = LAYOUT == 0 ? x + (n * p.channels + c) * p.src_h * p.src_w + q_first
+                                       : x + n * p.src_h * p.src_w * p.channels + q_first * p.channels + c;
         auto load_row = [&](int i, V (&vecs)[kVecs]) {
           const long long row = kAllTaps ? AH::base(h) + i : h * SH - PH + (long long)group * DH;
           const bool row_in = row >= 0 && row < p.src_h;
-          const T* x_row = LAYOUT == 0 ? x + ((n * p.channels + c) * p.src_h + row) * p.src_w
-                                       : x + ((n * p.src_h + row) * p.src_w) * p.channels + c;
+          const T* x_row = x_image + (row_in ? row : 0) * (LAYOUT == 0 ? p.src_w : p.src_w * p.channels);
 #pragma unroll
           for (int v = 0; v < kVecs; ++v) {
-            // VC > 1: VC | src_w, so a vector is wholly inside the row or wholly padding.
-            const long long qs = q0 - kLead + v * VC;
-            if (row_in && qs >= 0 && qs < p.src_w) vecs[v] = *reinterpret_cast<const V*>(x_row + (LAYOUT == 0 ? qs : qs * p.channels));
+            if (row_in && col_in[v]) vecs[v] = *reinterpret_cast<const V*>(x_row + (LAYOUT == 0 ? v * VC : v * VC * p.channels));
             else
 #pragma unroll
               for (int u = 0; u < VC; ++u) vecs[v].v[u] = kvt_from_float<T>(0.f);
