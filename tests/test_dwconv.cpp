@@ -462,6 +462,7 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     DwConvArgs flat_1d = args_1d(DwDirection::backward_weight, DwLayout::ncl, k, 1, 1);
     flat_1d.n = 8, flat_1d.c = 64, flat_1d.w = 4096;
     const Config h1 = dwconv::heuristic_config(dwconv::make_problem(flat_1d), 9);
+    CHECK(dwconv::is_valid(dwconv::make_problem(flat_1d), h1));
     CHECK(h1.rows_per_thread == 0);
     CHECK(h1.position_threads == 256);
     CHECK(h1.outputs_per_thread == 8);
@@ -787,6 +788,9 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   DwConvArgs k15 = args_1d(DwDirection::forward, DwLayout::nlc, 15, 1, 1);
   k15.dtype = DType::bf16, k15.c = 512, k15.w = 4096;
   CHECK(dwconv::heuristic_config(dwconv::make_problem(k15), 9).kernel != dwconv::Kernel::mma);
+  DwConvArgs long_bwd = long_conv;
+  long_bwd.direction = DwDirection::backward_data;  // measured forward only
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_bwd), 9).kernel != dwconv::Kernel::mma);
   CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
 }
 
@@ -866,6 +870,38 @@ TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shap
           ++checked;
         }
   CHECK(checked == 36);
+  // Kernels whose register window does not fit even runs of 4 (1D K = 61..63: 67+ values a row; a
+  // 3 x 32 kernel with dilation 2) and short rows (W = 4..7, under a run of 8): still a valid heuristic
+  // in every direction and layout.
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+      for (int k : {31, 61, 62, 63}) {
+        DwConvArgs a = args_1d(d, l, k, 1, 1);
+        a.n = 2, a.c = 8, a.w = 300;
+        const Problem p = dwconv::make_problem(a);
+        INFO(p.key());
+        CHECK(dwconv::is_valid(p, dwconv::heuristic_config(p, 9)));
+      }
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    for (DwLayout l : {DwLayout::nchw, DwLayout::nhwc}) {
+      DwConvArgs wide = args_2d(d, l);
+      wide.n = 2, wide.c = 8, wide.h = 20, wide.w = 90;
+      wide.kernel_h = 3, wide.kernel_w = 32, wide.dilation_w = 2;
+      wide.pad_top = wide.pad_bottom = 1, wide.pad_left = wide.pad_right = 31;
+      const Problem pw = dwconv::make_problem(wide);
+      INFO(pw.key());
+      CHECK(dwconv::is_valid(pw, dwconv::heuristic_config(pw, 9)));
+      for (std::int64_t w : {4, 5, 6, 7}) {
+        DwConvArgs small = args_2d(d, l);
+        small.n = 2, small.c = 8, small.h = 9, small.w = w;
+        const Problem ps = dwconv::make_problem(small);
+        INFO(ps.key());
+        const Config c = dwconv::heuristic_config(ps, 9);
+        CHECK(dwconv::is_valid(ps, c));
+        // Channel-first weight gradients keep register tiling (runs of 4) where a row holds one.
+        if (d == DwDirection::backward_weight && l == DwLayout::nchw) CHECK(c.outputs_per_thread == 4);
+      }
+    }
 }
 
 TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, shared memory within 48 KiB", "[dwconv]") {

@@ -661,7 +661,7 @@ std::vector<Config> enumerate(const Problem& p) {
               for (int rw : {0, 4, 8})
                 for (int vw : widths)
                   for (int rh : row_counts) {
-                    if ((rw == 0 && (vw > 0 || rh > 0)) || (rh > 0 && rw == 0)) continue;
+                    if (rw == 0 && (vw > 0 || rh > 0)) continue;
                     add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
     return out;
@@ -764,12 +764,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
-      // Register-tiled runs of 8 outputs read as 4-element vectors along W: every tap (2D: 2 rows of
-      // them, 128 threads; H200, exhaustive, NCHW f32 7x7 82.3 us and 3x3 47.7 against 91.9 and 52.1
-      // for one row, bench/results/2026-11-26-h200-wgrad-rows), or one kernel row per block column
-      // (runs of 4, 128 threads) for kernels over 64 taps.
+      // Register-tiled runs of 8 outputs (4 for rows shorter than 8) read as 4-element vectors along
+      // W: every tap (2D: 2 rows of them, 128 threads; H200, exhaustive, NCHW f32 7x7 82.3 us and 3x3
+      // 47.7 against 91.8 for 2 rows of runs of 4 and 52.1 for one row of runs of 8,
+      // bench/results/2026-11-26-h200-wgrad-rows), or one kernel row per block column (runs of 4, 128
+      // threads) for kernels over 64 taps.
       const bool every_tap = taps(p) <= kMaxAccumulators;
-      c.outputs_per_thread = every_tap ? 8 : 4;
+      c.outputs_per_thread = every_tap && p.dst_w() >= 8 ? 8 : 4;
       c.rows_per_thread = every_tap && p.dst_h() > 1 ? 2 : 0;
       c.position_threads = every_tap && p.dst_h() == 1 ? 256 : 128;
       c.taps_per_block = every_tap ? taps(p) : p.kw;
@@ -811,10 +812,11 @@ Config heuristic_config(const Problem& p, int cc_major) {
       for (const Config& m : mma_rule)
         if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
     }
-    if (p.channel_last() && p.dst_h() == 1 && p.kw >= 16) {
-      // 16-bit 1D kernels of 16+ taps: tensor-core tiles of 16 channels, 16 runs of 56 outputs, 4
-      // warps. H100, exhaustive, NLC bf16 K=31 16x512x4096: 71.8 us, the winner, against 79.1 for the
-      // staged tile below (bench/results/2026-11-25-h100-tensor-core-l1/export.json).
+    if (p.channel_last() && p.dst_h() == 1 && p.kh == 1 && p.kw >= 16 && p.direction == DwDirection::forward) {
+      // 16-bit 1D forward kernels of 16+ taps: tensor-core tiles of 16 channels, 16 runs of 56 outputs,
+      // 4 warps. H100, exhaustive, NLC bf16 K=31 16x512x4096: 71.8 us, the winner, against 79.1 for the
+      // staged tile below (bench/results/2026-11-25-h100-tensor-core-l1/export.json). backward_data
+      // was not measured and keeps the rule below.
       const Config m = mma_config(16, 1, 7, 4);
       if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
     }
