@@ -88,6 +88,12 @@ std::int64_t flat_items(const Problem& p, const Config& c, std::int64_t batch) {
   return batch * p.c * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), c.outputs_per_thread);
 }
 
+// A weight gradient's positions of one channel, in its threads' tiles: images x groups of RH dy rows x
+// runs of RW (untiled: single positions).
+std::int64_t wgrad_tiles(const Problem& p, const Config& c) {
+  return p.n * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
+}
+
 // Channel-last staged tiles (smem_halo): a tile's source, [rows][columns][TX * VC channels] of the
 // element type, one buffer or two (tiles per block, RT > 1), then the taps in shared memory as f32
 // ([tap][channel]) where the filter is not in registers.
@@ -412,8 +418,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       return fail("register window too large");
     if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
     if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
-    const std::int64_t positions = p.n * ceil_div(p.dst_h(), rh) * ceil_div(p.dst_w(), rw);
-    if (prune && c.splits > 1 && positions / c.splits < 4 * c.position_threads)
+    if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads)
       return fail("too little work per split");
     if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
     return true;
@@ -778,10 +783,9 @@ Config heuristic_config(const Problem& p, int cc_major) {
     }
     // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ tiles a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
-    const std::int64_t runs = p.n * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) *
-                              ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
+    const std::int64_t tiles = wgrad_tiles(p, c);
     c.splits = 1;
-    while (c.splits < 128 && blocks * c.splits < 5 * 132 && runs / (c.splits * 2) >= 4 * c.position_threads)
+    while (c.splits < 128 && blocks * c.splits < 5 * 132 && tiles / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
     first_valid({[](Config& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 0; },
                  [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.rows_per_thread = 0; },
