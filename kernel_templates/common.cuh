@@ -3,7 +3,7 @@
 // deployment needs libnvrtc and nothing else.
 //   kvt_f16 / kvt_bf16   16-bit storage types with explicit f32 conversions (cvt PTX, sm_80+)
 //   Vec<T, N>            N elements of T as one aligned access of N * sizeof(T) bytes
-//   kvt_cp_async16       16-byte asynchronous global -> shared copies (sm_80+)
+//   kvt_cp_async16       16-byte asynchronous global -> shared copies (sm_80+); kvt_cp_async<4|8|16>
 #pragma once
 
 typedef unsigned short kvt_u16;
@@ -51,6 +51,17 @@ __device__ __forceinline__ void kvt_cp_async16(void* smem_dst, const void* src, 
   unsigned dst;
   asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(dst) : "l"(smem_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+// 4- or 8-byte pieces (cp.async.ca: the 16-byte .cg form bypasses L1, the smaller ones must not).
+template <int BYTES> __device__ __forceinline__ void kvt_cp_async(void* smem_dst, const void* src, bool full) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (BYTES == 16) {
+    kvt_cp_async16(smem_dst, src, full);
+  } else {
+    unsigned dst;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(dst) : "l"(smem_dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(BYTES), "r"(full ? BYTES : 0) : "memory");
+  }
 }
 __device__ __forceinline__ void kvt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void kvt_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }

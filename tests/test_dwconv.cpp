@@ -436,12 +436,21 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     }
     CHECK(vectors >= 8);
     CHECK(rows >= 8);
-    // The heuristic: 2 rows of runs of 8 as 4-element vectors, every tap, 128 threads, 8 splits
-    // (96 channels x 8 fill ~5 blocks an SM of a 132-SM device); the space holds it.
+    // The heuristic for f32 7x7: staged x planes, 4 rows of runs of 8 as 4-element vectors, every tap,
+    // 128 threads, 5 splits (next test case). 3x3 and other types: 2 rows of runs of 8 from global
+    // memory, 8 splits (96 channels x 8 fill ~5 blocks an SM of a 132-SM device). The space holds both.
     const Config h = dwconv::heuristic_config(p, 9);
-    CHECK(h.label() == fmt::format("wgrad,ct=1,py=128,tg={},split=8,reduce=ordered,rw=8,vc=4,rh=2", k * k));
+    CHECK(h.label() == (k == 7 ? "wgrad,ct=1,py=128,tg=49,split=5,reduce=ordered,rw=8,vc=4,rh=4,staged"
+                               : "wgrad,ct=1,py=128,tg=9,split=8,reduce=ordered,rw=8,vc=4,rh=2"));
     const auto space = dwconv::enumerate(p);
     CHECK(std::find(space.begin(), space.end(), h) != space.end());
+    DwConvArgs half = a;
+    half.dtype = DType::bf16;
+    const Problem pb = dwconv::make_problem(half);
+    const Config hb = dwconv::heuristic_config(pb, 9);
+    CHECK(hb.label() == fmt::format("wgrad,ct=1,py=128,tg={},split=8,reduce=ordered,rw=8,vc=4,rh=2", k * k));
+    const auto space_b = dwconv::enumerate(pb);
+    CHECK(std::find(space_b.begin(), space_b.end(), hb) != space_b.end());
     // Rows per thread need every tap; vectors need rows that are a multiple of the width.
     Config c = dwconv::heuristic_config(p, 9);
     c.outputs_per_thread = 4, c.vector_channels = 4, c.rows_per_thread = 2, c.taps_per_block = k * k;
@@ -470,6 +479,126 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
   // Channel-last weight gradients have no vectors along W.
   DwConvArgs last = args_2d(DwDirection::backward_weight, DwLayout::nhwc);
   for (const auto& c : dwconv::enumerate(dwconv::make_problem(last))) CHECK(c.vector_channels <= 1);
+}
+
+TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size, splits and names", "[dwconv][nvrtc]") {
+  // ConvNeXt 7x7 on 96 channels and MobileNetV2 3x3 on 144, NCHW f32, 32 images of 56 x 56.
+  DwConvArgs a = args_2d(DwDirection::backward_weight, DwLayout::nchw);
+  a.n = 32, a.c = 96, a.h = a.w = 56;
+  a.kernel_h = a.kernel_w = 7;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
+  const Problem p = dwconv::make_problem(a);
+  int staged = 0;
+  for (const auto& c : dwconv::enumerate(p)) {
+    if (!c.smem_halo) continue;
+    ++staged;
+    INFO(c.label());
+    CHECK(c.channels_per_block == 1);
+    CHECK(c.taps_per_block == 49);
+    CHECK(c.outputs_per_thread > 1);
+    CHECK(c.rows_per_thread > 1);
+    CHECK(c.splits <= 32);
+    CHECK(c.label().substr(c.label().size() - 7) == ",staged");
+    CHECK(Config::from_json(c.to_json()) == c);
+    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(g.grid_x == 96u);
+    CHECK(g.grid_y == static_cast<unsigned>(c.splits));
+    CHECK(g.block == static_cast<unsigned>(c.position_threads));
+    CHECK(g.dynamic_smem > 0);
+    CHECK(g.dynamic_smem <= 96 * 1024);
+    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    CHECK(name.rfind("kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, ", 0) == 0);
+    const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, c.rows_per_thread, std::max(1, c.vector_channels));
+    CHECK(name.substr(name.size() - suffix.size()) == suffix);
+  }
+  CHECK(staged >= 40);
+  // The heuristic's plane: rows -3..58 (62) x columns from -4 (6 runs of 8 + a window of 16) = 64, f32,
+  // two buffers: 2 x 62 x 64 x 4 bytes. 5 splits: 96 x 5 = 480 blocks, one wave of 4 an SM on 132 SMs.
+  const Config h = dwconv::heuristic_config(p, 9);
+  REQUIRE(h.smem_halo == 1);
+  CHECK(dwconv::geometry(p, h, p.n).dynamic_smem == 2u * 62 * 64 * 4);
+  CHECK(h.splits == 5);
+  // 144 channels: 3 splits of 11 images (432 blocks) beat 4 of 8 (576: two waves). 3x3 kernels keep
+  // the register tiles from global memory in the heuristic; the space offers the staged planes.
+  DwConvArgs mobile = a;
+  mobile.c = 144;
+  mobile.kernel_h = mobile.kernel_w = 3;
+  mobile.pad_top = mobile.pad_bottom = mobile.pad_left = mobile.pad_right = 1;
+  const Problem pm = dwconv::make_problem(mobile);
+  CHECK(dwconv::heuristic_config(pm, 9).smem_halo == 0);
+  Config mobile_staged = h;
+  mobile_staged.taps_per_block = 9, mobile_staged.splits = 3;
+  const auto mobile_space = dwconv::enumerate(pm);
+  CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) != mobile_space.end());
+  mobile_staged.splits = 4;  // not a whole-wave count: only 1, 1, 3, 6, 12 are offered
+  CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) == mobile_space.end());
+  // Hard rules: channel-first, register tiles with every tap, copies of 4+ bytes, the planes within
+  // the opt-in shared memory.
+  std::string why;
+  Config c = h;
+  c.taps_per_block = 7;
+  CHECK_FALSE(dwconv::is_valid(p, c, &why));
+  c = h;
+  c.outputs_per_thread = 0, c.vector_channels = 0, c.rows_per_thread = 0;
+  CHECK_FALSE(dwconv::is_valid(p, c));
+  c = h;
+  c.smem_filter = 1;
+  CHECK_FALSE(dwconv::is_valid(p, c));
+  c = h;
+  c.smem_halo = 2;
+  CHECK_FALSE(dwconv::is_valid(p, c));
+  DwConvArgs half = a;
+  half.dtype = DType::bf16;
+  const Problem pb = dwconv::make_problem(half);
+  c = h;
+  c.vector_channels = 0;  // 2-byte copies
+  CHECK_FALSE(dwconv::is_valid(pb, c, &why));
+  CHECK(why.find("4 bytes") != std::string::npos);
+  c.vector_channels = 2;
+  CHECK(dwconv::is_valid(pb, c));
+  DwConvArgs last = a;
+  last.layout = DwLayout::nhwc;
+  CHECK_FALSE(dwconv::is_valid(dwconv::make_problem(last), h));
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(last))) CHECK(v.smem_halo == 0);
+  // A 300 x 300 f32 plane (2 x 363 KB) fits no shared memory: no staged variant, and the heuristic
+  // keeps the register tiles from global memory.
+  DwConvArgs large = a;
+  large.h = large.w = 300;
+  const Problem pl = dwconv::make_problem(large);
+  CHECK_FALSE(dwconv::is_valid(pl, h, &why));
+  CHECK(why == "shared memory");
+  for (const auto& v : dwconv::enumerate(pl)) CHECK(v.smem_halo == 0);
+  const Config hl = dwconv::heuristic_config(pl, 9);
+  CHECK(hl.smem_halo == 0);
+  CHECK(hl.rows_per_thread == 2);
+  // 1D: no staged variants (one row a plane).
+  DwConvArgs one = args_1d(DwDirection::backward_weight, DwLayout::ncl, 4, 1, 1);
+  one.n = 8, one.c = 64, one.w = 4096;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(one))) CHECK(v.smem_halo == 0);
+  // The model ranks the staged heuristic above the register tiles from global memory on the 7x7.
+  Config global = h;
+  global.smem_halo = 0, global.rows_per_thread = 2, global.splits = 8;
+  CHECK(dwconv::predicted_seconds(p, h, 132, 3.0e12) < dwconv::predicted_seconds(p, global, 132, 3.0e12));
+  // Every staged variant of a small dilated and strided problem compiles.
+  DwConvArgs odd = a;
+  odd.n = 3, odd.c = 8, odd.h = 17, odd.w = 20;
+  odd.kernel_h = odd.kernel_w = 3;
+  odd.dilation_h = odd.dilation_w = 2;
+  odd.stride_h = odd.stride_w = 2;
+  odd.pad_top = odd.pad_bottom = odd.pad_left = odd.pad_right = 2;
+  const Problem po = dwconv::make_problem(odd);
+  std::vector<detail::CompileRequest> requests;
+  for (const auto& v : dwconv::enumerate(po))
+    if (v.smem_halo) requests.push_back(dwconv::compile_request(po, v, "sm_90"));
+  CHECK(requests.size() >= 8);
+  std::vector<detail::CompileRequest> batches;
+  test::add_batched(batches, requests, 64);
+  const auto results = test::compile_batches(batches);
+  for (const auto& failure : results.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
+  }
+  CHECK(results.compiled == requests.size());
 }
 
 TEST_CASE("rows per thread and large channel-last kernels: variants exist, geometry and names follow", "[dwconv]") {

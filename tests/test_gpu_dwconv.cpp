@@ -271,17 +271,26 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
 TEST_CASE("register-tiled weight gradients with rows per thread match the float64 reference", "[gpu][dwconv][wgrad]") {
   // The channel-first 2D shapes of the sweep above plus planes whose last row group is partial (13, 9
   // and 11 output rows), a last run of 8 that is half full with 4-element vectors (W = 28) and
-  // 2-element ones (stride 2: 18 outputs), both reductions.
+  // 2-element ones (stride 2: 18 outputs), both reductions; then the staged x planes (smem_halo),
+  // counted apart.
   KVTUNE_REQUIRE_GPU();
   const std::vector<Shape> extra = {
       {"NCHW f32 7x7, 2 x 8 planes of 13 x 28", DwLayout::nchw, DType::f32, 2, 8, 13, 28, 7, 7, 1, 1, 3, 3, false, true},
       {"NCHW bf16 3x3, 3 x 8 planes of 9 x 40", DwLayout::nchw, DType::bf16, 3, 8, 9, 40, 3, 3, 1, 1, 1, 1, false, false},
       {"NCHW f32 5x5 stride 2, 2 x 4 planes of 21 x 36", DwLayout::nchw, DType::f32, 2, 4, 21, 36, 5, 5, 2, 1, 2, 2, false, true},
+      // Staged x planes: dilation; 9 images, whose 4 splits of 3 leave the fourth block none; 16-bit copies.
+      {"NCHW f32 3x3 dilation 2, 9 x 4 planes of 17 x 20", DwLayout::nchw, DType::f32, 9, 4, 17, 20, 3, 3, 1, 2, 2, 2, false, true},
+      {"NCHW f16 7x7, 3 x 4 planes of 30 x 32", DwLayout::nchw, DType::f16, 3, 4, 30, 32, 7, 7, 1, 1, 3, 3, false, false},
   };
-  const Verified counts = verify_channel_first(extra, {DwDirection::backward_weight},
-                                               [](const dwconv::Config& c) { return c.rows_per_thread > 1; });
-  WARN("verified " << counts.verified << " weight-gradient variants with rows per thread");
+  const Verified counts = verify_channel_first(extra, {DwDirection::backward_weight}, [](const dwconv::Config& c) {
+    return c.rows_per_thread > 1 && c.smem_halo == 0;
+  });
+  WARN("verified " << counts.verified << " weight-gradient variants with rows per thread from global memory");
   CHECK(counts.verified > 200);
+  const Verified staged = verify_channel_first(extra, {DwDirection::backward_weight},
+                                               [](const dwconv::Config& c) { return c.smem_halo == 1; });
+  WARN("verified " << staged.verified << " weight-gradient variants with staged x planes");
+  CHECK(staged.verified > 100);
 }
 
 TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[gpu][dwconv][staged]") {

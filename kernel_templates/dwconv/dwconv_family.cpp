@@ -94,6 +94,37 @@ std::int64_t wgrad_tiles(const Problem& p, const Config& c) {
   return p.n * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
 }
 
+// Shared memory of a staged weight gradient (smem_halo): two x planes, each as dwconv.cu's
+// kvt_dwconv_wgrad_staged lays it out (rows of the tiles' windows x VC-aligned columns of their
+// runs' windows, rounded up to 16 bytes).
+std::size_t wgrad_plane_bytes(const Problem& p, const Config& c) {
+  const std::int64_t rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread), vc = std::max(1, c.vector_channels);
+  const std::int64_t runs = ceil_div(p.dst_w(), rw), groups = ceil_div(p.dst_h(), rh);
+  const std::int64_t lead = ((-p.pad_left % vc) + vc) % vc;
+  const std::int64_t vecs = (lead + window(0, p.kw, p.sw, p.dw, p.pad_left, static_cast<int>(rw)) + vc - 1) / vc;
+  const std::int64_t rows = (groups * rh - 1) * p.sh + std::int64_t(p.kh - 1) * p.dh + 1;
+  const std::int64_t pitch = (runs - 1) * rw * p.sw + vecs * vc;
+  const std::int64_t piece = 16 / p.element_bytes();
+  return 2 * std::size_t((rows * pitch + piece - 1) / piece * piece) * std::size_t(p.element_bytes());
+}
+
+// The splits of a staged weight gradient: whole images, as few as fill the GPU's blocks in whole waves
+// (4 blocks of 128 threads an SM on 132 SMs), each wave paying one image's copies before its FMAs start:
+// the fewest waves x (images a split + 1). H100, NCHW f32 7x7 on 96 channels: 5 splits 52.4 us, 4 54.8,
+// 11 53.9, 16 56.3 (bench/results/2026-11-26-h100-wgrad-staged-probes).
+int wgrad_staged_splits(const Problem& p) {
+  constexpr std::int64_t kSlots = 4 * 132;
+  int best = 1;
+  std::int64_t best_cost = std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t s = 1; s <= std::min<std::int64_t>(p.n, 64); ++s) {
+    const std::int64_t per = ceil_div(p.n, s), used = ceil_div(p.n, per);
+    if (used != s) continue;  // the same images a split as a smaller count
+    const std::int64_t cost = ceil_div(p.c * s, kSlots) * (per + 1);
+    if (cost < best_cost) best_cost = cost, best = static_cast<int>(s);
+  }
+  return best;
+}
+
 // Channel-last staged tiles (smem_halo): a tile's source, [rows][columns][TX * VC channels] of the
 // element type, one buffer or two (tiles per block, RT > 1), then the taps in shared memory as f32
 // ([tap][channel]) where the filter is not in registers.
@@ -173,11 +204,12 @@ std::string Config::label() const {
                          rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "",
                          runs_per_thread > 1 ? fmt::format(",rt={}", runs_per_thread) : "", flat ? ",flat" : "");
     case Kernel::wgrad:
-      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}{}{}", channels_per_block, position_threads,
+      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}{}{}{}", channels_per_block, position_threads,
                          taps_per_block, splits, atomic ? "atomic" : "ordered",
                          outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "",
                          vector_channels > 1 ? fmt::format(",vc={}", vector_channels) : "",
-                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "");
+                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "",
+                         smem_halo ? ",staged" : "");
     case Kernel::mma:
       return fmt::format("mma,cb={},tr={},nt={},warps={}", channels_per_block, tile_rows, segment_tiles, warps);
   }
@@ -418,9 +450,22 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       return fail("register window too large");
     if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
     if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
-    if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads)
-      return fail("too little work per split");
     if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
+    if (c.smem_filter || c.threads_x || c.threads_y || c.runs_per_thread) return fail("tiled-kernel fields on the wgrad kernel");
+    if (c.smem_halo < 0 || c.smem_halo > 1) return fail("flags");
+    if (c.smem_halo) {
+      // Staged x planes (kvt_dwconv_wgrad_staged): one channel a block, register tiles with every tap,
+      // copies of 4, 8 or 16 bytes, two planes in shared memory.
+      if (p.channel_last() || rw == 1 || c.taps_per_block != taps(p))
+        return fail("staged wgrad: channel-first register-tiled runs with every tap");
+      if (vc * elem < 4) return fail("staged wgrad: copies of 4 bytes or more (vectors along W)");
+      if (wgrad_plane_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
+      if (prune && wgrad_plane_bytes(p, c) > 2 * kMaxSmem) return fail("staged planes over 96 KiB");
+      if (prune && c.splits > p.n) return fail("more splits than images");
+      if (prune && p.dst_h() == 1) return fail("staged wgrad: planes of one row");
+    } else if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads) {
+      return fail("too little work per split");
+    }
     return true;
   }
   if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
@@ -655,7 +700,9 @@ std::vector<Config> enumerate(const Problem& p) {
     int widest = 16 / elem;  // the widest vector that divides the rows (14 x 14 planes: 2 elements)
     while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes))
       widest /= 2;
-    const std::vector<int> widths = p.channel_last() || widest < 2 ? std::vector<int>{0} : std::vector<int>{0, widest};
+    // 16-bit types also get 4-element vectors, the heuristic's width for every type.
+    std::vector<int> widths = p.channel_last() || widest < 2 ? std::vector<int>{0} : std::vector<int>{0, widest};
+    if (widths.size() == 2 && widest > 4) widths.push_back(4);
     const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{0, 2, 4} : std::vector<int>{0};
     for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
       for (int block : {128, 256})
@@ -669,6 +716,21 @@ std::vector<Config> enumerate(const Problem& p) {
                     if (rw == 0 && (vw > 0 || rh > 0)) continue;
                     add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
+    // Staged x planes (channel-first, every tap): runs of 4 or 8, 2-8 rows, 128 or 256 threads, the
+    // wave-filling split count and its neighbours in whole images.
+    if (!p.channel_last() && taps(p) <= kMaxAccumulators) {
+      const int fill = wgrad_staged_splits(p);
+      for (int block : {128, 256})
+        for (int splits : {fill, 1, std::max(1, fill / 2), 2 * fill, 4 * fill})
+          for (int atomic : {0, 1})
+            for (int rw : {4, 8})
+              for (int vw : widths)
+                for (int rh : {2, 4, 8}) {
+                  Config staged = wgrad_config(1, block, taps(p), splits, atomic, rw, std::min(vw, rw), rh);
+                  staged.smem_halo = 1;
+                  add(staged);
+                }
+    }
     return out;
   }
   const int elem = p.element_bytes();
@@ -768,6 +830,19 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.channels_per_block = p.channel_last() ? static_cast<int>(std::min<std::int64_t>(32, next_pow2(p.c))) : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
+    if (!p.channel_last() && p.dtype == DType::f32 && p.dst_h() > 1 && p.dst_w() >= 4 && taps(p) >= 25 &&
+        taps(p) <= kMaxAccumulators) {
+      // 2D f32 kernels of 25-64 taps: x planes staged in shared memory, 4 rows of runs of 8 (4 for rows
+      // shorter than 8), 128 threads, splits that fill whole waves. H100, NCHW f32 7x7: 54.8 us against
+      // 69.5 for the register tiles below; 3x3: 54.4 against 51.6, so 3x3 stays below (5x5 is not
+      // measured; bench/results/2026-11-26-h100-wgrad-staged-probes, probe-9).
+      Config staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
+      staged.smem_halo = 1;
+      for (int vc : {4, 2, 1}) {
+        staged.vector_channels = vc > 1 ? vc : 0;
+        if (portable(staged)) return staged;
+      }
+    }
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
       // Register-tiled runs of 8 outputs (4 for rows shorter than 8) read as 4-element vectors along
       // W: every tap (2D: 2 rows of them, 128 threads; H200, exhaustive, NCHW f32 7x7 82.3 us and 3x3
@@ -979,6 +1054,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       const std::int64_t columns = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
       g.grid_x = static_cast<unsigned>(columns);
       g.grid_y = static_cast<unsigned>(c.splits);
+      if (c.smem_halo) g.dynamic_smem = wgrad_plane_bytes(p, c);
       if (c.splits > 1 || c.atomic) {
         const std::size_t cols = std::size_t(taps(p) + 1);
         const std::size_t floats = std::size_t(p.c) * cols * (c.atomic ? 1 : std::size_t(c.splits));
@@ -1031,6 +1107,13 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         c.segment_tiles, c.warps, mma_tile(p, c).pitch, p.bias ? 1 : 0)};
       break;
     case Kernel::wgrad:
+      if (c.smem_halo) {
+        r.name_expressions = {fmt::format("kvt_dwconv_wgrad_staged<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                                          kernel_type(p.dtype), p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
+                                          c.position_threads, c.atomic, p.bias ? 1 : 0, c.outputs_per_thread,
+                                          std::max(1, c.rows_per_thread), std::max(1, c.vector_channels))};
+        break;
+      }
       r.name_expressions = {fmt::format("kvt_dwconv_wgrad<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
                                         kernel_type(p.dtype), p.channel_last() ? 1 : 0, p.kh, p.kw, p.sh, p.sw, p.dh,
                                         p.dw, p.pad_top, p.pad_left, c.channels_per_block, c.position_threads,
@@ -1372,7 +1455,29 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double blocks = std::ceil(channels / ct) * columns * c.splits;
       const double positions = batch * double(p.out_h() * p.out_w());
       double instructions, registers, in_flight;  // whole grid; a thread's; bytes a thread has in flight
-      if (c.outputs_per_thread > 1) {
+      double warp_ipc = kWarpIpc;
+      if (c.smem_halo) {
+        // Staged x planes: a block copies each image's plane (one cp.async a vector), then its threads
+        // take the plane's tiles: a dy run from global memory, each x row's window from shared memory,
+        // the FMAs. Lanes past the plane's last tile idle. The copies of a whole plane are in flight
+        // together, and the loop issues about every 5 cycles a warp (Nsight Compute, H100, NCHW f32 7x7:
+        // 4.96 cycles an instruction; bench/results/2026-11-26-h100-wgrad-staged-probes).
+        constexpr double kSharedLoad = 2, kCopyCost = 12;
+        const double rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread);
+        const double vc = std::max(1, c.vector_channels);
+        const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+        const double rows_read = (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1;
+        const double row_vectors = std::ceil((window + vc - 1) / vc);
+        const double tiles = std::ceil(dst_h / rh) * std::ceil(dst_w / rw);
+        const double plane_vectors = double(wgrad_plane_bytes(p, c)) / 2 / (vc * elem);
+        const double per_image = std::ceil(tiles / py) * py * (kLoadCost * rh * rw / vc + kSharedLoad * rows_read * row_vectors +
+                                                               tg * rw * rh + kRunCost) +
+                                 plane_vectors * kCopyCost;
+        instructions = channels * c.splits * std::ceil(batch / c.splits) * per_image;
+        registers = 24 + tg + rh * rw + window;
+        in_flight = double(wgrad_plane_bytes(p, c)) / 2 / py;
+        warp_ipc = 1.0 / 5;
+      } else if (c.outputs_per_thread > 1) {
         // Register tiling: a run of rw outputs (rh rows) loads its dy run and each x row's window once
         // for all KW taps (every kernel row, or the block column's one), as vc-element vectors.
         const double rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread);
@@ -1391,10 +1496,12 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         registers = 32 + tg;
         in_flight = (1 + tg) * elem;
       }
-      const double per_sm = std::max(1.0, std::floor(std::min(2048 / block, 65536 / (std::max(registers, 16.0) * block))));
+      const double smem = c.smem_halo ? double(wgrad_plane_bytes(p, c)) + 2048 : 0;  // + partials, reserved
+      const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, 65536 / (std::max(registers, 16.0) * block),
+                                                               smem > 0 ? kSmemPerSm / smem : 64.0})));
       // Each block column reads x and dy; no cap on an SM's issue rate (64 warps stay under it).
       const BusiestSm sm = busiest_sm(blocks, block, per_sm, instructions / blocks / block, bytes * columns / blocks,
-                                      in_flight, sms, bandwidth, kWarpIpc, 4.0, kSmShare);
+                                      in_flight, sms, bandwidth, warp_ipc, 4.0, kSmShare);
       const double memory = std::max(bytes * columns / bandwidth, sm.memory);
       const double reduce = std::ceil(sm.blocks / per_sm) * ct * (tg + 1) * kReduceCost * std::log2(std::max(py, 2.0)) / kClock +
                             (c.splits > 1 ? kSplitCost : 0);
