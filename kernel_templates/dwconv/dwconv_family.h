@@ -28,7 +28,8 @@ struct Config {
   int vector_channels = 0;     // VC: channels per vector access (channel-last); channel-first:
                                // elements per vector access along W (1: scalars)
   int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first:
-                               // TY rows x TX runs; channel-last: TX * VC channels x TY runs x RH rows)
+                               // TY rows x TX runs; channel-last: TX * VC channels x TY runs x RH rows);
+                               // wgrad: whole x planes, two in turn (label ",staged")
   int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
   int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
                                // for all of them (0 and 1: one row; channel-first: global-memory halo only)
