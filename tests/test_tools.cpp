@@ -481,13 +481,14 @@ TEST_CASE("tools: dwconv SPACE is the declared axes, every tuned variant inside 
   // --dry-run's SPACE: tiled 32 runs x 11 x 11 thread shapes x 4 vectors x halo x filter x 4 row counts
   // x 4 run counts, plus flat items (32 runs x 6 block sizes of 32..1024 x 4 vectors x 4 row counts), 2
   // direct designs and tensor-core tiles (8 channel counts x 5 warp counts x 5 row counts x 16 n-tiles); wgrad 11 x 11 block shapes x 64 tap groups x 16 splits x 2 reductions x 29
-  // (runs, vectors, rows) points. A tuned variant outside the axes would add to it (weight gradients'
-  // vectors and rows once did, uncounted).
+  // (runs, vectors, rows) points, plus staged x planes: 11 thread counts x 64 tap groups x 64 splits x 2
+  // reductions x 29 points. A tuned variant outside the axes would add to it (weight gradients' vectors
+  // and rows once did, uncounted; the staged planes' splits too, before they were declared).
   const auto* h = kvtune::tools::find_handler("dwconv");
   REQUIRE(h != nullptr);
   const std::string rest = ",nchw,f32,n<=32,c=144,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16";
   for (const auto& [direction, total] : {std::pair<std::string, std::int64_t>{"forward", 32 * 11 * 11 * 4 * 2 * 2 * 4 * 4 + 32 * 6 * 4 * 4 + 2 + 8 * 5 * 5 * 16},
-                                         {"backward_weight", 11LL * 11 * 64 * 16 * 2 * 29}}) {
+                                         {"backward_weight", 11LL * 11 * 64 * 16 * 2 * 29 + 11LL * 64 * 64 * 2 * 29}}) {
     std::string why;
     const auto problem = h->from_key("dwconv," + direction + rest, &why);
     REQUIRE(problem != nullptr);

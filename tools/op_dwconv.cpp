@@ -293,8 +293,9 @@ class DwConvProblem final : public OpProblem {
     // registers); plus the two direct designs; mma: 8..64 channels a block (multiples of 8), 1..16
     // warps, 1..16 rows (powers of two), 1..16 n-tiles a segment. wgrad: channels per block and position threads 1..1024, taps per
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
-    // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none). Seeds
-    // and a heuristic outside the axes count too.
+    // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none); staged x
+    // planes: one channel a block, position threads 1..1024, taps 1..64, splits 1..64 (whole images),
+    // both reductions, the same tiling points. Seeds and a heuristic outside the axes count too.
     const dw::Problem& p = e_.problem;
     const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
     std::set<std::string> runnable;
@@ -307,9 +308,15 @@ class DwConvProblem final : public OpProblem {
                rh != 1 && vc <= rw && (rw > 0 || rh == 0);
       };
       const auto declared = [&](const dw::Config& c) {
+        const bool splits = c.smem_halo == 1 ? c.channels_per_block == 1 && c.splits >= 1 && c.splits <= 64
+                                             : c.smem_halo == 0 && pow2(c.splits, 32768);
         return c.kernel == dw::Kernel::wgrad && pow2(c.channels_per_block, 1024) && pow2(c.position_threads, 1024) &&
-               c.taps_per_block >= 1 && c.taps_per_block <= 64 && pow2(c.splits, 32768) && c.atomic >= 0 &&
-               c.atomic <= 1 && tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
+               c.taps_per_block >= 1 && c.taps_per_block <= 64 && splits && c.atomic >= 0 && c.atomic <= 1 &&
+               tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
+      };
+      const auto count = [&](const dw::Config& c) {
+        ++total;
+        if (dw::is_runnable(p, c)) runnable.insert(c.label());
       };
       for (int ct = 1; ct <= 1024; ct *= 2)
         for (int py = 1; py <= 1024; py *= 2)
@@ -318,12 +325,20 @@ class DwConvProblem final : public OpProblem {
               for (int atomic : {0, 1})
                 for (int rw : {0, 4, 8})
                   for (int vc : {0, 2, 4, 8})
-                    for (int rh : {0, 2, 4, 8}) {
-                      if (!tiling(rw, vc, rh)) continue;
-                      ++total;
-                      const auto c = dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh);
-                      if (dw::is_runnable(p, c)) runnable.insert(c.label());
-                    }
+                    for (int rh : {0, 2, 4, 8})
+                      if (tiling(rw, vc, rh)) count(dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh));
+      for (int py = 1; py <= 1024; py *= 2)
+        for (int tg = 1; tg <= 64; ++tg)
+          for (int splits = 1; splits <= 64; ++splits)
+            for (int atomic : {0, 1})
+              for (int rw : {0, 4, 8})
+                for (int vc : {0, 2, 4, 8})
+                  for (int rh : {0, 2, 4, 8}) {
+                    if (!tiling(rw, vc, rh)) continue;
+                    auto c = dw::wgrad_config(1, py, tg, splits, atomic, rw, vc, rh);
+                    c.smem_halo = 1;
+                    count(c);
+                  }
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
       // ~1M points: counted, and only the runnable ones named.

@@ -77,6 +77,20 @@ struct Axis {
   __device__ static long long base(long long t0) { return DIR == 0 ? t0 * S - P : t0 / S + kQmin; }
 };
 
+// VC elements at src as one aligned vector where `in`, zeros otherwise. Zeros on the else branch, not
+// a select after the load: with the select the compiler loaded every vector of a weight-gradient tile
+// into the same registers, one after another (H100, staged NCHW f32 7x7: 61.5 against 52.3 us;
+// bench/NOTES.md, 2026-11-26 03:20).
+template <class T, int VC>
+__device__ __forceinline__ Vec<T, VC> kvt_load_or_zero(const T* src, bool in) {
+  Vec<T, VC> v;
+  if (in) v = *reinterpret_cast<const Vec<T, VC>*>(src);
+  else
+#pragma unroll
+    for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(0.f);
+  return v;
+}
+
 // Source row of output row h for tap kh; false when the tap does not land on a source row.
 template <int DIR, int KH, int SH, int DH, int PH>
 __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h, long long& row) {
@@ -916,14 +930,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             // VC > 1: the host guarantees VC | dst_w, so a vector is wholly inside the row or past it.
             const bool in = rr < rows && w0 + r < p.dst_w;
             if constexpr (VC > 1) {
-              // Zeros on the other branch, not a select after the load: the select made the compiler
-              // load every vector into the same registers, one at a time (H100, staged NCHW f32 7x7:
-              // 61.5 against 52.3 us; bench/NOTES.md, 2026-11-26 morning).
-              V v;
-              if (in) v = *reinterpret_cast<const V*>(g_row + w0 + r);
-              else
-#pragma unroll
-                for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(0.f);
+              const V v = kvt_load_or_zero<T, VC>(g_row + w0 + r, in);
 #pragma unroll
               for (int u = 0; u < VC; ++u) g[rr][r + u] = kvt_to_float(v.v[u]);
             } else {
@@ -1148,14 +1155,8 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
         const T* g_row = dy + ((n * p.channels + c) * p.dst_h + h + rr) * p.dst_w;
 #pragma unroll
         for (int r = 0; r < RW; r += VC) {
-          // The host guarantees VC | dst_w: a vector is wholly inside the row or past it. Zeros on the
-          // other branch (as kvt_dwconv_wgrad): each vector keeps its own registers, all in flight.
-          const bool in = rr < rows && w0 + r < p.dst_w;
-          V v;
-          if (in) v = *reinterpret_cast<const V*>(g_row + w0 + r);
-          else
-#pragma unroll
-            for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(0.f);
+          // The host guarantees VC | dst_w: a vector is wholly inside the row or past it.
+          const V v = kvt_load_or_zero<T, VC>(g_row + w0 + r, rr < rows && w0 + r < p.dst_w);
 #pragma unroll
           for (int u = 0; u < VC; ++u) g[rr][r + u] = kvt_to_float(v.v[u]);
         }
