@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "dwconv.cu"
-#include "old_staged.cuh"
 
 namespace {
 
@@ -156,79 +155,32 @@ void flat(const Shape& s, Bufs<T>& b) {
 
 // backward_weight (channel-first, stride 1): dw of dy = dst-shaped random data against x = src, split
 // partials in a workspace; the reference is the one-tap-a-thread "coalesced" form with one split.
-template <int KH, int KW, int PH, int PW, int PY, int TG, int SPLITS, int RW, int RH, int VC, int PIPE, int OLD = 0>
-void wgrad(const Shape& s, Bufs<float>& b) {
-  auto k = OLD ? kvt_before_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, PY, TG, 0, 0, RW, RH, VC, PIPE>
-               : kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, PY, TG, 0, 0, RW, RH, VC, PIPE>;
+// Launches `k` on cols x splits blocks of `block` threads with `smem` dynamic shared memory, checks
+// it against the reference, times it (the counters' memset included) and prints `label`.
+template <int KH, int KW, int PH, int PW, class K>
+void wgrad_run(const Shape& s, Bufs<float>& b, K k, long long cols, int splits, int block, size_t smem, const std::string& label) {
   auto ref = kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, 256, 1, 0, 0>;
   static float *dw = nullptr, *dw_ref = nullptr, *ws = nullptr;
   static unsigned* counters = nullptr;
-  const long long taps = KH * KW, cols = s.c * ((taps + TG - 1) / TG);
+  const long long taps = KH * KW;
   if (!dw) {
     cudaMalloc(&dw, s.c * taps * 4), cudaMalloc(&dw_ref, s.c * taps * 4);
     cudaMalloc(&ws, 128 * s.c * (taps + 1) * 4), cudaMalloc(&counters, s.c * taps * 4);
   }
-  auto params = [&](int slot, long long splits, float* out) {
+  if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  auto params = [&](int slot, long long n_splits, float* out) {
     KvtDwConvParams p = b.params(s, slot);
     p.aux = b.dst[(slot + 1) % b.dst.size()];  // dy: a filled buffer of the output's shape
-    p.dst = out, p.workspace = ws, p.counters = counters, p.splits = splits;
+    p.dst = out, p.workspace = ws, p.counters = counters, p.splits = n_splits;
     return p;
   };
+  const dim3 grid((unsigned)cols, (unsigned)splits);
   for (auto* d : b.dst) fill<<<1024, 256>>>(d, b.dst_n, 99);
   ref<<<dim3((unsigned)(s.c * taps)), 256>>>(params(0, 1, dw_ref));
   cudaMemset(counters, 0, s.c * taps * 4);
-  k<<<dim3((unsigned)cols, SPLITS), PY>>>(params(0, SPLITS, dw));
+  k<<<grid, block, smem>>>(params(0, splits, dw));
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-    std::printf("wgrad launch failed: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-  std::vector<float> a(s.c * taps), r(s.c * taps);
-  cudaMemcpy(a.data(), dw, a.size() * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(r.data(), dw_ref, r.size() * 4, cudaMemcpyDeviceToHost);
-  double diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, (double)std::fabs(a[i] - r[i]) / (1e-3 + std::fabs(r[i])));
-  const int slots = (int)b.src.size();
-  const double us = median_us(slots, [&] {
-    for (int i = 0; i < slots; ++i) {
-      cudaMemsetAsync(counters, 0, cols * 4);
-      k<<<dim3((unsigned)cols, SPLITS), PY>>>(params(i, SPLITS, dw));
-    }
-  });
-  std::printf("%-28s wgrad%s py=%d tg=%d split=%d rw=%d rh=%d vc=%d pipe=%d %8.1f us (incl. memset)  reldiff %.2e\n", s.name,
-              OLD ? "(old)" : "", PY, TG, SPLITS, RW, RH, VC, PIPE, us, diff);
-}
-
-// The staged weight gradient (dwconv_family.cpp wgrad_plane_bytes()): two buffers of x planes.
-template <int KH, int KW, int PH, int PW, int PY, int SPLITS, int RW, int RH, int VC, int OLD = 0>
-void wgrad_staged(const Shape& s, Bufs<float>& b) {
-  auto k = OLD ? kvt_old_staged<float, KH, KW, 1, 1, 1, 1, PH, PW, PY, 0, 0, RW, RH, VC>
-               : kvt_dwconv_wgrad_staged<float, KH, KW, 1, 1, 1, 1, PH, PW, PY, 0, 0, RW, RH, VC>;
-  auto ref = kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, 256, 1, 0, 0>;
-  static float *dw = nullptr, *dw_ref = nullptr, *ws = nullptr;
-  static unsigned* counters = nullptr;
-  const long long taps = KH * KW, cols = s.c;
-  if (!dw) {
-    cudaMalloc(&dw, s.c * taps * 4), cudaMalloc(&dw_ref, s.c * taps * 4);
-    cudaMalloc(&ws, 128 * s.c * (taps + 1) * 4), cudaMalloc(&counters, s.c * taps * 4);
-  }
-  const int runs = (s.w + RW - 1) / RW, groups = (s.h + RH - 1) / RH;
-  constexpr int kWin = RW + KW - 1, kLead = ((-PW % VC) + VC) % VC, kVecs = (kLead + kWin + VC - 1) / VC;
-  const int x_rows = (groups * RH - 1) + KH - 1 + 1, x_pitch = (runs - 1) * RW + kVecs * VC;
-  const int buffer = (x_rows * x_pitch + 3) / 4 * 4;
-  const size_t smem = 2 * size_t(buffer) * 4;
-  if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  auto params = [&](int slot, long long splits, float* out) {
-    KvtDwConvParams p = b.params(s, slot);
-    p.aux = b.dst[(slot + 1) % b.dst.size()];
-    p.dst = out, p.workspace = ws, p.counters = counters, p.splits = splits;
-    return p;
-  };
-  for (auto* d : b.dst) fill<<<1024, 256>>>(d, b.dst_n, 99);
-  ref<<<dim3((unsigned)(s.c * taps)), 256>>>(params(0, 1, dw_ref));
-  cudaMemset(counters, 0, s.c * taps * 4);
-  k<<<dim3((unsigned)cols, SPLITS), PY, smem>>>(params(0, SPLITS, dw));
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-    std::printf("wgrad_staged launch failed: %s\n", cudaGetErrorString(e));
+    std::printf("%s: launch failed: %s\n", label.c_str(), cudaGetErrorString(e));
     std::exit(1);
   }
   if (g_once) return;  // Nsight Compute: one launch a variant
@@ -241,11 +193,32 @@ void wgrad_staged(const Shape& s, Bufs<float>& b) {
   const double us = median_us(slots, [&] {
     for (int i = 0; i < slots; ++i) {
       cudaMemsetAsync(counters, 0, cols * 4);
-      k<<<dim3((unsigned)cols, SPLITS), PY, smem>>>(params(i, SPLITS, dw));
+      k<<<grid, block, smem>>>(params(i, splits, dw));
     }
   });
-  std::printf("%-28s wgrad STAGED%s py=%d split=%d rw=%d rh=%d vc=%d smem=%zu %8.1f us (incl. memset)  reldiff %.2e\n", s.name,
-              OLD ? "(old)" : "", PY, SPLITS, RW, RH, VC, smem, us, diff);
+  std::printf("%-28s %s %8.1f us (incl. memset)  reldiff %.2e\n", s.name, label.c_str(), us, diff);
+}
+
+// The register-tiled weight gradient from global memory.
+template <int KH, int KW, int PH, int PW, int PY, int TG, int SPLITS, int RW, int RH, int VC, int PIPE>
+void wgrad(const Shape& s, Bufs<float>& b) {
+  char label[128];
+  std::snprintf(label, sizeof label, "wgrad py=%d tg=%d split=%d rw=%d rh=%d vc=%d pipe=%d", PY, TG, SPLITS, RW, RH, VC, PIPE);
+  wgrad_run<KH, KW, PH, PW>(s, b, kvt_dwconv_wgrad<float, 0, KH, KW, 1, 1, 1, 1, PH, PW, 1, PY, TG, 0, 0, RW, RH, VC, PIPE>,
+                            s.c * ((KH * KW + TG - 1) / TG), SPLITS, PY, 0, label);
+}
+
+// The staged weight gradient: two x planes in shared memory (dwconv_family.cpp wgrad_plane_bytes()).
+template <int KH, int KW, int PH, int PW, int PY, int SPLITS, int RW, int RH, int VC>
+void wgrad_staged(const Shape& s, Bufs<float>& b) {
+  const int runs = (s.w + RW - 1) / RW, groups = (s.h + RH - 1) / RH;
+  constexpr int kWin = RW + KW - 1, kLead = ((-PW % VC) + VC) % VC, kVecs = (kLead + kWin + VC - 1) / VC;
+  const int x_rows = groups * RH - 1 + KH, x_pitch = (runs - 1) * RW + kVecs * VC;
+  const size_t smem = 2 * size_t((x_rows * x_pitch + 3) / 4 * 4) * 4;
+  char label[128];
+  std::snprintf(label, sizeof label, "wgrad STAGED py=%d split=%d rw=%d rh=%d vc=%d smem=%zu", PY, SPLITS, RW, RH, VC, smem);
+  wgrad_run<KH, KW, PH, PW>(s, b, kvt_dwconv_wgrad_staged<float, KH, KW, 1, 1, 1, 1, PH, PW, PY, 0, 0, RW, RH, VC>, s.c,
+                            SPLITS, PY, smem, label);
 }
 
 // The tensor-core tile's launch geometry (dwconv_family.cpp mma_tile() and mma_smem_bytes(), stride 1,
