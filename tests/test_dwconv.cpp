@@ -537,41 +537,55 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) != mobile_space.end());
   mobile_staged.splits = 4;  // not a whole-wave count: only 1, 1, 3, 6, 12 are offered
   CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) == mobile_space.end());
-  // Hard rules: channel-first, register tiles with every tap, copies of 4+ bytes, the planes within
-  // the opt-in shared memory.
-  std::string why;
+  // Each rule on its own (the config passes every other one), by its reason: channel-first register
+  // tiles with every tap, copies of 4+ bytes, no tiled-kernel fields, whole-image splits up to 64.
+  const auto reason = [](const Problem& q, const Config& v) {
+    std::string why;
+    return dwconv::is_valid(q, v, &why) ? std::string("valid") : why;
+  };
+  const std::string every_tap = "staged wgrad: channel-first register-tiled runs with every tap";
   Config c = h;
-  c.taps_per_block = 7;
-  CHECK_FALSE(dwconv::is_valid(p, c, &why));
+  c.taps_per_block = 7, c.rows_per_thread = 0;  // one kernel row a block column: fine unstaged
+  CHECK(reason(p, c) == every_tap);
+  c.smem_halo = 0;
+  CHECK(reason(p, c) == "valid");
+  const Problem pm3 = dwconv::make_problem(mobile);
   c = h;
-  c.outputs_per_thread = 0, c.vector_channels = 0, c.rows_per_thread = 0;
-  CHECK_FALSE(dwconv::is_valid(p, c));
+  c.taps_per_block = 9, c.splits = 3, c.outputs_per_thread = 0, c.vector_channels = 0, c.rows_per_thread = 0;
+  CHECK(reason(pm3, c) == every_tap);  // no register tiles
+  c.smem_halo = 0;
+  CHECK(reason(pm3, c) == "valid");
   c = h;
   c.smem_filter = 1;
-  CHECK_FALSE(dwconv::is_valid(p, c));
+  CHECK(reason(p, c) == "tiled-kernel fields on the wgrad kernel");
   c = h;
   c.smem_halo = 2;
-  CHECK_FALSE(dwconv::is_valid(p, c));
+  CHECK(reason(p, c) == "flags");
+  c = h;
+  c.splits = 65;
+  CHECK(reason(p, c) == "staged wgrad: splits 1..64 (whole images)");
+  c.splits = 33;
+  CHECK(reason(p, c) == "more splits than images");  // 32 images
   DwConvArgs half = a;
   half.dtype = DType::bf16;
   const Problem pb = dwconv::make_problem(half);
   c = h;
   c.vector_channels = 0;  // 2-byte copies
-  CHECK_FALSE(dwconv::is_valid(pb, c, &why));
-  CHECK(why.find("4 bytes") != std::string::npos);
+  CHECK(reason(pb, c) == "staged wgrad: copies of 4 bytes or more (vectors along W)");
   c.vector_channels = 2;
-  CHECK(dwconv::is_valid(pb, c));
+  CHECK(reason(pb, c) == "valid");
   DwConvArgs last = a;
   last.layout = DwLayout::nhwc;
-  CHECK_FALSE(dwconv::is_valid(dwconv::make_problem(last), h));
+  c = h;
+  c.vector_channels = 0;  // channel-last has no vectors along W
+  CHECK(reason(dwconv::make_problem(last), c) == every_tap);
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(last))) CHECK(v.smem_halo == 0);
   // A 300 x 300 f32 plane (2 x 363 KB) fits no shared memory: no staged variant, and the heuristic
   // keeps the register tiles from global memory.
   DwConvArgs large = a;
   large.h = large.w = 300;
   const Problem pl = dwconv::make_problem(large);
-  CHECK_FALSE(dwconv::is_valid(pl, h, &why));
-  CHECK(why == "shared memory");
+  CHECK(reason(pl, h) == "shared memory");
   for (const auto& v : dwconv::enumerate(pl)) CHECK(v.smem_halo == 0);
   const Config hl = dwconv::heuristic_config(pl, 9);
   CHECK(hl.smem_halo == 0);
@@ -579,7 +593,19 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   // 1D: no staged variants (one row a plane).
   DwConvArgs one = args_1d(DwDirection::backward_weight, DwLayout::ncl, 4, 1, 1);
   one.n = 8, one.c = 64, one.w = 4096;
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(one))) CHECK(v.smem_halo == 0);
+  const Problem p1 = dwconv::make_problem(one);
+  for (const auto& v : dwconv::enumerate(p1)) CHECK(v.smem_halo == 0);
+  Config one_staged = dwconv::wgrad_config(1, 256, 4, 1, 0, 8, 4, 0);
+  one_staged.smem_halo = 1;
+  CHECK(reason(p1, one_staged) == "staged wgrad: planes of one row");
+  // Planes just under the opt-in limit with the block's static partials on top are refused: 2 planes
+  // of 54 rows x 536 f32 columns (231,552 bytes <= 232,448) + 8 warps x 50 x 4 bytes (1,600) > 227 KiB.
+  DwConvArgs edge = a;
+  edge.h = 48, edge.w = 528;  // 12 row groups of 4: 47 + 7 = 54 rows; 66 runs of 8: 65 x 8 + 16 = 536 columns
+  Config edge_c = h;
+  edge_c.position_threads = 256;
+  const Problem pe = dwconv::make_problem(edge);
+  CHECK(reason(pe, edge_c) == "shared memory");
   // The model ranks the staged heuristic above the register tiles from global memory on the 7x7.
   Config global = h;
   global.smem_halo = 0, global.rows_per_thread = 2, global.splits = 8;

@@ -1078,7 +1078,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
 // memory and each x window row from shared memory. Every x element comes from DRAM once per block,
 // instead of one L1/L2 load per tile that reads it (8 for 4 rows of runs of 8 of a 7x7), and the loads
 // in flight are a whole plane's, not a tile's (kvt_dwconv_wgrad was latency-bound: long-scoreboard
-// stalls at 19 % occupancy). Splits take whole images. A buffer, as dwconv_family.cpp's wgrad_plane()
+// stalls at 19 % occupancy). Splits take whole images. A buffer, as dwconv_family.cpp's wgrad_plane_bytes()
 // mirrors it: x rows from -PH x columns from -(PW + kLead) (VC-aligned), zeros outside the image.
 // (Staging dy too was no faster and costs 80 % more shared memory: bench/NOTES.md, 2026-11-26 morning.)
 template <class T, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int PY, int ATOMIC, int BIAS, int RW,

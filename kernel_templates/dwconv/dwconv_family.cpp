@@ -98,7 +98,7 @@ std::int64_t wgrad_tiles(const Problem& p, const Config& c) {
 // kvt_dwconv_wgrad_staged lays it out (rows of the tiles' windows x VC-aligned columns of their
 // runs' windows, rounded up to 16 bytes).
 std::size_t wgrad_plane_bytes(const Problem& p, const Config& c) {
-  const std::int64_t rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread), vc = std::max(1, c.vector_channels);
+  const std::int64_t rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread), vc = std::max(1, c.vector_channels);
   const std::int64_t runs = ceil_div(p.dst_w(), rw), groups = ceil_div(p.dst_h(), rh);
   const std::int64_t lead = ((-p.pad_left % vc) + vc) % vc;
   const std::int64_t vecs = (lead + window(0, p.kw, p.sw, p.dw, p.pad_left, static_cast<int>(rw)) + vc - 1) / vc;
@@ -106,6 +106,18 @@ std::size_t wgrad_plane_bytes(const Problem& p, const Config& c) {
   const std::int64_t pitch = (runs - 1) * rw * p.sw + vecs * vc;
   const std::int64_t piece = 16 / p.element_bytes();
   return 2 * std::size_t((rows * pitch + piece - 1) / piece * piece) * std::size_t(p.element_bytes());
+}
+
+// A weight gradient's vector widths along W (0: scalars): the widest vector that divides the rows (14 x
+// 14 planes: 2 elements), and 4 elements too for 16-bit types, the heuristic's width for every type.
+// Channel-last: none.
+std::vector<int> wgrad_widths(const Problem& p) {
+  const int elem = p.element_bytes();
+  int widest = 16 / elem;
+  while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes)) widest /= 2;
+  if (p.channel_last() || widest < 2) return {0};
+  if (widest > 4) return {0, widest, 4};
+  return {0, widest};
 }
 
 // The splits of a staged weight gradient: whole images, as few as fill the GPU's blocks in whole waves
@@ -459,7 +471,10 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       if (p.channel_last() || rw == 1 || c.taps_per_block != taps(p))
         return fail("staged wgrad: channel-first register-tiled runs with every tap");
       if (vc * elem < 4) return fail("staged wgrad: copies of 4 bytes or more (vectors along W)");
-      if (wgrad_plane_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
+      if (c.splits > 64) return fail("staged wgrad: splits 1..64 (whole images)");
+      // The planes plus the block's static partials (kvt_wgrad_finish).
+      if (wgrad_plane_bytes(p, c) + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn)
+        return fail("shared memory");
       if (prune && wgrad_plane_bytes(p, c) > 2 * kMaxSmem) return fail("staged planes over 96 KiB");
       if (prune && c.splits > p.n) return fail("more splits than images");
       if (prune && p.dst_h() == 1) return fail("staged wgrad: planes of one row");
@@ -696,13 +711,7 @@ std::vector<Config> enumerate(const Problem& p) {
     // Vectors along W (channel-first) and rows per thread (every tap; runs of 4 or 8) for register
     // tiles. Runs of 8 in rows won both 2D benchmark problems (H200, exhaustive: NCHW f32 7x7 91.8 ->
     // 82.3 us, 3x3 52.1 -> 47.7; bench/results/2026-11-26-h200-wgrad-rows).
-    const int elem = p.element_bytes();
-    int widest = 16 / elem;  // the widest vector that divides the rows (14 x 14 planes: 2 elements)
-    while (widest > 1 && (p.src_w() % widest != 0 || p.dst_w() % widest != 0 || widest * elem > p.align_bytes))
-      widest /= 2;
-    // 16-bit types also get 4-element vectors, the heuristic's width for every type.
-    std::vector<int> widths = p.channel_last() || widest < 2 ? std::vector<int>{0} : std::vector<int>{0, widest};
-    if (widths.size() == 2 && widest > 4) widths.push_back(4);
+    const std::vector<int> widths = wgrad_widths(p);
     const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{0, 2, 4} : std::vector<int>{0};
     for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
       for (int block : {128, 256})
@@ -721,7 +730,7 @@ std::vector<Config> enumerate(const Problem& p) {
     if (!p.channel_last() && taps(p) <= kMaxAccumulators) {
       const int fill = wgrad_staged_splits(p);
       for (int block : {128, 256})
-        for (int splits : {fill, 1, std::max(1, fill / 2), 2 * fill, 4 * fill})
+        for (int splits : {fill, 1, std::max(1, fill / 2), std::min(64, 2 * fill), std::min(64, 4 * fill)})
           for (int atomic : {0, 1})
             for (int rw : {4, 8})
               for (int vw : widths)
@@ -838,10 +847,13 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // measured; bench/results/2026-11-26-h100-wgrad-staged-probes, probe-9).
       Config staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
       staged.smem_halo = 1;
-      for (int vc : {4, 2, 1}) {
-        staged.vector_channels = vc > 1 ? vc : 0;
-        if (portable(staged)) return staged;
+      for (int vc : wgrad_widths(p)) {  // widths the space offers, 4 first
+        if (vc != 4 && vc != 2 && vc != 0) continue;
+        staged.vector_channels = vc;
+        if (vc != 0 && portable(staged)) return staged;
       }
+      staged.vector_channels = 0;
+      if (portable(staged)) return staged;
     }
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
       // Register-tiled runs of 8 outputs (4 for rows shorter than 8) read as 4-element vectors along
