@@ -784,6 +784,27 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
   }
 }
 
+// A register-tiled weight-gradient tile's products with one x row, position i of the rows' window:
+// every (dy row, kernel row) pair that reads it (ALL_TAPS), or the block column's one kernel row
+// (kh = 0). WHOLE: the tile lies inside the output; else dy rows from `rows` and outputs from `valid`
+// add nothing (so an x column only they would read cannot bring in a 0 * inf NaN).
+template <class AH, class AW, int KH, int KW, bool ALL_TAPS, bool WHOLE, int N, int RH, int RW, int WIN>
+__device__ __forceinline__ void kvt_wgrad_row(float (&acc)[N], const float (&g)[RH][RW], const float (&win)[WIN], int i,
+                                              int rows, int valid) {
+#pragma unroll
+  for (int rr = 0; rr < RH; ++rr)
+#pragma unroll
+    for (int kh = 0; kh < (ALL_TAPS ? KH : 1); ++kh) {
+      if (ALL_TAPS && AH::offset(rr, kh) != i) continue;
+      if (!WHOLE && rr >= rows) continue;
+#pragma unroll
+      for (int kw = 0; kw < KW; ++kw)
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+          if (WHOLE || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
+    }
+}
+
 // The end of a weight-gradient block: its threads' sums (acc[j], tap group * TG + j; acc[TG] dbias)
 // reduced in a fixed order and written to dw / dbias (one split), to the split's partials (ATOMIC 0)
 // or the f32 accumulator (ATOMIC 1); with splits, the last-arriving block of the column (arrival
@@ -1001,18 +1022,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             float win[kWin];
 #pragma unroll
             for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
-#pragma unroll
-            for (int rr = 0; rr < RH; ++rr)
-#pragma unroll
-              for (int kh = 0; kh < (kAllTaps ? KH : 1); ++kh) {
-                if (kAllTaps && AH::offset(rr, kh) != i) continue;
-                if (!decltype(whole)::value && rr >= rows) continue;
-#pragma unroll
-                for (int kw = 0; kw < KW; ++kw)
-#pragma unroll
-                  for (int r = 0; r < RW; ++r)
-                    if (decltype(whole)::value || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
-              }
+            kvt_wgrad_row<AH, AW, KH, KW, kAllTaps, decltype(whole)::value>(acc, g, win, i, rows, valid);
             if (kPipeline)
 #pragma unroll
               for (int v = 0; v < kVecs; ++v) cur[v] = next[v];
@@ -1179,18 +1189,7 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
           float win[kWin];
 #pragma unroll
           for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
-#pragma unroll
-          for (int rr = 0; rr < RH; ++rr)
-#pragma unroll
-            for (int kh = 0; kh < KH; ++kh) {
-              if (AH::offset(rr, kh) != i) continue;
-              if (!decltype(whole)::value && rr >= rows) continue;
-#pragma unroll
-              for (int kw = 0; kw < KW; ++kw)
-#pragma unroll
-                for (int r = 0; r < RW; ++r)
-                  if (decltype(whole)::value || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
-            }
+          kvt_wgrad_row<AH, AW, KH, KW, true, decltype(whole)::value>(acc, g, win, i, rows, valid);
         }
       };
       if (valid == RW && rows == RH) taps(kvt_bool<true>{});
