@@ -3,6 +3,7 @@
 // deployment needs libnvrtc and nothing else.
 //   kvt_f16 / kvt_bf16   16-bit storage types with explicit f32 conversions (cvt PTX, sm_80+)
 //   Vec<T, N>            N elements of T as one aligned access of N * sizeof(T) bytes
+//   kvt_smem_address     a shared-memory pointer as a 32-bit shared-state-space address
 //   kvt_cp_async16       16-byte asynchronous global -> shared copies (sm_80+); kvt_cp_async<4|8|16>
 #pragma once
 
@@ -47,10 +48,15 @@ template <class T, int N> struct alignas(sizeof(T) * N) Vec {
 // Asynchronous 16-byte copies global -> shared (sm_80+): `full` false writes 16 zero bytes instead
 // (src must still be a valid address). Copies issued since the last commit form one group;
 // kvt_cp_async_wait<N>() waits until at most N groups are in flight (the caller then syncs the block).
+// The 32-bit shared-state-space address of a generic pointer into shared memory.
+__device__ __forceinline__ unsigned kvt_smem_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
 __device__ __forceinline__ void kvt_cp_async16(void* smem_dst, const void* src, bool full) {
-  unsigned dst;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(dst) : "l"(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(full ? 16 : 0) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(kvt_smem_address(smem_dst)), "l"(src), "r"(full ? 16 : 0)
+               : "memory");
 }
 // 4- or 8-byte pieces (cp.async.ca: the 16-byte .cg form bypasses L1, the smaller ones must not).
 template <int BYTES> __device__ __forceinline__ void kvt_cp_async(void* smem_dst, const void* src, bool full) {
@@ -58,9 +64,9 @@ template <int BYTES> __device__ __forceinline__ void kvt_cp_async(void* smem_dst
   if constexpr (BYTES == 16) {
     kvt_cp_async16(smem_dst, src, full);
   } else {
-    unsigned dst;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(dst) : "l"(smem_dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(BYTES), "r"(full ? BYTES : 0) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(kvt_smem_address(smem_dst)), "l"(src), "n"(BYTES),
+                 "r"(full ? BYTES : 0)
+                 : "memory");
   }
 }
 __device__ __forceinline__ void kvt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }

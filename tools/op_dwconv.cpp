@@ -300,6 +300,10 @@ class DwConvProblem final : public OpProblem {
     const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
     std::set<std::string> runnable;
     std::int64_t total = 0;
+    const auto count = [&](const dw::Config& c) {  // a declared point; only the runnable ones named
+      ++total;
+      if (dw::is_runnable(p, c)) runnable.insert(c.label());
+    };
     if (p.direction == DwDirection::backward_weight) {
       // ~7M points: counted, and only the valid ones named (a set of every label took minutes).
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
@@ -314,31 +318,26 @@ class DwConvProblem final : public OpProblem {
                c.taps_per_block >= 1 && c.taps_per_block <= 64 && splits && c.atomic >= 0 && c.atomic <= 1 &&
                tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
       };
-      const auto count = [&](const dw::Config& c) {
-        ++total;
-        if (dw::is_runnable(p, c)) runnable.insert(c.label());
+      // Every canonical (runs, vectors, rows) point of a block shape, splits and reduction; staged or not.
+      const auto tilings = [&](int ct, int py, int tg, int splits, int atomic, int staged) {
+        for (int rw : {0, 4, 8})
+          for (int vc : {0, 2, 4, 8})
+            for (int rh : {0, 2, 4, 8}) {
+              if (!tiling(rw, vc, rh)) continue;
+              auto c = dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh);
+              c.smem_halo = staged;
+              count(c);
+            }
       };
       for (int ct = 1; ct <= 1024; ct *= 2)
         for (int py = 1; py <= 1024; py *= 2)
           for (int tg = 1; tg <= 64; ++tg)
             for (int splits = 1; splits <= 32768; splits *= 2)
-              for (int atomic : {0, 1})
-                for (int rw : {0, 4, 8})
-                  for (int vc : {0, 2, 4, 8})
-                    for (int rh : {0, 2, 4, 8})
-                      if (tiling(rw, vc, rh)) count(dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh));
+              for (int atomic : {0, 1}) tilings(ct, py, tg, splits, atomic, 0);
       for (int py = 1; py <= 1024; py *= 2)
         for (int tg = 1; tg <= 64; ++tg)
           for (int splits = 1; splits <= 64; ++splits)
-            for (int atomic : {0, 1})
-              for (int rw : {0, 4, 8})
-                for (int vc : {0, 2, 4, 8})
-                  for (int rh : {0, 2, 4, 8}) {
-                    if (!tiling(rw, vc, rh)) continue;
-                    auto c = dw::wgrad_config(1, py, tg, splits, atomic, rw, vc, rh);
-                    c.smem_halo = 1;
-                    count(c);
-                  }
+            for (int atomic : {0, 1}) tilings(1, py, tg, splits, atomic, 1);
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
       // ~1M points: counted, and only the runnable ones named.
@@ -353,15 +352,11 @@ class DwConvProblem final : public OpProblem {
                 c.smem_filter >= 0 && c.smem_filter <= 1 && (c.rows_per_thread == 0 || pow2(c.rows_per_thread, 8)) &&
                 c.rows_per_thread != 1 && (c.runs_per_thread == 0 || pow2(c.runs_per_thread, 8)) && c.runs_per_thread != 1);
       };
-      const auto consider = [&](const dw::Config& c) {
-        ++total;
-        if (dw::is_runnable(p, c)) runnable.insert(c.label());
-      };
       for (int coalesced : {0, 1}) {
         dw::Config c;
         c.kernel = dw::Kernel::direct;
         c.coalesced = coalesced;
-        consider(c);
+        count(c);
       }
       for (int rw = 1; rw <= 32; ++rw)
         for (int tx = 1; tx <= 1024; tx *= 2)
@@ -371,13 +366,13 @@ class DwConvProblem final : public OpProblem {
                 for (int filter : {0, 1})
                   for (int rh : {0, 2, 4, 8})
                     for (int rt : {0, 2, 4, 8}) {
-                      consider(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
-                      if (ty == 1 && tx >= 32 && !halo && !filter && rt == 0) consider(dw::flat_config(rw, tx, vc, rh));
+                      count(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
+                      if (ty == 1 && tx >= 32 && !halo && !filter && rt == 0) count(dw::flat_config(rw, tx, vc, rh));
                     }
       for (int cb = 8; cb <= 64; cb += 8)
         for (int warps = 1; warps <= 16; warps *= 2)
           for (int tr = 1; tr <= 16; tr *= 2)
-            for (int nt = 1; nt <= 16; ++nt) consider(dw::mma_config(cb, tr, nt, warps));
+            for (int nt = 1; nt <= 16; ++nt) count(dw::mma_config(cb, tr, nt, warps));
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     }
     SpaceSize s;

@@ -473,9 +473,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
       if (vc * elem < 4) return fail("staged wgrad: copies of 4 bytes or more (vectors along W)");
       if (c.splits > 64) return fail("staged wgrad: splits 1..64 (whole images)");
       // The planes plus the block's static partials (kvt_wgrad_finish).
-      if (wgrad_plane_bytes(p, c) + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn)
-        return fail("shared memory");
-      if (prune && wgrad_plane_bytes(p, c) > 2 * kMaxSmem) return fail("staged planes over 96 KiB");
+      const std::size_t planes = wgrad_plane_bytes(p, c);
+      if (planes + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn) return fail("shared memory");
+      if (prune && planes > 2 * kMaxSmem) return fail("staged planes over 96 KiB");
       if (prune && c.splits > p.n) return fail("more splits than images");
       if (prune && p.dst_h() == 1) return fail("staged wgrad: planes of one row");
     } else if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads) {
@@ -847,13 +847,11 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // measured; bench/results/2026-11-26-h100-wgrad-staged-probes, probe-9).
       Config staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
       staged.smem_halo = 1;
-      for (int vc : wgrad_widths(p)) {  // widths the space offers, 4 first
-        if (vc != 4 && vc != 2 && vc != 0) continue;
-        staged.vector_channels = vc;
-        if (vc != 0 && portable(staged)) return staged;
+      const std::vector<int> widths = wgrad_widths(p);  // f32: {0, 4}, {0, 2} or {0}
+      for (auto vc = widths.rbegin(); vc != widths.rend(); ++vc) {  // widest first, scalars last
+        staged.vector_channels = *vc;
+        if (portable(staged)) return staged;
       }
-      staged.vector_channels = 0;
-      if (portable(staged)) return staged;
     }
     if (!p.channel_last() && p.dst_w() >= 4 && (taps(p) <= kMaxAccumulators || (p.kh > 1 && p.kw <= 32))) {
       // Register-tiled runs of 8 outputs (4 for rows shorter than 8) read as 4-element vectors along
@@ -1468,6 +1466,14 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double positions = batch * double(p.out_h() * p.out_w());
       double instructions, registers, in_flight;  // whole grid; a thread's; bytes a thread has in flight
       double warp_ipc = kWarpIpc;
+      // A register tile (both tiled forms): rh dy rows x rw outputs, vc-element vectors, the window of x
+      // a run reads along W and the x rows a tile reads (every tap; the block column's kernel row).
+      const double rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
+      const double vc = std::max(1, c.vector_channels);
+      const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+      const double rows_read = tg < tap_count ? 1 : rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
+      const double row_vectors = std::ceil((window + vc - 1) / vc);
+      const double plane = c.smem_halo ? double(wgrad_plane_bytes(p, c)) / 2 : 0;  // bytes of one x plane
       if (c.smem_halo) {
         // Staged x planes: a block copies each image's plane (one cp.async a vector), then its threads
         // take the plane's tiles: a dy run from global memory, each x row's window from shared memory,
@@ -1475,28 +1481,18 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         // together, and the loop issues about every 5 cycles a warp (Nsight Compute, H100, NCHW f32 7x7:
         // 4.96 cycles an instruction; bench/results/2026-11-26-h100-wgrad-staged-probes).
         constexpr double kSharedLoad = 2, kCopyCost = 12;
-        const double rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread);
-        const double vc = std::max(1, c.vector_channels);
-        const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
-        const double rows_read = (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1;
-        const double row_vectors = std::ceil((window + vc - 1) / vc);
         const double tiles = std::ceil(dst_h / rh) * std::ceil(dst_w / rw);
-        const double plane_vectors = double(wgrad_plane_bytes(p, c)) / 2 / (vc * elem);
+        const double plane_vectors = plane / (vc * elem);
         const double per_image = std::ceil(tiles / py) * py * (kLoadCost * rh * rw / vc + kSharedLoad * rows_read * row_vectors +
                                                                tg * rw * rh + kRunCost) +
                                  plane_vectors * kCopyCost;
         instructions = channels * c.splits * std::ceil(batch / c.splits) * per_image;
         registers = 24 + tg + rh * rw + window;
-        in_flight = double(wgrad_plane_bytes(p, c)) / 2 / py;
+        in_flight = plane / py;
         warp_ipc = 1.0 / 5;
       } else if (c.outputs_per_thread > 1) {
         // Register tiling: a run of rw outputs (rh rows) loads its dy run and each x row's window once
         // for all KW taps (every kernel row, or the block column's one), as vc-element vectors.
-        const double rw = c.outputs_per_thread, rh = std::max(1, c.rows_per_thread);
-        const double vc = std::max(1, c.vector_channels);
-        const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
-        const double rows_read = tg < tap_count ? 1 : rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
-        const double row_vectors = vc > 1 ? std::ceil((window + vc - 1) / vc) : window;
         const double loads = rh * rw / vc + rows_read * row_vectors;
         const double buffers = tg <= 32 ? 2 : 1;  // the pipelined row loop's second window
         instructions = channels * columns * positions / (rw * rh) * (kLoadCost * loads + tg * rw * rh + kRunCost);
@@ -1508,7 +1504,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         registers = 32 + tg;
         in_flight = (1 + tg) * elem;
       }
-      const double smem = c.smem_halo ? double(wgrad_plane_bytes(p, c)) + 2048 : 0;  // + partials, reserved
+      const double smem = c.smem_halo ? 2 * plane + 2048 : 0;  // two planes + partials, reserved
       const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, 65536 / (std::max(registers, 16.0) * block),
                                                                smem > 0 ? kSmemPerSm / smem : 64.0})));
       // Each block column reads x and dy; no cap on an SM's issue rate (64 warps stay under it).

@@ -67,12 +67,6 @@ template <class T> struct KvtMma {
   }
 };
 
-__device__ __forceinline__ unsigned kvt_smem_address(const void* p) {
-  unsigned a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
-
 __device__ __forceinline__ void kvt_ldmatrix_x4(unsigned (&a)[4], unsigned address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
