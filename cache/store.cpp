@@ -474,9 +474,89 @@ Attempt set_aside(std::unique_ptr<Database> db, const std::string& path, const s
   return attempt;
 }
 
-Attempt open_file(const std::string& path, const Logger& log) {
+// Whether a directory on the way to the cache may be trusted: owned by root or by us, and writable
+// by nobody else, except (`sticky_ok`, the ancestors) a sticky directory such as /tmp, where others
+// can add entries but not rename or remove ours.
+bool trusted_directory(const std::string& dir, bool sticky_ok, std::string& problem) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    problem = "cannot stat directory " + dir + ": " + errno_text(errno);
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    problem = dir + " is not a directory";
+    return false;
+  }
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    problem = "directory " + dir + " belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+    return false;
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_ok && (st.st_mode & S_ISVTX) != 0)) {
+    problem = "directory " + dir + " is writable by group or others (mode " + octal_mode(st.st_mode) +
+              "): another user could place files in it";
+    return false;
+  }
+  return true;
+}
+
+// The cache file's location may be trusted (docs/RELIABILITY.md, "Trust model"): every directory
+// from / down to the cache's is trusted_directory(), the cache's own not even sticky, so nobody
+// else can swap what the path names between this check and SQLite's open; the file and the -wal,
+// -shm and -journal files SQLite would read with it, where present, are regular files (not
+// symbolic links) of ours writable by nobody else. `real` gets the path with the directory's
+// symbolic links resolved (SQLite is then told not to follow any).
+bool trusted_location(const std::string& path, std::string& real, std::string& problem) {
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error || !absolute.has_filename()) {
+    problem = "cannot resolve the path: " + (error ? error.message() : std::string("it names no file"));
+    return false;
+  }
+  const std::filesystem::path dir = std::filesystem::canonical(absolute.parent_path(), error);
+  if (error) {
+    problem = "cannot resolve directory " + absolute.parent_path().string() + ": " + error.message();
+    return false;
+  }
+  std::filesystem::path walk;
+  for (const auto& part : dir) {
+    walk /= part;
+    if (!trusted_directory(walk.string(), walk != dir, problem)) return false;
+  }
+  real = (dir / absolute.filename()).string();
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = real + suffix;
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      problem = "cannot stat " + file + ": " + errno_text(errno);
+      return false;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      problem = file + " is a symbolic link (kvtune opens no cache file through one)";
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      problem = file + " is not a regular file";
+      return false;
+    }
+    if (st.st_uid != ::geteuid()) {
+      problem = file + " belongs to another user (uid " + std::to_string(st.st_uid) + "), so it is not trusted";
+      return false;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      problem = file + " is writable by group or others (mode " + octal_mode(st.st_mode) +
+                "), so it is not trusted; chmod 600 it to use it";
+      return false;
+    }
+  }
+  return true;
+}
+
+Attempt open_file(const std::string& user_path, const Logger& log) {
   std::string problem;
-  if (!make_parent_directories(path, problem)) return unusable(problem);
+  if (!make_parent_directories(user_path, problem)) return unusable(problem);
+  std::string path;  // user_path with its directory's links resolved: what is opened and renamed
+  if (!trusted_location(user_path, path, problem)) return unusable(problem);
 
   struct stat st {};
   bool created = false;
@@ -494,7 +574,7 @@ Attempt open_file(const std::string& path, const Logger& log) {
 
   sqlite3* raw = nullptr;
   const int rc =
-      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
   Connection connection(raw);
   if (rc != SQLITE_OK) {
     return unusable(std::string("cannot open it: ") +
@@ -502,13 +582,13 @@ Attempt open_file(const std::string& path, const Logger& log) {
   }
   if (sqlite3_db_readonly(raw, "main") == 1) return unusable("it can be opened read-only only");
 
-  auto db = std::make_unique<Database>(std::move(connection), path);
+  auto db = std::make_unique<Database>(std::move(connection), user_path);
   Inspection found;
   try {
     found = inspect(*db);
     if (found.verdict == Inspection::kUsable) {
       set_up_usable(*db, found);
-      if (created) log("info", "cache: created " + path);
+      if (created) log("info", "cache: created " + user_path);
       Attempt attempt;
       attempt.db = std::move(db);
       return attempt;
@@ -791,12 +871,11 @@ std::unique_ptr<Store> Store::open_existing(const std::string& path, bool create
     log("info", "cache: created " + path);
   }
   if (!S_ISREG(st.st_mode)) throw OpenError(Reason::unusable, path + " is not a regular file");
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    throw OpenError(Reason::unusable, path + " is writable by group or others (mode " + octal_mode(st.st_mode) +
-                                          "), so it is not trusted; chmod 600 it to use it");
-  }
+  std::string real, problem;
+  if (!trusted_location(path, real, problem)) throw OpenError(Reason::unusable, path + ": " + problem);
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(real.c_str(), &raw,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
   Connection connection(raw);
   if (rc != SQLITE_OK) {
     throw OpenError(Reason::unusable,

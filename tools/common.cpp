@@ -18,6 +18,7 @@
 
 #include "cache/store.h"
 #include "kvtune/error.h"
+#include "lib/src/json_fields.h"
 
 namespace kvtune::tools {
 namespace {
@@ -79,17 +80,10 @@ TextPosition position_of(const std::string& text, std::size_t byte) {
 }
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& name) {
-  // Deeper documents are refused while parsing: the parser itself is iterative, but dump() and
-  // the other recursive walks of a value would overflow the stack on them.
-  const nlohmann::json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t event,
-                                                            nlohmann::json&) {
-    if (depth > kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
-                                  event == nlohmann::json::parse_event_t::array_start))
-      throw InputError(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
-    return true;
-  };
   try {
-    return nlohmann::json::parse(text, limit_depth);
+    return detail::parse_json_limited(text);
+  } catch (const std::length_error& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", name, e.what()));
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the position of the character that could not be read.
     const TextPosition at = position_of(text, e.byte == 0 ? 0 : e.byte - 1);

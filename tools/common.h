@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvtune/kvtune.h"
+#include "lib/src/json_fields.h"
 
 namespace CLI {
 class App;
@@ -41,7 +42,7 @@ struct TextPosition {
 TextPosition position_of(const std::string& text, std::size_t byte);
 
 /// The deepest nesting of arrays and objects parse_json_text accepts (kvtune's own files use 5).
-inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int kMaxJsonDepth = detail::kMaxJsonDepth;
 
 /// Parses JSON; on malformed input throws InputError "NAME:LINE:COLUMN: malformed JSON: ..." (or
 /// "NAME: malformed JSON: ..." for numbers beyond double range and nesting beyond kMaxJsonDepth).

@@ -335,6 +335,12 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     for (std::size_t k = 0; k < order.size(); ++k) {
       const auto it = found.find(hashes[k]);
       if (it == found.end()) continue;
+      std::string why;
+      if (!detail::binary_matches_request(it->second.hash, it->second.arch, it->second.lowered_name,
+                                          candidates[std::size_t(order[k])].request, &why)) {
+        outcome.rejected_binaries.push_back(candidates[std::size_t(order[k])].label + ": " + why);
+        continue;  // compiled instead
+      }
       Compiled& c = outcome.compiled[std::size_t(order[k])];
       c.cubin = it->second.image;
       c.lowered_name = it->second.lowered_name;

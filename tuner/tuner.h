@@ -127,6 +127,8 @@ struct Outcome {
   double bench_seconds = 0;
   int compiles = 0;            // NVRTC compilations done
   int reused = 0;              // cubins taken from the store
+  std::vector<std::string> rejected_binaries;  // stored cubins refused: not what this build makes for
+                                               // the candidate (binary_matches_request's reason)
 };
 
 /// The candidates a run tries, best predicted first: every one when the budget allows, else

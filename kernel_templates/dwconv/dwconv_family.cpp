@@ -11,6 +11,7 @@
 
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
+#include "lib/src/byte_range.h"
 #include "lib/src/json_fields.h"
 #include "lib/src/key_text.h"
 
@@ -356,6 +357,9 @@ void validate(const DwConvArgs& a) {
   if (p.out_h() < 1 || p.out_w() < 1)
     throw invalid(a, p.out_h() < 1 ? "kernel_h" : "kernel_w",
                   fmt::format("the dilated kernel is larger than the padded input: output {}x{}", p.out_h(), p.out_w()));
+  // The output is bounded like the input (padding can make it larger).
+  if (p.out_h() > kMaxElements / (a.n * a.c) || p.out_w() > kMaxElements / (a.n * a.c * p.out_h()))
+    throw invalid(a, "pad_left", fmt::format("the output n x c x {} x {} exceeds 2^40 elements", p.out_h(), p.out_w()));
   const std::size_t elem = a.dtype == DType::f32 ? 4 : 2;
   auto need = [&](const void* ptr, const char* field) {
     if (ptr == nullptr) throw invalid(a, field, fmt::format("{} is a null pointer", field));
@@ -376,6 +380,29 @@ void validate(const DwConvArgs& a) {
       need(a.x, "x"), need(a.dy, "dy"), need(a.dweight, "dweight"), optional(a.dbias, "dbias");
       break;
   }
+  // No output overlaps an input or another output: an in-place convolution reads values another
+  // thread already overwrote. Pointers the direction does not use are ignored.
+  using detail::byte_range;
+  const auto bytes = [elem](std::int64_t elements) { return elements * static_cast<std::int64_t>(elem); };
+  const std::int64_t in_elements = a.n * a.c * a.h * a.w, out_elements = a.n * a.c * p.out_h() * p.out_w();
+  const auto weight = byte_range("weight", a.weight, bytes(a.c * a.kernel_h * a.kernel_w));
+  std::optional<std::pair<detail::ByteRange, detail::ByteRange>> hit;
+  switch (a.direction) {
+    case DwDirection::forward:
+      hit = detail::first_overlap({byte_range("y", a.y, bytes(out_elements))},
+                                  {byte_range("x", a.x, bytes(in_elements)), weight, byte_range("bias", a.bias, bytes(a.c))});
+      break;
+    case DwDirection::backward_data:
+      hit = detail::first_overlap({byte_range("dx", a.dx, bytes(in_elements))},
+                                  {byte_range("dy", a.dy, bytes(out_elements)), weight});
+      break;
+    case DwDirection::backward_weight:
+      hit = detail::first_overlap(
+          {byte_range("dweight", a.dweight, bytes(a.c * a.kernel_h * a.kernel_w)), byte_range("dbias", a.dbias, bytes(a.c))},
+          {byte_range("x", a.x, bytes(in_elements)), byte_range("dy", a.dy, bytes(out_elements))});
+      break;
+  }
+  if (hit) throw invalid(a, hit->first.field, fmt::format("{} overlaps {}", hit->first.field, hit->second.field));
 }
 
 Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
@@ -1164,21 +1191,22 @@ std::string template_hash() {
 namespace kvtune::dwconv {
 
 void set_placeholders(DwConvArgs& a, bool bias) {
-  const auto at = [](std::uintptr_t v) { return reinterpret_cast<void*>(v); };
+  // Tensors at least 2^44 bytes apart: disjoint for every size validate() accepts (2^42 bytes).
+  const auto at = [](std::uintptr_t slot) { return reinterpret_cast<void*>(slot << 44); };
   a.x = a.weight = a.dy = nullptr;
   a.y = a.dx = a.dweight = a.dbias = nullptr;
   a.bias = nullptr;
   switch (a.direction) {
     case DwDirection::forward:
-      a.x = at(0x10000), a.weight = at(0x20000), a.y = at(0x30000);
-      if (bias) a.bias = at(0x40000);
+      a.x = at(1), a.weight = at(2), a.y = at(3);
+      if (bias) a.bias = at(4);
       break;
     case DwDirection::backward_data:
-      a.dy = at(0x10000), a.weight = at(0x20000), a.dx = at(0x30000);
+      a.dy = at(1), a.weight = at(2), a.dx = at(3);
       break;
     case DwDirection::backward_weight:
-      a.x = at(0x10000), a.dy = at(0x20000), a.dweight = at(0x30000);
-      if (bias) a.dbias = at(0x40000);
+      a.x = at(1), a.dy = at(2), a.dweight = at(3);
+      if (bias) a.dbias = at(4);
       break;
   }
 }

@@ -10,6 +10,7 @@
 
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
+#include "lib/src/byte_range.h"
 #include "lib/src/json_fields.h"
 #include "lib/src/key_text.h"
 
@@ -174,6 +175,18 @@ void validate(const NormalizeArgs& a) {
   } else if (x0 < y1 && y0 < x1) {
     throw invalid(a, "y", "y partially overlaps x (only y == x is allowed)");
   }
+  // The statistics overlap neither x, y, gamma, beta nor each other; gamma and beta are inputs:
+  // they may share memory with each other or with x, not with y.
+  using detail::byte_range;
+  const auto y_range = byte_range("y", a.y, std::int64_t(y1 - y0));
+  if (const auto hit = detail::first_overlap(
+          {byte_range("mean", a.mean, a.rows * 4), byte_range("rstd", a.rstd, a.rows * 4)},
+          {byte_range("x", a.x, std::int64_t(x1 - x0)), y_range, byte_range("gamma", a.gamma, a.cols * elem),
+           byte_range("beta", a.beta, a.cols * elem)}))
+    throw invalid(a, hit->first.field, fmt::format("{} overlaps {}", hit->first.field, hit->second.field));
+  if (const auto hit = detail::first_overlap(
+          {y_range}, {byte_range("gamma", a.gamma, a.cols * elem), byte_range("beta", a.beta, a.cols * elem)}))
+    throw invalid(a, hit->second.field, fmt::format("{} overlaps the output y", hit->second.field));
 }
 
 Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <ctime>
@@ -38,6 +39,7 @@
 #include "lib/src/hash.h"
 #include "lib/src/module.h"
 #include "lib/src/nvml.h"
+#include "lib/src/stored_entry.h"
 #include "tuner/tuner.h"
 
 namespace kvtune {
@@ -46,6 +48,10 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr double kRecheckSeconds = 0.5;  // provisional entries look for a landed winner this often
 constexpr double kDefaultBandwidth = 3.0e12;  // cost-model bandwidth before a copy was measured
+// Upper bounds of ContextOptions: far above any useful value, low enough that nothing overflows.
+constexpr int kMaxTimingSamples = 10000;
+constexpr int kMaxCompileThreads = 4096;
+constexpr double kMaxLeaseSeconds = 7 * 24 * 3600.0;
 
 std::string default_cache_path() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
@@ -126,7 +132,10 @@ ContextOptions ContextOptions::from_environment() {
     o.budget_variants = static_cast<int>(std::min(env_number("KVTUNE_BUDGET_VARIANTS", v), 1e6));
   if (const char* v = std::getenv("KVTUNE_BUDGET_MS"); v != nullptr && *v != '\0')
     o.budget_ms = env_number("KVTUNE_BUDGET_MS", v);
+#if defined(KVTUNE_TEST_HOOKS)
+  // Test builds only (cmake -DKVTUNE_TEST_HOOKS=ON): a library users get never reads it.
   if (const char* v = std::getenv("KVTUNE_TEST_FAULT"); v != nullptr) o.test_fault = v;
+#endif
   if (const char* v = std::getenv("KVTUNE_BUCKETS"); v != nullptr && *v != '\0') {
     detail::Buckets::parse(v, "KVTUNE_BUCKETS");  // refuse a bad spec here, naming the variable
     o.buckets = v;
@@ -178,25 +187,43 @@ struct Context::Impl {
   struct AtomicCounters {
     std::atomic<std::uint64_t> calls{0}, table_hits{0}, cache_hits{0}, tunes{0}, heuristic_uses{0}, compiles{0},
         variants_timed{0}, variants_rejected{0}, fallback_exact{0}, fallback_bucket{0}, fallback_nearest{0},
-        fallback_heuristic{0}, binaries_reused{0}, lease_waits{0}, background_swaps{0}, records{0};
+        fallback_heuristic{0}, binaries_reused{0}, lease_waits{0}, background_swaps{0}, records{0},
+        cache_rows_rejected{0};
   } counters;
 
   explicit Impl(ContextOptions o) : options(std::move(o)) {
+    validate(options);
     log_rank = level_rank(options.log_level);
     buckets = detail::Buckets::parse(options.buckets, "buckets");
-    if (options.budget_variants < 0)
-      throw Error(Error::Context{"context", "", "", "", "budget_variants"}, "budget_variants must be >= 0");
-    if (!(options.budget_ms >= 0))
-      throw Error(Error::Context{"context", "", "", "", "budget_ms"}, "budget_ms must be >= 0");
-    if (!options.test_fault.empty() && fault_define(options.test_fault) == 0)
-      throw Error(Error::Context{"context", "", "", "", "test_fault"},
-                  fmt::format("test_fault must be wrong, oob or hang, got '{}'", options.test_fault));
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     owner = fmt::format("{}:{}:{}", host, static_cast<long>(getpid()), static_cast<const void*>(this));
     store = cache::Store::open(options.cache_path, [this](const char* level, const std::string& message) {
       log(level, "cache: " + message);
     });
+  }
+
+  // Every setting in range, before anything is opened; kvtune::Error naming the field otherwise.
+  static void validate(const ContextOptions& o) {
+    const auto refuse = [](const char* field, const std::string& why) {
+      throw Error(Error::Context{"context", "", "", "", field}, fmt::format("{} {}", field, why));
+    };
+    if (static_cast<int>(o.policy) > static_cast<int>(Policy::record))
+      refuse("policy", fmt::format("is not a Policy (value {})", static_cast<int>(o.policy)));
+    if (!o.log_level.empty() && level_rank(o.log_level) == 0)
+      refuse("log_level", fmt::format("must be \"\", warn, info or debug, got '{}'", o.log_level));
+    if (o.timing_samples < 1 || o.timing_samples > kMaxTimingSamples)
+      refuse("timing_samples", fmt::format("must be 1..{}, got {}", kMaxTimingSamples, o.timing_samples));
+    if (o.compile_threads < 0 || o.compile_threads > kMaxCompileThreads)
+      refuse("compile_threads", fmt::format("must be 0 (all cores)..{}, got {}", kMaxCompileThreads, o.compile_threads));
+    if (o.budget_variants < 0)
+      refuse("budget_variants", fmt::format("must be >= 0 (0: exhaustive), got {}", o.budget_variants));
+    if (!(o.budget_ms >= 0) || !std::isfinite(o.budget_ms))
+      refuse("budget_ms", fmt::format("must be a finite number >= 0 (0: none), got {}", o.budget_ms));
+    if (!(o.lease_seconds > 0) || o.lease_seconds > kMaxLeaseSeconds)
+      refuse("lease_seconds", fmt::format("must be > 0 and <= {} seconds, got {}", kMaxLeaseSeconds, o.lease_seconds));
+    if (!o.test_fault.empty() && fault_define(o.test_fault) == 0)
+      refuse("test_fault", fmt::format("must be wrong, oob or hang, got '{}'", o.test_fault));
   }
 
   ~Impl() {
@@ -429,12 +456,23 @@ struct Context::Impl {
     return entry;
   }
 
-  // The binary of `config` for `problem`: from the store by compile hash, else compiled and stored.
+  // A cache row that cannot be trusted is not used: logged and counted (stored_entry.h).
+  void reject_row(const char* op, const std::string& key, const std::string& why) {
+    ++counters.cache_rows_rejected;
+    log("warn", fmt::format("{} {}: not using a cache row: {}", op, key, why));
+  }
+
+  // The binary of `config` for `problem`: from the store by compile hash when it is the one this
+  // build makes, else compiled and stored.
   template <class F>
   cache::Binary binary_for(Device& dev, const typename F::Problem& problem, const typename F::Config& config) {
     const auto request = F::compile_request(problem, config, dev.fingerprint.arch());
     const std::string hash = detail::compile_hash(request);
-    if (auto found = store->find_binary(hash)) return *found;
+    if (auto found = store->find_binary(hash)) {
+      std::string why;
+      if (detail::binary_matches_request(found->hash, found->arch, found->lowered_name, request, &why)) return *found;
+      reject_row(F::kOp, problem.key(), fmt::format("binary {} of {}: {}; compiling it", hash, config.label(), why));
+    }
     auto compiled = detail::nvrtc_compile(request);
     ++counters.compiles;
     cache::Binary binary{hash, dev.fingerprint.arch(), compiled.lowered_names.at(0), compiled.cubin,
@@ -455,19 +493,29 @@ struct Context::Impl {
       if (!winner) return nullptr;
       if (winner->origin == "heuristic" && (options.policy == Policy::tune || options.policy == Policy::background))
         return nullptr;
-      const auto config = F::Config::from_json(nlohmann::json::parse(winner->config_json));
-      if (!F::is_valid(problem, config)) return nullptr;
+      std::string why;
+      const auto config = detail::stored_config<F>(winner->config_json, problem, why);
+      if (!config) {
+        reject_row(F::kOp, key, "winner " + winner->label.substr(0, 200) + ": " + why);
+        return nullptr;
+      }
       std::optional<cache::Binary> binary;
       if (!winner->binary_hash.empty()) binary = store->find_binary(winner->binary_hash);
-      if (!binary && winner->origin == "imported") {
-        // `kvtune-cache import` brings configs, never binaries: compile once (unless
-        // `kvtune-tune --compile-only` stored this binary already) and keep it for later processes.
-        binary = binary_for<F>(dev, problem, config);
+      if (binary && !detail::trusted_binary<F>(*binary, problem, *config, dev.fingerprint.arch(), why)) {
+        reject_row(F::kOp, key, fmt::format("the binary of winner {}: {}; compiling it", config->label(), why));
+        binary.reset();
+        winner->binary_hash.clear();
+      }
+      if (!binary && (winner->origin == "imported" || winner->binary_hash.empty())) {
+        // `kvtune-cache import` brings configs, never binaries, and a refused binary is replaced:
+        // compile once (unless `kvtune-tune --compile-only` stored this binary already) and keep it
+        // for later processes.
+        binary = binary_for<F>(dev, problem, *config);
         winner->binary_hash = binary->hash;
         store_result(*winner, {*binary}, {}, std::nullopt);
       }
       if (!binary) return nullptr;
-      return make_entry<F>(problem, config, binary->image, binary->lowered_name,
+      return make_entry<F>(problem, *config, binary->image, binary->lowered_name,
                            winner->origin == "heuristic" ? "heuristic" : "cached");
     } catch (const std::exception& e) {
       log("warn", fmt::format("{} {}: ignoring the cached entry: {}", F::kOp, key, e.what()));
@@ -488,8 +536,9 @@ struct Context::Impl {
         if (!other) continue;
         const double d = F::distance(problem, *other);
         if (!(d < best)) continue;
-        const auto config = F::Config::from_json(nlohmann::json::parse(w.config_json));
-        if (!F::is_valid(problem, config)) continue;
+        std::string why;
+        const auto config = detail::stored_config<F>(w.config_json, problem, why);
+        if (!config) continue;  // another shape's winner need not be valid for this one
         best = d;
         chosen = config;
         from = w.problem_key;
@@ -600,7 +649,7 @@ struct Context::Impl {
     std::optional<typename F::Config> stored_config;
     if (stored && stored->origin != "heuristic") {
       try {
-        stored_config = F::Config::from_json(nlohmann::json::parse(stored->config_json));
+        stored_config = F::Config::from_json(detail::parse_stored_config(stored->config_json));
         if (std::find(configs.begin(), configs.end(), *stored_config) == configs.end()) {
           if (F::is_valid(problem, *stored_config)) configs.push_back(*stored_config);
           else stored_config.reset();
@@ -663,6 +712,7 @@ struct Context::Impl {
     ++counters.tunes;
     counters.compiles += static_cast<std::uint64_t>(outcome.compiles);
     counters.binaries_reused += static_cast<std::uint64_t>(outcome.reused);
+    for (const auto& why : outcome.rejected_binaries) reject_row(F::kOp, key, "a stored binary of " + why);
     for (const auto& t : outcome.trials) {
       if (t.status == "ok") ++counters.variants_timed;
       else ++counters.variants_rejected;
@@ -913,6 +963,7 @@ Counters Context::counters() const {
   out.lease_waits = c.lease_waits.load();
   out.background_swaps = c.background_swaps.load();
   out.records = c.records.load();
+  out.cache_rows_rejected = c.cache_rows_rejected.load();
   return out;
 }
 

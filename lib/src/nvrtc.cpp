@@ -1,6 +1,9 @@
 #include "lib/src/nvrtc.h"
 
+#include <cxxabi.h>
 #include <nvrtc.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -105,6 +108,36 @@ std::string compile_hash(const CompileRequest& request) {
   for (const auto& name : request.name_expressions) h = hash64(name, h);
   h = hash64(std::to_string(nvrtc_version()), h);
   return hex64(h);
+}
+
+bool binary_matches_request(const std::string& hash, const std::string& arch, const std::string& lowered_name,
+                            const CompileRequest& request, std::string* why) {
+  const auto fail = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  if (request.name_expressions.empty()) return fail("the request names no kernel");
+  const std::string expected_hash = compile_hash(request);
+  if (hash != expected_hash) return fail("its compile key " + hash + " is not this variant's " + expected_hash);
+  if (arch != request.arch) return fail("it was built for " + arch + ", not " + request.arch);
+  // Itanium mangling of a kernel: "_Z" <length> <name> "I" <template args> "E" <parameters>.
+  if (lowered_name.size() > 4096 || lowered_name.rfind("_Z", 0) != 0)
+    return fail("its kernel name '" + lowered_name.substr(0, 80) + "' is not a mangled kernel name");
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(lowered_name.c_str(), nullptr, nullptr, &status),
+                                                   std::free);
+  if (status != 0 || demangled == nullptr)
+    return fail("its kernel name '" + lowered_name.substr(0, 80) + "' does not demangle");
+  const std::string& expression = request.name_expressions.front();
+  if (expression.empty() || expression.back() != '>') return fail("the name expression is not a template");
+  // "void kvt_normalize<float, 32, ...>(KvtNormalizeParams)" for "kvt_normalize<float, 32, ...>";
+  // template parameters with defaults follow the named ones.
+  const std::string prefix = "void " + expression.substr(0, expression.size() - 1);
+  const std::string text = demangled.get();
+  if (text.compare(0, prefix.size(), prefix) != 0 || text.size() == prefix.size() ||
+      (text[prefix.size()] != '>' && text[prefix.size()] != ','))
+    return fail("its kernel '" + text.substr(0, 200) + "' is not " + expression);
+  return true;
 }
 
 int nvrtc_version() {

@@ -38,6 +38,14 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request);
 /// Stable hash of everything that determines the cubin: sources, options, names, NVRTC version.
 std::string compile_hash(const CompileRequest& request);
 
+/// Whether a stored binary (its compile hash, architecture and lowered kernel name) is the one this
+/// build makes for `request`: the hash is compile_hash(request), the architecture request.arch, and
+/// the lowered name demangles to the request's first name expression (with any defaulted template
+/// arguments after it). A cache file is data; a cubin is code that runs in the caller's process, so
+/// one that does not pass this is never loaded. `why` gets the first mismatch.
+bool binary_matches_request(const std::string& hash, const std::string& arch, const std::string& lowered_name,
+                            const CompileRequest& request, std::string* why = nullptr);
+
 /// NVRTC version as major * 1000 + minor * 10 (13.0 -> 13000).
 int nvrtc_version();
 

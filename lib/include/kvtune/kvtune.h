@@ -118,6 +118,10 @@ struct Counters {
   std::uint64_t lease_waits = 0;       ///< tunings left to another process holding the key's lease
   std::uint64_t background_swaps = 0;  ///< winners a background tuning swapped in
   std::uint64_t records = 0;           ///< problems logged by the record policy
+  /// Stored entries not used because the cache row could not be trusted: a config that does not
+  /// parse within the limits or is not valid for its problem, or a binary that is not the one this
+  /// build compiles for the problem, config and architecture (recompiled instead).
+  std::uint64_t cache_rows_rejected = 0;
 };
 
 /// Progress of an in-process tuning, after each candidate (for tools and progress bars).
@@ -169,7 +173,8 @@ struct ContextOptions {
   std::function<void(const TuningProgress&)> on_progress;
   /// Test-only: adds one deliberately broken normalize variant, tried first, to every normalize
   /// tuning: "wrong" (a wrong result), "oob" (an out-of-bounds write: the CUDA context is lost),
-  /// "hang" (one launch spins for about 8 s). "" (the default) adds none. KVTUNE_TEST_FAULT.
+  /// "hang" (one launch spins for about 8 s). "" (the default) adds none. Read from
+  /// KVTUNE_TEST_FAULT only by builds configured with -DKVTUNE_TEST_HOOKS=ON.
   std::string test_fault;
 
   /// The defaults with the environment applied (what the process-wide context uses).
