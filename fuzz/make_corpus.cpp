@@ -1,6 +1,6 @@
 // Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/) from what the project already has:
 // the built-in suites of every operator (shapes files, problem keys and some of their variants'
-// configs), bench/examples/export-example.json cut into small export documents, and a few
+// configs), tests/data/export-example.json cut into small export documents, and a few
 // near-valid inputs that each break one rule. Run by hand after a change of the formats:
 //   cmake --build build-fuzz --target kvtune_fuzz_corpus && ./build-fuzz/fuzz/kvtune_fuzz_corpus . fuzz/corpus
 // The output is deterministic; files are named by what they hold.
@@ -89,7 +89,7 @@ void keys_corpus(const fs::path& out) {
 }
 
 void import_corpus(const fs::path& source, const fs::path& out) {
-  const json example = tools::parse_json_file((source / "bench/examples/export-example.json").string());
+  const json example = tools::parse_json_file((source / "tests/data/export-example.json").string());
   json base = example;
   base["devices"] = json::array();
   base["entries"] = json::array();

@@ -1,5 +1,5 @@
 // Tools: kvtune-tune and kvtune-cache run as a user runs them (separate processes, exit codes,
-// stdout and stderr), on caches populated by importing bench/examples/export-example.json; plus
+// stdout and stderr), on caches populated by importing tests/data/export-example.json; plus
 // the pieces behind them (staleness rules, shapes parsing, JSON positions) as unit tests.
 // No GPU is needed except in the [gpu] cases at the end, which skip without one.
 
@@ -162,7 +162,7 @@ void check_ok(const Run& r) {
   REQUIRE(r.code == 0);
 }
 
-std::string example_path() { return std::string(KVTUNE_SOURCE_DIR) + "/bench/examples/export-example.json"; }
+std::string example_path() { return std::string(KVTUNE_SOURCE_DIR) + "/tests/data/export-example.json"; }
 
 // The checked-in example (normalize entries on an H200 and an H100, two dwconv entries on the H200),
 // brought to this build's NVRTC, kvtune and template versions (so that

@@ -1,6 +1,6 @@
 // CPU tests of the production tuner's pieces: batch buckets, key decoding, the candidate choice
 // of a budgeted search, and the budgeted search replayed on recorded exhaustive trials of an H200
-// (bench/results/2026-11-22-h200-exhaustive): does the cost model's choice contain a variant
+// (tests/data/trials/2026-11-22-h200-exhaustive): does the cost model's choice contain a variant
 // within 3 % of the exhaustive winner, at what share of the candidates?
 #include <catch2/catch.hpp>
 
@@ -199,7 +199,7 @@ TEST_CASE("budgeted search on recorded H200 trials: within 3% of the exhaustive 
   // pipelined rows, runs per thread), and the dwconv cost models were refit on the trials of the
   // kernels as built: dwconv is held to the next test's trials, and only reported here (46/48 with
   // the models fitted on these trials, 42/48 with the refit ones).
-  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/bench/results/2026-11-22-h200-exhaustive/export.json");
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/2026-11-22-h200-exhaustive/export.json");
   REQUIRE(in);
   const auto doc = nlohmann::json::parse(in);
   const int budget = ContextOptions{}.budget_variants;
@@ -228,7 +228,7 @@ TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3
   // with runs per thread and 1D channel-last with runs of 16 and 32 (their carried-window variants,
   // since taken out, are not in the space and drop out); 2D channel-last with the flat mapping, the
   // 31x31 with runs of 16; weight gradients with pipelined rows up to 32 taps, one buffer above.
-  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/";
+  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/";
   struct Source {
     const char* file;
     std::function<bool(const dwconv::Problem&)> take;
@@ -261,10 +261,10 @@ TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3
 
 TEST_CASE("budgeted search on exhaustive H100 trials (flat items, staged tiles): within 3% on >= 90%", "[tuner]") {
   // Ten channel-first 2D problems timed with flat items in the space (H100, copy ~3.0 TB/s): the two
-  // 56 x 56 suites' and six more planes of 14 to 128 (bench/results/*-h100-flat-items, -flat-heuristic);
+  // 56 x 56 suites' and six more planes of 14 to 128 (tests/data/trials/*-h100-flat-items, -flat-heuristic);
   // the benchmark's five channel-last forward problems with staged tiles (-staged-channel-last; the
   // K=31 one twice: before and after runs of 16 and 32 joined the staged tiles).
-  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/bench/results/";
+  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/";
   Replay dw;
   for (const char* file : {"2026-11-25-h100-flat-items/export.json", "2026-11-25-h100-flat-heuristic/export.json",
                            "2026-11-25-h100-staged-channel-last/export.json",
@@ -304,10 +304,10 @@ double model_picks(const dwconv::Problem& problem, const nlohmann::json& entry) 
   return got / best;
 }
 
-// model_picks over the entries of `file` (under bench/results/) that `take` accepts.
+// model_picks over the entries of `file` (under tests/data/trials/) that `take` accepts.
 std::vector<std::pair<std::string, double>> model_picks_of(const std::string& file,
                                                            const std::function<bool(const dwconv::Problem&)>& take) {
-  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/bench/results/" + file);
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/" + file);
   REQUIRE(in);
   const auto doc = nlohmann::json::parse(in);  // kept alive: a range-for does not extend a temporary's member
   std::vector<std::pair<std::string, double>> out;
@@ -365,7 +365,7 @@ TEST_CASE("channel-first cost model: its first picks hold the exhaustive winner 
 TEST_CASE("tuning always times the heuristic, also outside the enumerated space", "[tuner]") {
   // H3's causal K=3 weight gradient [16, 512, 4096]: the heuristic splits the reduction in 2, the
   // space in 1, 8, 32 or 128 (the benchmark timed the heuristic at 70.2 us against the tuned 74.7 us,
-  // bench/results/2026-11-25-h200-bench-runs-per-thread).
+  // bench/NOTES.md, "the heuristic that was never timed").
   const auto k3 = dwconv::problem_from_key(
       "dwconv,backward_weight,ncl,f32,n<=16,c=512,h=1,w=4096,k=1x3,s=1x1,d=1x1,pad=0,0,2,0,bias=0,det=1,align=16");
   REQUIRE(k3);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes export-example.json: a `kvtune-cache export` document with SYNTHETIC timings.
+"""Writes tests/data/export-example.json: a `kvtune-cache export` document with SYNTHETIC timings.
 
 CI has no GPU, so the tools' tests import this file to get a realistic cache: real problem keys,
 real variant labels and configs (from `kvtune-tune --dry-run --json --variants`), the real
@@ -134,7 +134,7 @@ def trial_status(p, config, seed):
 def main():
     tool = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                             "export-example.json")
+                                                             "..", "..", "tests", "data", "export-example.json")
     shapes = {"problems": [
         {"op": "normalize", "rows": 1024, "cols": 128},
         {"op": "normalize", "rows": 4096, "cols": 256},

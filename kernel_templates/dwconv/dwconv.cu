@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
     // The loads of a window: which of its vectors a lane fetches (with the exchange: its own; edge lanes
     // also the halo) and which lie inside the row depend on its start column only, so they are decided
     // once per window start, not per row (NCHW f32 7x7 winner: 2,568 -> 2,512 instructions, 2 % faster;
-    // H200 probe, bench/results/2026-11-26-h200-probes). Skipping the zero fill of vectors that are
+    // H200 probe, bench/NOTES.md, "channel-first window loads"). Skipping the zero fill of vectors that are
     // never fetched was tried too and lost 2-7 %.
     struct Cols {
       long long q0;
@@ -969,7 +969,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
         // The column tests and the image's base are the same for every x row of the tile: decided
         // once here, so a row costs one address and one row test (per vector and row, the 64-bit
         // address and tests were ~60 instructions a row; H100, exhaustive, NCHW f32 7x7 82.4 -> 75.5 us,
-        // bench/results/2026-11-26-wgrad-addresses).
+        // bench/NOTES.md, "weight-gradient x rows").
         const long long q_first = q0 - kLead;
         bool col_in[kVecs];
 #pragma unroll

@@ -124,7 +124,7 @@ std::vector<int> wgrad_widths(const Problem& p) {
 // The splits of a staged weight gradient: whole images, as few as fill the GPU's blocks in whole waves
 // (4 blocks of 128 threads an SM on 132 SMs), each wave paying one image's copies before its FMAs start:
 // the fewest waves x (images a split + 1). H100, NCHW f32 7x7 on 96 channels: 5 splits 52.4 us, 4 54.8,
-// 11 53.9, 16 56.3 (bench/results/2026-11-26-h100-wgrad-staged-probes).
+// 11 53.9, 16 56.3 (bench/NOTES.md, "from staged x planes").
 int wgrad_staged_splits(const Problem& p) {
   constexpr std::int64_t kSlots = 4 * 132;
   int best = 1;
@@ -737,7 +737,7 @@ std::vector<Config> enumerate(const Problem& p) {
   if (p.direction == DwDirection::backward_weight) {
     // Vectors along W (channel-first) and rows per thread (every tap; runs of 4 or 8) for register
     // tiles. Runs of 8 in rows won both 2D benchmark problems (H200, exhaustive: NCHW f32 7x7 91.8 ->
-    // 82.3 us, 3x3 52.1 -> 47.7; bench/results/2026-11-26-h200-wgrad-rows).
+    // 82.3 us, 3x3 52.1 -> 47.7; bench/NOTES.md, "three hypotheses, one kept").
     const std::vector<int> widths = wgrad_widths(p);
     const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{0, 2, 4} : std::vector<int>{0};
     for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
@@ -848,7 +848,7 @@ std::vector<Config> enumerate(const Problem& p) {
 Config heuristic_config(const Problem& p, int cc_major) {
   (void)cc_major;  // one rule serves sm_80..sm_100 today
   // The shapes of the exhaustive winners on the benchmark suites (H200,
-  // bench/results/2026-11-23-h200-pipelined-rows and -wgrad-vectors); each falls back step by step
+  // bench/NOTES.md, "weight-gradient vectors and rows, pipelined row windows"); each falls back step by step
   // (no vectors, shared-memory filter, fewer rows) where a problem does not allow it.
   Config c;
   // Valid, and within the shared memory every device gives a block without opting in.
@@ -871,7 +871,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // 2D f32 kernels of 25-64 taps: x planes staged in shared memory, 4 rows of runs of 8 (4 for rows
       // shorter than 8), 128 threads, splits that fill whole waves. H100, NCHW f32 7x7: 54.8 us against
       // 69.5 for the register tiles below; 3x3: 54.4 against 51.6, so 3x3 stays below (5x5 is not
-      // measured; bench/results/2026-11-26-h100-wgrad-staged-probes, probe-9).
+      // measured; bench/NOTES.md, "from staged x planes", probe-9).
       Config staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
       staged.smem_halo = 1;
       const std::vector<int> widths = wgrad_widths(p);  // f32: {0, 4}, {0, 2} or {0}
@@ -884,7 +884,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // Register-tiled runs of 8 outputs (4 for rows shorter than 8) read as 4-element vectors along
       // W: every tap (2D: 2 rows of them, 128 threads; H200, exhaustive, NCHW f32 7x7 82.3 us and 3x3
       // 47.7 against 91.8 for 2 rows of runs of 4 and 52.1 for one row of runs of 8,
-      // bench/results/2026-11-26-h200-wgrad-rows), or one kernel row per block column (runs of 4, 128
+      // bench/NOTES.md, "three hypotheses, one kept"), or one kernel row per block column (runs of 4, 128
       // threads) for kernels over 64 taps.
       const bool every_tap = taps(p) <= kMaxAccumulators;
       c.outputs_per_thread = every_tap && p.dst_w() >= 8 ? 8 : 4;
@@ -931,14 +931,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
     if (p.channel_last() && p.dst_h() == 1 && p.kh == 1 && p.kw >= 16 && p.direction == DwDirection::forward) {
       // 16-bit 1D forward kernels of 16+ taps: tensor-core tiles of 16 channels, 16 runs of 56 outputs,
       // 4 warps. H100, exhaustive, NLC bf16 K=31 16x512x4096: 71.8 us, the winner, against 79.1 for the
-      // staged tile below (bench/results/2026-11-25-h100-tensor-core-l1/export.json). backward_data
+      // staged tile below (bench/NOTES.md, "tensor-core tiles against the L1"). backward_data
       // was not measured and keeps the rule below.
       const Config m = mma_config(16, 1, 7, 4);
       if (is_valid(p, m) && geometry(p, m, 1).dynamic_smem <= 2 * kMaxSmem) return m;
     }
     if (p.channel_last()) {
       // 2D: scalar channels, runs of 4, four rows, 64 x 2 threads, taps in registers up to 64 (the
-      // exhaustive winners of bench/results/2026-11-23-h200-channel-last-flat, or within 12 % of
+      // H200 exhaustive winners, bench/NOTES.md, "channel-last mapping, cost-model refit", or within 12 % of
       // them); 1D: 8-byte vectors, runs of 8; 1D kernels of 16+ taps: scalar channels and the longest
       // run whose window fits (H200, NLC bf16 K=31: runs of 32 93.7 us, of 8 ~135 us).
       c.vector_channels = two_d ? 1 : std::max(1, std::min(8, p.align_bytes) / p.element_bytes());
@@ -956,7 +956,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
         }
         // Staged tiles of the same runs where the channels allow 16-byte copies: 32 channels x 4 runs
         // a block. H100, exhaustive, NLC bf16 K=31 16x512x4096: 80.0 us, the winner, against 96.4 for
-        // the global-memory form above (bench/results/2026-11-25-h100-staged-channel-last/export-k31.json).
+        // the global-memory form above (bench/NOTES.md, "staged channel-last tiles").
         const Config s = tiled_config(c.outputs_per_thread, 32, 4, 1, 1, 0, 0, 0);
         if (is_valid(p, s) && geometry(p, s, 1).dynamic_smem <= 2 * kMaxSmem) return s;
       }
@@ -966,7 +966,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
         // backward_data takes the same kernel with its windows reversed. H100, exhaustive: NHWC bf16
         // 7x7 32x96x56x56 54.75 us, the winner, against 69.1 for the best global-memory form; NHWC f32
         // 7x7 32x384x14x14 22.20 (runs 4 wide) against 21.59 for the winner and 26.0
-        // (bench/results/2026-11-25-h100-staged-channel-last). 3x3 kernels stay below: staged tiles
+        // (bench/NOTES.md, "staged channel-last tiles"). 3x3 kernels stay below: staged tiles
         // were 1.4 % (NHWC bf16) and 2.6 % (NHWC f32 stride 2) slower there. Their tiles may opt in to
         // up to 96 KiB: every supported device (sm_80+) gives a block at least 99 KiB.
         for (int rh : {4, 2})
@@ -978,7 +978,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 16 share each 46-value window row; 8 x 8
         // threads keep the filter's channels within 48 KiB. H200, NHWC bf16 31x31: 909 us, the
-        // exhaustive winner (bench/results/2026-11-25-h200-bench/tune-31x31-runs-of-16), against
+        // exhaustive winner (bench/NOTES.md, "the heuristic that was never timed"), against
         // 7,018 us for the single-output variant this rule fell back to before.
         c.outputs_per_thread = rw_base * std::max(1, 16 / rw_base);
         c.threads_x = 8, c.threads_y = 8, c.rows_per_thread = 0, c.smem_filter = 1;
@@ -986,7 +986,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
     } else {
       // 16 x 8 threads (2D) or 64 (1D), runs of 4 read as 4-element vectors along W; 1D: 4 runs a
       // thread, as many as the row holds (H100, NCL bf16 K=4: 93.5 us against 110.3 for the best
-      // single-run variant; f32 within 1.5 % of its best, bench/results/2026-11-25-h100-runs-per-thread).
+      // single-run variant; f32 within 1.5 % of its best, bench/NOTES.md, "runs per thread for 1D kernels").
       c.threads_y = two_d ? 8 : 1;
       c.threads_x = two_d ? 16 : 64;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
@@ -1004,7 +1004,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
         // no lanes idle where a tile does not divide the plane, and no narrowing for small planes.
         // H100, exhaustive, 32x144x56x56 3x3: 48.2 -> 44.0 us forward, 48.3 -> 44.2 backward_data;
         // 32x96x56x56 7x7: 60.0 -> 56.9 forward, 56.7 -> 57.7 backward_data
-        // (bench/results/2026-11-25-h100-flat-items).
+        // (bench/NOTES.md, "the CPU-only changes measured, flat items").
         // Fewer rows where the output has fewer (or backward_data's stride does not divide 4), then
         // narrower vectors; the tiled rule below where no flat form fits.
         for (int rh : {c.rows_per_thread, 2, 0})
@@ -1311,7 +1311,7 @@ BusiestSm busiest_sm(double blocks, double block, double per_sm, double thread_i
 }  // namespace
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
-  // Direct kernels: calibrated on the exhaustive H200 trials of bench/results/2026-11-22-h200-exhaustive
+  // Direct kernels: calibrated on the exhaustive H200 trials of 2026-11-22 (bench/NOTES.md, "cost model")
   // (issue time per instruction and SM). The tiled and weight-gradient models say where theirs come from.
   constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16;
   constexpr double kNaive = 4.0, kLaunch = 2e-6;
@@ -1339,7 +1339,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       // 12 a 16-byte vector) and the epilogue (about 4 an output); the tile's staged halo comes from L2,
       // at about twice the DRAM rate. A block loads, computes and stores one after another, so memory
       // runs at about half the rate the loads in flight would allow (kPhases; H100, the exhaustive
-      // trials of bench/results/2026-11-25-h100-tensor-core: the memory-bound tiles ran 2-3.5x their
+      // trials in bench/NOTES.md, "depthwise convolution on tensor cores": the memory-bound tiles ran 2-3.5x their
       // bytes at the copy rate). Registers: about 128 a thread, 80 for 8 warps (their launch bounds).
       constexpr double kMmaCycles = 2, kLdmatrixCycles = 4, kStageInstructions = 12, kOutputInstructions = 4;
       constexpr double kLatency = 1e-6, kPhases = 2;
@@ -1397,7 +1397,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         return std::max(issue, memory) + 0.25 * std::min(issue, memory) + kLaunch;
       }
       if (p.channel_last()) {
-        // Channel-last (refit on every trial of bench/results/2026-11-23-h200-channel-last-flat: the
+        // Channel-last (refit on every trial of the H200 exhaustive run in bench/NOTES.md, "channel-last
+        // mapping, cost-model refit": the
         // model's 32 best hold a variant within 1.6 % of the exhaustive winner on all 7 problems, against
         // 2 of 7 before, which ranked 1-output, 8-channel, shared-filter variants first; they ran 3-7x
         // slower). Thread instructions per output element: the FMAs, the window's vector loads, the
@@ -1424,7 +1425,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         return std::max(issue, memory) + 0.25 * std::min(issue, memory) + kLaunch;
       }
       // Channel-first, refit on the exhaustive H200 trials of the kernels as built (2D:
-      // bench/results/2026-11-23-h200-halo-exchange; 1D: 2026-11-25-h100-runs-per-thread/h200-second).
+      // halo exchange; 1D: runs per thread; bench/NOTES.md, "the heuristic that was never timed").
       // The model before ranked the 2D winners 62nd-151st of ~300 and its budget-sized first picks
       // were 5.5-42 % slower: it saw no cost in the unpipelined row loop. As the weight gradient's: the
       // busiest SM decides, its threads' instructions (loads, shuffles of the halo exchange, FMAs, taps,
@@ -1476,8 +1477,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       return std::max(sm.issue, std::max(bytes / bandwidth / efficiency, sm.memory)) + kLaunch;
     }
     case Kernel::wgrad: {
-      // Refit on the exhaustive H200 trials of the kernels as built (bench/results/2026-11-23-h200-
-      // pipelined-rows for up to 32 taps, -wgrad-vectors above; bench/NOTES.md, 2026-11-25 afternoon).
+      // Refit on the exhaustive H200 trials of the kernels as built (pipelined rows for up to 32 taps,
+      // one buffer above; bench/NOTES.md, "the weight-gradient cost model", 2026-11-25 afternoon).
       // The model before ranked the winners 19th of 28 (K=3), 33rd of 74 (7x7) and 11th of 29 (31x31,
       // its 9 first all 12x slower): it counted one load per position for untiled variants instead of
       // one per tap, and divided memory time by the thread count's share of the GPU, where 512 blocks
@@ -1507,7 +1508,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         // take the plane's tiles: a dy run from global memory, each x row's window from shared memory,
         // the FMAs. Lanes past the plane's last tile idle. The copies of a whole plane are in flight
         // together, and the loop issues about every 5 cycles a warp (Nsight Compute, H100, NCHW f32 7x7:
-        // 4.96 cycles an instruction; bench/results/2026-11-26-h100-wgrad-staged-probes).
+        // 4.96 cycles an instruction; bench/NOTES.md, "from staged x planes").
         constexpr double kSharedLoad = 2, kCopyCost = 12;
         const double tiles = std::ceil(dst_h / rh) * std::ceil(dst_w / rw);
         const double plane_vectors = plane / (vc * elem);

@@ -425,7 +425,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
 }
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
-  // Calibration (H200, the exhaustive trials of bench/results/2026-11-22-h200-exhaustive):
+  // Calibration (H200, the exhaustive trials of 2026-11-22; bench/NOTES.md, "cost model"):
   constexpr double kLatency = 0.7e-6;       // DRAM load latency, s
   constexpr double kShuffle = 10e-9;        // one warp-shuffle step of a reduction
   constexpr double kBlockSync = 50e-9;      // a block-level reduction stage (threads per row > 32)
