@@ -30,6 +30,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -656,6 +657,61 @@ Winner read_winner(const Statement& row) {
   return winner;
 }
 
+// The limits a row read back from a file must keep, as user input must (a cache file is data
+// another process, a merge or a hand may have written). A row beyond them is skipped with a
+// warning, never parsed further. Sizes in bytes.
+constexpr std::size_t kMaxKeyBytes = 4096;       // problem keys, device ids, hashes, ops, origins
+constexpr std::size_t kMaxLabelBytes = 1024;     // config labels
+constexpr std::size_t kMaxConfigBytes = 4096;    // a config's JSON (a flat object)
+constexpr std::size_t kMaxMessageBytes = 65536;  // a trial's failure text
+constexpr std::size_t kMaxImageBytes = std::size_t(64) << 20;  // a cubin (kvtune's are < 1 MiB)
+
+// Why `w` breaks the limits, "" when it keeps them.
+std::string beyond_limits(const Winner& w) {
+  for (const auto& [text, limit, name] :
+       {std::tuple{&w.problem_key, kMaxKeyBytes, "problem key"}, std::tuple{&w.device_id, kMaxKeyBytes, "device id"},
+        std::tuple{&w.template_hash, kMaxKeyBytes, "template hash"}, std::tuple{&w.op, kMaxKeyBytes, "op"},
+        std::tuple{&w.origin, kMaxKeyBytes, "origin"}, std::tuple{&w.binary_hash, kMaxKeyBytes, "binary hash"},
+        std::tuple{&w.label, kMaxLabelBytes, "label"}, std::tuple{&w.config_json, kMaxConfigBytes, "config"}})
+    if (text->size() > limit) return std::string(name) + " of " + std::to_string(text->size()) + " bytes";
+  if (std::isnan(w.median_ms) || std::isnan(w.gbps)) return "a NaN time";
+  return "";
+}
+
+std::string beyond_limits(const Trial& t) {
+  if (t.label.size() > kMaxLabelBytes) return "label of " + std::to_string(t.label.size()) + " bytes";
+  if (t.config_json.size() > kMaxConfigBytes) return "config of " + std::to_string(t.config_json.size()) + " bytes";
+  if (t.status.size() > kMaxKeyBytes) return "status of " + std::to_string(t.status.size()) + " bytes";
+  if (t.message.size() > kMaxMessageBytes) return "message of " + std::to_string(t.message.size()) + " bytes";
+  return "";
+}
+
+std::string beyond_limits(const Binary& b) {
+  if (b.hash.size() > kMaxKeyBytes || b.arch.size() > kMaxKeyBytes || b.lowered_name.size() > kMaxKeyBytes ||
+      b.image_hash.size() > kMaxKeyBytes)
+    return "a name or hash over " + std::to_string(kMaxKeyBytes) + " bytes";
+  if (b.image.size() > kMaxImageBytes) return "an image of " + std::to_string(b.image.size()) + " bytes";
+  return "";
+}
+
+// Collects the rows a read skipped, to be logged once the store's lock is released (the log
+// callback is user code).
+struct Skipped {
+  std::vector<std::string> reasons;
+  template <class Row>
+  bool keep(const Row& row, const char* what) {
+    std::string why = beyond_limits(row);
+    if (why.empty()) return true;
+    reasons.push_back(std::string(what) + " row with " + why);
+    return false;
+  }
+  void report(const Logger& log, const Store& store) const {
+    for (const auto& why : reasons)
+      log("warn", "cache: skipped a " + why + " in " + (store.in_memory() ? std::string("the in-memory cache") : store.path()) +
+                      " (beyond the limits kvtune reads)");
+  }
+};
+
 // The image hash to store: the caller's, which must match the image, or computed when empty.
 std::string checked_image_hash(const Binary& binary, const Call& call) {
   const std::string actual = detail::hash_hex(binary.image);
@@ -819,6 +875,11 @@ namespace {
 
 // find_binary's and find_binaries' check, run without the lock: the log callback is user code.
 bool usable_binary(const Binary& binary, const Store& store, const Logger& log) {
+  Skipped skipped;
+  if (!skipped.keep(binary, "binary")) {
+    skipped.report(log, store);
+    return false;
+  }
   if (image_intact(binary)) return true;
   log("warn", "cache: binary " + binary.hash + " in " +
                   (store.in_memory() ? std::string("the in-memory cache") : store.path()) +
@@ -860,18 +921,18 @@ std::unique_ptr<Store> Store::open_existing(const std::string& path, bool create
     return std::unique_ptr<Store>(new Store(std::make_unique<Impl>(open_in_memory(), log)));
   }
   struct stat st {};
+  std::string real, problem;
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) throw OpenError(Reason::unusable, path + ": cannot stat it: " + errno_text(errno));
     if (!create) throw OpenError(Reason::missing, "cache file " + path + " does not exist");
-    std::string problem;
-    if (!make_parent_directories(path, problem) || !create_private_file(path, problem))
+    if (!make_parent_directories(path, problem) || !trusted_location(path, real, problem) ||
+        !create_private_file(real, problem))
       throw OpenError(Reason::unusable, path + ": " + problem);
-    if (::stat(path.c_str(), &st) != 0)
+    if (::stat(real.c_str(), &st) != 0)
       throw OpenError(Reason::unusable, path + ": cannot stat it: " + errno_text(errno));
     log("info", "cache: created " + path);
   }
   if (!S_ISREG(st.st_mode)) throw OpenError(Reason::unusable, path + " is not a regular file");
-  std::string real, problem;
   if (!trusted_location(path, real, problem)) throw OpenError(Reason::unusable, path + ": " + problem);
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(real.c_str(), &raw,
@@ -993,12 +1054,19 @@ std::vector<Ceilings> Store::all_ceilings() {
 std::optional<Winner> Store::find_winner(const std::string& problem_key,
                                          const std::string& device_id,
                                          const std::string& template_hash) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  const Call call{"find_winner", problem_key, device_id};
-  Statement select(*impl_->db, sql::kSelectWinner, call);
-  select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
-  if (!select.step()) return std::nullopt;
-  return read_winner(select);
+  Skipped skipped;
+  std::optional<Winner> winner;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"find_winner", problem_key, device_id};
+    Statement select(*impl_->db, sql::kSelectWinner, call);
+    select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
+    if (!select.step()) return std::nullopt;
+    winner = read_winner(select);
+  }
+  if (skipped.keep(*winner, "winner")) return winner;
+  skipped.report(impl_->log, *this);
+  return std::nullopt;
 }
 
 void Store::put_result(const Winner& winner, const std::optional<Binary>& binary,
@@ -1057,44 +1125,58 @@ void Store::put_result(const Winner& winner, const std::vector<Binary>& binaries
 }
 
 std::vector<Winner> Store::winners() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  const Call call{"winners", "", ""};
-  Statement select(*impl_->db, sql::kSelectAllWinners, call);
+  Skipped skipped;
   std::vector<Winner> all;
-  while (select.step()) all.push_back(read_winner(select));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"winners", "", ""};
+    Statement select(*impl_->db, sql::kSelectAllWinners, call);
+    while (select.step())
+      if (Winner w = read_winner(select); skipped.keep(w, "winner")) all.push_back(std::move(w));
+  }
+  skipped.report(impl_->log, *this);
   return all;
 }
 
 std::vector<Winner> Store::winners_for(const std::string& op, const std::string& device_id,
                                       const std::string& template_hash) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  const Call call{"winners_for", "", device_id};
-  Statement select(*impl_->db, sql::kSelectWinnersFor, call);
-  select.bind_text(1, op).bind_text(2, device_id).bind_text(3, template_hash);
+  Skipped skipped;
   std::vector<Winner> all;
-  while (select.step()) all.push_back(read_winner(select));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"winners_for", "", device_id};
+    Statement select(*impl_->db, sql::kSelectWinnersFor, call);
+    select.bind_text(1, op).bind_text(2, device_id).bind_text(3, template_hash);
+    while (select.step())
+      if (Winner w = read_winner(select); skipped.keep(w, "winner")) all.push_back(std::move(w));
+  }
+  skipped.report(impl_->log, *this);
   return all;
 }
 
 std::vector<Trial> Store::trials(const std::string& problem_key, const std::string& device_id,
                                  const std::string& template_hash) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  const Call call{"trials", problem_key, device_id};
-  Statement select(*impl_->db, sql::kSelectTrials, call);
-  select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
+  Skipped skipped;
   std::vector<Trial> all;
-  while (select.step()) {
-    Trial trial;
-    trial.label = select.text(0);
-    trial.config_json = select.text(1);
-    trial.status = select.text(2);
-    trial.message = select.text(3);
-    trial.median_ms = select.real(4);
-    trial.spread = select.real(5);
-    trial.gbps = select.real(6);
-    trial.created_at = select.integer(7);
-    all.push_back(std::move(trial));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    const Call call{"trials", problem_key, device_id};
+    Statement select(*impl_->db, sql::kSelectTrials, call);
+    select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
+    while (select.step()) {
+      Trial trial;
+      trial.label = select.text(0);
+      trial.config_json = select.text(1);
+      trial.status = select.text(2);
+      trial.message = select.text(3);
+      trial.median_ms = select.real(4);
+      trial.spread = select.real(5);
+      trial.gbps = select.real(6);
+      trial.created_at = select.integer(7);
+      if (skipped.keep(trial, "trial")) all.push_back(std::move(trial));
+    }
   }
+  skipped.report(impl_->log, *this);
   return all;
 }
 

@@ -1,13 +1,16 @@
 // One process of the concurrency test ([gpu][reliability] in test_gpu_tuner.cpp): 4 threads,
 // each on its own stream, call normalize and dwconv on an overlapping set of problems through one
-// Context against the shared cache file given as argv[1] (policy tune, small budget). Normalize
-// outputs are checked against the float64 reference. Prints one line of counters; exit status 1
+// Context against the shared cache file given as argv[1] (policy tune, small budget). Every
+// normalize and dwconv output is checked against the float64 reference. Prints one line of counters; exit status 1
 // when any call failed or any output was wrong.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -15,6 +18,8 @@
 
 #include "gpu_check.h"
 
+#include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kvtune/kvtune.h"
 #include "lib/src/cuda_check.h"
 
@@ -22,11 +27,12 @@ using namespace kvtune;
 
 namespace {
 
-// A depthwise convolution with device tensors filled with a non-zero pattern.
+// A forward depthwise convolution (f32) on random inputs, checked against the float64 reference.
 struct DwCase {
   DwConvArgs args;
   std::vector<void*> buffers;
-  DwCase(DwLayout layout, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, int k) {
+  std::vector<float> x, weight;
+  DwCase(DwLayout layout, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, int k, std::uint64_t seed) {
     args.direction = DwDirection::forward;
     args.layout = layout;
     args.n = n, args.c = c, args.h = h, args.w = w;
@@ -37,19 +43,40 @@ struct DwCase {
     } else {
       args.causal = true;
     }
-    const std::size_t elems = std::size_t(n * c * h * w) * 4;
-    args.x = alloc(elems);
-    args.y = alloc(elems);
-    args.weight = alloc(std::size_t(c) * std::size_t(k * k) * 4);
-    // The memsets ran on the legacy stream; the calls run on non-blocking streams.
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    x.resize(std::size_t(n * c * h * w));
+    weight.resize(std::size_t(c * args.kernel_h * args.kernel_w));
+    for (auto& v : x) v = u(rng);
+    for (auto& v : weight) v = u(rng);
+    args.x = upload(x);
+    args.weight = upload(weight);
+    const dwconv::Problem p = dwconv::make_problem(args);
+    void* y = nullptr;
+    detail::cuda_check(cudaMalloc(&y, std::size_t(n * c * p.out_h() * p.out_w()) * 4), "cudaMalloc");
+    buffers.push_back(y);
+    args.y = y;
+    // The copies ran on the legacy stream; the calls run on non-blocking streams.
     detail::cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
   }
-  void* alloc(std::size_t bytes) {
+  void* upload(const std::vector<float>& host) {
     void* p = nullptr;
-    detail::cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
-    detail::cuda_check(cudaMemset(p, 0x3c, bytes), "cudaMemset");
+    detail::cuda_check(cudaMalloc(&p, host.size() * 4), "cudaMalloc");
     buffers.push_back(p);
+    detail::cuda_check(cudaMemcpy(p, host.data(), host.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
     return p;
+  }
+  // Largest |y - reference| after the call on `stream`.
+  double max_error(cudaStream_t stream) const {
+    const dwconv::Problem p = dwconv::make_problem(args);
+    const auto reference = dwconv::reference_forward(p, args.n, std::vector<double>(x.begin(), x.end()),
+                                                     std::vector<double>(weight.begin(), weight.end()), {});
+    std::vector<float> y(reference.size());
+    detail::cuda_check(cudaMemcpyAsync(y.data(), args.y, y.size() * 4, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    double worst = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(double(y[i]) - reference[i]));
+    return worst;
   }
   ~DwCase() {
     for (void* p : buffers) cudaFree(p);
@@ -99,9 +126,14 @@ int main(int argc, char** argv) {
               ++failures;
             }
             DwCase d((pick % 2) ? DwLayout::ncl : DwLayout::nchw, 2, 64, (pick % 2) ? 1 : 28, (pick % 2) ? 2048 : 28,
-                     (pick % 2) ? 4 : 3);
-            ctx.dwconv(d.args, stream);
-            detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+                     (pick % 2) ? 4 : 3, std::uint64_t(process * 1000 + t * 10 + i));
+            for (int repeat = 0; repeat < 4; ++repeat) ctx.dwconv(d.args, stream);
+            if (const double error = d.max_error(stream); error > 1e-4) {
+              errors[std::size_t(t)] = fmt::format("wrong dwconv output: {} max error {:.3g}; variant now {}",
+                                                   dwconv::make_problem(d.args).key(), error,
+                                                   ctx.dwconv_variant(d.args, stream));
+              ++failures;
+            }
           }
           cudaStreamDestroy(stream);
         } catch (const std::exception& e) {

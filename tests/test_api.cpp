@@ -6,17 +6,12 @@
 #include "kvtune/kvtune.h"
 #include "lib/src/device.h"
 #include "lib/src/dispatch_table.h"
+#include "env_guard.h"
 #include "gpu_support.h"
 
 using namespace kvtune;
 
-namespace {
-struct EnvGuard {
-  std::string name;
-  explicit EnvGuard(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~EnvGuard() { unsetenv(name.c_str()); }
-};
-}  // namespace
+using test::EnvGuard;
 
 TEST_CASE("policies parse and print", "[api]") {
   for (Policy p : {Policy::tune, Policy::heuristic, Policy::cached}) CHECK(parse_policy(to_string(p)) == p);
@@ -40,7 +35,7 @@ TEST_CASE("environment overrides the defaults", "[api]") {
   }
   {
     EnvGuard home("HOME", "/tmp/home-kvtune");
-    unsetenv("XDG_CACHE_HOME");
+    EnvGuard no_xdg("XDG_CACHE_HOME", nullptr);
     CHECK(ContextOptions::from_environment().cache_path == "/tmp/home-kvtune/.cache/kvtune/cache.sqlite");
   }
   {

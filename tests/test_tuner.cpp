@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "env_guard.h"
 #include "lib/src/buckets.h"
 #include "lib/src/dispatch_table.h"
 #include "lib/src/families.h"
@@ -416,28 +417,23 @@ TEST_CASE("policies and budgets from the environment; bad values name the variab
   CHECK(parse_policy("record") == Policy::record);
   CHECK(std::string(to_string(Policy::record)) == "record");
   CHECK_THROWS_AS(parse_policy("fast"), Error);
-  setenv("KVTUNE_BUDGET_VARIANTS", "12", 1);
-  setenv("KVTUNE_BUDGET_MS", "1500", 1);
-  setenv("KVTUNE_BUCKETS", "1,16,256", 1);
+  test::EnvGuard variants("KVTUNE_BUDGET_VARIANTS", "12");
+  test::EnvGuard ms("KVTUNE_BUDGET_MS", "1500");
+  test::EnvGuard buckets("KVTUNE_BUCKETS", "1,16,256");
   auto o = ContextOptions::from_environment();
   CHECK(o.budget_variants == 12);
   CHECK(o.budget_ms == 1500);
   CHECK(o.buckets == "1,16,256");
   for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
            {"KVTUNE_BUDGET_VARIANTS", "-1"}, {"KVTUNE_BUDGET_MS", "soon"}, {"KVTUNE_BUCKETS", "16,1"}}) {
-    const std::string saved = std::getenv(name);
-    setenv(name, value, 1);
+    test::EnvGuard bad(name, value);
     try {
       ContextOptions::from_environment();
       FAIL(name << "=" << value << " accepted");
     } catch (const Error& e) {
       CHECK(e.context().field == name);
     }
-    setenv(name, saved.c_str(), 1);
   }
-  unsetenv("KVTUNE_BUDGET_VARIANTS");
-  unsetenv("KVTUNE_BUDGET_MS");
-  unsetenv("KVTUNE_BUCKETS");
 }
 
 TEST_CASE("the fallback ladder's nearest shape: same dtype/mode/layout only, closest size", "[tuner]") {

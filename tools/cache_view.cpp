@@ -7,8 +7,11 @@
 #include <fmt/format.h>
 
 #include "kvtune/kvtune.h"
+#include "lib/src/families.h"
 #include "lib/src/hash.h"
+#include "lib/src/json_fields.h"
 #include "lib/src/nvrtc.h"
+#include "lib/src/stored_entry.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 
@@ -322,7 +325,7 @@ nlohmann::json run_to_json(const cache::TuningRun& run) {
                       {"incumbent_label", run.incumbent_label},
                       {"incumbent_ms", run.incumbent_ms},
                       {"replaced_incumbent", run.replaced_incumbent}};
-  const auto extra = nlohmann::json::parse(run.json.empty() ? "null" : run.json, nullptr, false);
+  const auto extra = detail::parse_json_or_discarded(run.json.empty() ? "null" : run.json);
   if (extra.is_object()) j["extra"] = extra;
   return j;
 }
@@ -332,7 +335,7 @@ nlohmann::json export_cache(cache::Store& store, bool runs) {
   std::map<std::string, cache::Ceilings> ceilings;
   for (auto& c : store.all_ceilings()) ceilings[c.device_id] = c;
   for (const auto& d : store.devices()) {
-    nlohmann::json fingerprint = nlohmann::json::parse(d.json.empty() ? "{}" : d.json, nullptr, false);
+    nlohmann::json fingerprint = detail::parse_json_or_discarded(d.json.empty() ? "{}" : d.json);
     if (fingerprint.is_discarded() || !fingerprint.is_object()) fingerprint = nlohmann::json::object();
     nlohmann::json j = {{"id", d.id},
                         {"name", d.name},
@@ -358,12 +361,12 @@ nlohmann::json export_cache(cache::Store& store, bool runs) {
     for (const auto& t : latest_run(store.trials(w.problem_key, w.device_id, w.template_hash))) {
       nlohmann::json tj = {{"label", t.label}, {"status", t.status}, {"median_ms", t.median_ms},
                            {"spread", t.spread}, {"gbps", t.gbps}};
-      const auto config = nlohmann::json::parse(t.config_json.empty() ? "null" : t.config_json, nullptr, false);
+      const auto config = detail::parse_json_or_discarded(t.config_json.empty() ? "null" : t.config_json);
       if (config.is_object()) tj["config"] = config;
       if (!t.message.empty()) tj["message"] = t.message;
       trials.push_back(std::move(tj));
     }
-    const auto config = nlohmann::json::parse(w.config_json, nullptr, false);
+    const auto config = detail::parse_json_or_discarded(w.config_json);
     nlohmann::json run_list = nlohmann::json::array();
     if (runs)
       for (const auto& run : runs_of(store, w)) run_list.push_back(run_to_json(run));
@@ -446,7 +449,29 @@ ImportSummary import_cache(cache::Store& store, const nlohmann::json& document, 
   return summary;
 }
 
-MergeSummary merge_cache(cache::Store& target, cache::Store& source) {
+std::string binary_mismatch(const cache::Winner& winner, const cache::Binary& binary) {
+  std::string why = "operator " + winner.op + " is not in this build";
+  std::apply(
+      [&](auto... family) {
+        const auto check = [&](auto f) {
+          using F = decltype(f);
+          if (winner.op != F::kOp) return;
+          const auto problem = F::from_key(winner.problem_key);
+          if (!problem) {
+            why = "its entry's problem key does not parse";
+            return;
+          }
+          const auto config = detail::stored_config<F>(winner.config_json, *problem, why);
+          if (!config) return;
+          if (detail::trusted_binary<F>(binary, *problem, *config, binary.arch, why)) why.clear();
+        };
+        (check(family), ...);
+      },
+      detail::Families{});
+  return why;
+}
+
+MergeSummary merge_cache(cache::Store& target, cache::Store& source, bool with_binaries) {
   MergeSummary summary;
   for (const auto& d : source.devices()) {
     target.put_device(d);
@@ -461,7 +486,7 @@ MergeSummary merge_cache(cache::Store& target, cache::Store& source) {
   }
   std::set<std::string> present;
   for (const auto& b : target.binary_infos()) present.insert(b.hash);
-  for (const auto& info : source.binary_infos()) {
+  for (const auto& info : with_binaries ? source.binary_infos() : std::vector<cache::BinaryInfo>{}) {
     if (present.count(info.hash) != 0) continue;
     const auto binary = source.find_binary(info.hash);  // refuses an image that no longer matches its hash
     if (!binary) {
@@ -483,7 +508,9 @@ MergeSummary merge_cache(cache::Store& target, cache::Store& source) {
     } else {
       ++summary.added;
     }
-    target.put_result(w, std::nullopt, latest_run(source.trials(w.problem_key, w.device_id, w.template_hash)));
+    cache::Winner copy = w;
+    if (!with_binaries) copy.binary_hash.clear();  // compiled where it is used
+    target.put_result(copy, std::nullopt, latest_run(source.trials(w.problem_key, w.device_id, w.template_hash)));
     // The entry's tuning history comes with it; runs the target has already (an earlier merge of
     // the same shard) are not copied twice.
     const auto present_runs = runs_of(target, w);

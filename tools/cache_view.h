@@ -104,9 +104,16 @@ struct MergeSummary {
   int damaged_binaries = 0;
   int runs = 0;  ///< tuning runs copied with the entries added or replaced
 };
-/// Merges `source` into `target`: devices, ceilings, every binary whose image matches its hash,
-/// and every winner with its trials and tuning runs, the newer one (created_at) winning a conflict.
+/// Merges `source` into `target`: devices, ceilings, every winner with its trials and tuning runs,
+/// the newer one (created_at) winning a conflict, and with `with_binaries` every binary whose image
+/// matches its hash. Without it no binary is copied and the winners the merge writes name none: each
+/// is compiled on the first call that needs it (a cubin is code; docs/RELIABILITY.md, "Trust model").
 /// Leases and recorded problems stay where they are (they belong to the machines that use the file).
-MergeSummary merge_cache(cache::Store& target, cache::Store& source);
+MergeSummary merge_cache(cache::Store& target, cache::Store& source, bool with_binaries);
+
+/// Why `binary` is not the one this build compiles for `winner`'s problem and config on the
+/// binary's architecture (compile key, architecture, kernel name); "" when it is. An operator this
+/// build does not have, or an unreadable key or config, is a mismatch too.
+std::string binary_mismatch(const cache::Winner& winner, const cache::Binary& binary);
 
 }  // namespace kvtune::tools

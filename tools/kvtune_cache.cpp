@@ -15,6 +15,7 @@
 
 #include "cache/store.h"
 #include "kvtune/kvtune.h"
+#include "lib/src/json_fields.h"
 #include "tools/cache_view.h"
 #include "tools/common.h"
 #include "tools/ops.h"
@@ -41,6 +42,7 @@ struct Settings {
   bool runs = false;  // export --runs
   // merge
   std::vector<std::string> sources;
+  bool with_binaries = false;
   // prune
   double older_than_days = -1;
   bool dry_run = false;
@@ -79,7 +81,7 @@ std::string stale_text(const CacheEntry& e) {
 
 nlohmann::json entry_json(const CacheEntry& e) {
   const auto& w = e.winner;
-  nlohmann::json config = nlohmann::json::parse(w.config_json, nullptr, false);
+  nlohmann::json config = detail::parse_json_or_discarded(w.config_json);
   return {{"id", e.id},
           {"op", w.op},
           {"problem_key", w.problem_key},
@@ -479,7 +481,7 @@ int cmd_merge(const Settings& s) {
   auto target = open(s, true);
   nlohmann::json list = nlohmann::json::array();
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    const MergeSummary m = merge_cache(*target, *sources[i]);
+    const MergeSummary m = merge_cache(*target, *sources[i], s.with_binaries);
     list.push_back({{"source", s.sources[i]},
                     {"added", m.added},
                     {"replaced", m.replaced},
@@ -491,8 +493,10 @@ int cmd_merge(const Settings& s) {
                     {"runs", m.runs}});
     if (!s.json)
       std::printf("%s: %d entries added, %d replaced by newer, %d kept (target as new or newer); %d tuning runs "
-                  "and %d binaries copied%s\n",
-                  s.sources[i].c_str(), m.added, m.replaced, m.kept, m.runs, m.binaries,
+                  "and %s%s\n",
+                  s.sources[i].c_str(), m.added, m.replaced, m.kept, m.runs,
+                  s.with_binaries ? fmt::format("{} binaries copied", m.binaries).c_str()
+                                  : "no binaries (each is compiled on first use; --with-binaries copies them)",
                   m.damaged_binaries > 0 ? fmt::format(", {} damaged ones skipped", m.damaged_binaries).c_str() : "");
   }
   if (s.json) print_json({{"target", target->path()}, {"sources", list}});
@@ -585,6 +589,12 @@ int cmd_verify(const Settings& s) {
       }
       if (!w.binary_hash.empty() && present.count(w.binary_hash) == 0)
         notes.push_back(fmt::format("{}: its binary {} is gone; the library will tune it again", who, w.binary_hash));
+      if (!w.binary_hash.empty() && present.count(w.binary_hash) != 0)
+        if (const auto binary = store->find_binary(w.binary_hash))
+          if (const std::string why = binary_mismatch(w, *binary); !why.empty())
+            problems.push_back(fmt::format("{}: its binary {} is not what this build compiles for it: {} (the library "
+                                           "will not load it; it recompiles the variant)",
+                                           who, w.binary_hash, why));
     }
     // Recorded problems kvtune-tune --recorded will not tune (another template, an unreadable key).
     for (const auto& r : store->recorded_problems()) {
@@ -686,9 +696,11 @@ int main_body(int argc, char** argv) {
   auto* import = add("import", "read an export: configs only, never binaries", cmd_import);
   import->add_option("file", s.file, "a file written by export")->required();
   import->add_flag("--overwrite", s.overwrite, "replace entries that are already present");
-  add("merge", "merge other cache files (shards) into this one", cmd_merge)
-      ->add_option("sources", s.sources, "cache files to merge in")
-      ->required();
+  auto* merge = add("merge", "merge other cache files (shards) into this one: configs, trials and runs", cmd_merge);
+  merge->add_option("sources", s.sources, "cache files to merge in")->required();
+  merge->add_flag("--with-binaries", s.with_binaries,
+                  "also copy the compiled kernels (code that runs in every process using the cache: only from "
+                  "files you trust; each is still checked against what this build compiles before it is loaded)");
   auto* prune = add("prune", "remove entries that match every given filter", cmd_prune);
   prune->add_flag("--stale", s.stale, "stale entries");
   prune->add_option("--device", s.device, "entries of devices whose id starts with, or name contains, this");

@@ -49,6 +49,17 @@ inline nlohmann::json parse_json_limited(std::string_view text, int max_depth = 
   return nlohmann::json::parse(text.begin(), text.end(), limit_depth);
 }
 
+/// parse_json_limited, or a discarded value (is_discarded()) when the text is malformed or over the
+/// limits: for JSON read back from a cache row, shown by the tools as it is.
+inline nlohmann::json parse_json_or_discarded(std::string_view text, int max_depth = kMaxJsonDepth,
+                                              std::size_t max_bytes = std::size_t(1) << 20) {
+  try {
+    return parse_json_limited(text, max_depth, max_bytes);
+  } catch (const std::exception&) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+}
+
 /// A config as stored in a cache row: a flat JSON object of at most 4 KiB.
 inline nlohmann::json parse_stored_config(std::string_view text) {
   auto j = parse_json_limited(text, 2, 4096);
