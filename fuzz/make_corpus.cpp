@@ -9,9 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "cache/store.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "lib/src/hash.h"
+#include "lib/src/nvrtc.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 
@@ -134,6 +139,52 @@ void import_corpus(const fs::path& source, const fs::path& out) {
 
 }  // namespace
 
+// fuzz_cache_db: a real cache file (a normalize winner with the binary NVRTC makes for it, a second
+// winner naming that binary for another problem, trials), as a raw file (first byte 0), and the
+// same rows written through plain SQLite (first byte 1; fuzz_cache_db.cpp describes the format).
+void cache_db_corpus(const fs::path& out) {
+  namespace cache = kvtune::cache;
+  namespace nz = kvtune::normalize;
+  nz::Problem p;
+  p.mode = kvtune::NormMode::layernorm;
+  p.cols = 1024;
+  p.rows = 4096;
+  const nz::Config config = nz::enumerate(p).front();
+  const auto request = nz::compile_request(p, config, "sm_90");
+  const auto compiled = kvtune::detail::nvrtc_compile(request);
+  const cache::Binary binary{kvtune::detail::compile_hash(request), "sm_90", compiled.lowered_names.at(0),
+                             compiled.cubin, kvtune::detail::hash_hex(compiled.cubin)};
+  cache::Winner w;
+  w.op = "normalize", w.problem_key = p.key(), w.device_id = "dev", w.template_hash = nz::template_hash();
+  w.label = config.label(), w.config_json = config.to_json().dump(), w.binary_hash = binary.hash, w.origin = "tuned";
+  w.median_ms = 0.01, w.gbps = 1000, w.created_at = 1700000000;
+  cache::Winner other = w;
+  other.problem_key = "normalize,bf16,layernorm,cols=1024,rows<=4096,align=16,affine=,stats=";
+  const fs::path file = fs::temp_directory_path() / "kvtune-corpus-cache.db";
+  fs::remove(file);
+  {
+    auto store = cache::Store::open_existing(file.string(), true);
+    store->put_result(w, binary, {cache::Trial{config.label(), w.config_json, "ok", "", 0.01, 0.02, 1000}});
+    store->put_result(other, std::nullopt, {});
+  }
+  std::ifstream in(file, std::ios::binary);
+  write(out, "raw-cache.db", std::string(1, '\0') + std::string(std::istreambuf_iterator<char>(in), {}));
+  fs::remove(file);
+  const auto row = [](std::vector<std::string> fields) {
+    std::string text;
+    for (const auto& f : fields) text += (text.empty() ? "" : "\x1f") + f;
+    return text;
+  };
+  const std::string winner_row = row({"w", "t" + w.problem_key, "tdev", "t" + w.template_hash, "tnormalize",
+                                      "t" + w.label, "t" + w.config_json, "t" + binary.hash, "ttuned", "r0.01",
+                                      "r1000", "i1700000000"});
+  const std::string binary_row = row({"b", "t" + binary.hash, "tsm_90", "t" + binary.lowered_name, "bcubin",
+                                      "t" + kvtune::detail::hash_hex("cubin"), "i0"});
+  const std::string trial_row = row({"t", "t" + w.problem_key, "tdev", "t" + w.template_hash, "t" + w.label,
+                                     "t" + w.config_json, "tok", "t", "r0.01", "r0", "r1000", "i0"});
+  write(out, "rows-winner-binary-trial.txt", "\x01" + winner_row + "\x1e" + binary_row + "\x1e" + trial_row);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s SOURCE_DIR OUT_DIR (e.g. . fuzz/corpus)\n", argv[0]);
@@ -144,6 +195,7 @@ int main(int argc, char** argv) {
     shapes_corpus(out / "fuzz_shapes");
     keys_corpus(out / "fuzz_keys");
     import_corpus(source, out / "fuzz_import");
+    cache_db_corpus(out / "fuzz_cache_db");
     return 0;
   });
 }

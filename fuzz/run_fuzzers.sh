@@ -18,7 +18,7 @@ seconds=${2:-30}
 shift $(($# >= 2 ? 2 : 1))
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_shapes fuzz_import fuzz_keys)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_shapes fuzz_import fuzz_keys fuzz_cache_db)
 
 # The default 8 MiB stack, whatever the caller has: inputs that recurse too deep fail the same way
 # everywhere (fuzz/regressions/*/deep-nesting-*).

@@ -53,7 +53,7 @@ stage_asan() {
 
 stage_fuzz() {
   configure_sanitized
-  cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys
+  cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys fuzz_cache_db
   sanitizer_environment
   fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS"
 }

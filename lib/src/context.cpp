@@ -489,34 +489,25 @@ struct Context::Impl {
   std::shared_ptr<Entry<F>> lookup_stored(Device& dev, const typename F::Problem& problem, const std::string& key,
                                           const std::string& template_hash) {
     try {
-      auto winner = store->find_winner(key, dev.device_id, template_hash);
-      if (!winner) return nullptr;
-      if (winner->origin == "heuristic" && (options.policy == Policy::tune || options.policy == Policy::background))
+      std::string refused;
+      auto stored = detail::read_stored<F>(*store, problem, key, dev.device_id, template_hash, dev.fingerprint.arch(),
+                                           refused);
+      if (!refused.empty()) reject_row(F::kOp, key, refused + (stored ? "; compiling it" : ""));
+      if (!stored) return nullptr;
+      cache::Winner& winner = stored->winner;
+      if (winner.origin == "heuristic" && (options.policy == Policy::tune || options.policy == Policy::background))
         return nullptr;
-      std::string why;
-      const auto config = detail::stored_config<F>(winner->config_json, problem, why);
-      if (!config) {
-        reject_row(F::kOp, key, "winner " + winner->label.substr(0, 200) + ": " + why);
-        return nullptr;
+      if (!stored->binary && (winner.origin == "imported" || winner.binary_hash.empty() || !refused.empty())) {
+        // `kvtune-cache import` and `merge` bring configs, not binaries, and a refused binary is
+        // replaced: compile once (unless `kvtune-tune --compile-only` stored this binary already)
+        // and keep it for later processes.
+        stored->binary = binary_for<F>(dev, problem, stored->config);
+        winner.binary_hash = stored->binary->hash;
+        store_result(winner, {*stored->binary}, {}, std::nullopt);
       }
-      std::optional<cache::Binary> binary;
-      if (!winner->binary_hash.empty()) binary = store->find_binary(winner->binary_hash);
-      if (binary && !detail::trusted_binary<F>(*binary, problem, *config, dev.fingerprint.arch(), why)) {
-        reject_row(F::kOp, key, fmt::format("the binary of winner {}: {}; compiling it", config->label(), why));
-        binary.reset();
-        winner->binary_hash.clear();
-      }
-      if (!binary && (winner->origin == "imported" || winner->binary_hash.empty())) {
-        // `kvtune-cache import` brings configs, never binaries, and a refused binary is replaced:
-        // compile once (unless `kvtune-tune --compile-only` stored this binary already) and keep it
-        // for later processes.
-        binary = binary_for<F>(dev, problem, *config);
-        winner->binary_hash = binary->hash;
-        store_result(*winner, {*binary}, {}, std::nullopt);
-      }
-      if (!binary) return nullptr;
-      return make_entry<F>(problem, *config, binary->image, binary->lowered_name,
-                           winner->origin == "heuristic" ? "heuristic" : "cached");
+      if (!stored->binary) return nullptr;  // a tuned winner whose binary is gone: tuned again
+      return make_entry<F>(problem, stored->config, stored->binary->image, stored->binary->lowered_name,
+                           winner.origin == "heuristic" ? "heuristic" : "cached");
     } catch (const std::exception& e) {
       log("warn", fmt::format("{} {}: ignoring the cached entry: {}", F::kOp, key, e.what()));
       return nullptr;

@@ -39,4 +39,39 @@ bool trusted_binary(const cache::Binary& binary, const typename F::Problem& prob
                                 F::compile_request(problem, config, arch), &why);
 }
 
+/// A stored winner as the load path may use it.
+template <class F>
+struct StoredEntry {
+  cache::Winner winner;
+  typename F::Config config;
+  std::optional<cache::Binary> binary;  // the trusted binary; nullopt: none stored, missing or refused
+};
+
+/// The stored winner of (key, device, template) for `problem`, read as the Context's load path
+/// reads it: nullopt when there is none or its row cannot be trusted; a binary that is not what
+/// this build compiles for (problem, config, arch) is dropped. `refused` gets why a row or a binary
+/// was refused ("" when none was). Errors of the store itself (I/O) propagate.
+template <class F>
+std::optional<StoredEntry<F>> read_stored(cache::Store& store, const typename F::Problem& problem,
+                                          const std::string& key, const std::string& device_id,
+                                          const std::string& template_hash, const std::string& arch,
+                                          std::string& refused) {
+  refused.clear();
+  auto winner = store.find_winner(key, device_id, template_hash);
+  if (!winner) return std::nullopt;
+  std::string why;
+  auto config = stored_config<F>(winner->config_json, problem, why);
+  if (!config) {
+    refused = "winner " + winner->label.substr(0, 200) + ": " + why;
+    return std::nullopt;
+  }
+  StoredEntry<F> entry{std::move(*winner), std::move(*config), std::nullopt};
+  if (!entry.winner.binary_hash.empty()) entry.binary = store.find_binary(entry.winner.binary_hash);
+  if (entry.binary && !trusted_binary<F>(*entry.binary, problem, entry.config, arch, why)) {
+    refused = "the binary of winner " + entry.config.label() + ": " + why;
+    entry.binary.reset();
+  }
+  return entry;
+}
+
 }  // namespace kvtune::detail
