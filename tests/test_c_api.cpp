@@ -319,7 +319,7 @@ TEST_CASE("C ABI: a caller-owned backward_weight workspace", "[c_api][gpu]") {
   const std::size_t x_count = std::size_t(n) * c * h * w;
   std::vector<float> host(x_count);
   for (std::size_t i = 0; i < x_count; ++i) host[i] = float((i * 7919) % 1000) / 500.f - 1.f;
-  float *x = nullptr, *dy = nullptr, *dw_pool = nullptr, *dw_own = nullptr, *db = nullptr;
+  void *x = nullptr, *dy = nullptr, *dw_pool = nullptr, *dw_own = nullptr, *db = nullptr;
   REQUIRE(cudaMalloc(&x, x_count * 4) == cudaSuccess);
   REQUIRE(cudaMalloc(&dy, x_count * 4) == cudaSuccess);
   REQUIRE(cudaMalloc(&dw_pool, c * 9 * 4) == cudaSuccess);
@@ -363,7 +363,5 @@ TEST_CASE("C ABI: a caller-owned backward_weight workspace", "[c_api][gpu]") {
   REQUIRE(cudaMemcpy(from_pool.data(), dw_pool, c * 9 * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   REQUIRE(cudaMemcpy(from_own.data(), dw_own, c * 9 * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(from_pool == from_own);  // deterministic: bitwise equal
-  for (void* p : {static_cast<void*>(x), static_cast<void*>(dy), static_cast<void*>(dw_pool),
-                  static_cast<void*>(dw_own), static_cast<void*>(db), workspace})
-    cudaFree(p);
+  for (void* p : {x, dy, dw_pool, dw_own, db, workspace}) cudaFree(p);
 }
