@@ -5,6 +5,7 @@
 #include "kvtune/kvtune_c.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -225,6 +226,8 @@ kvt_status kvt_context_create(const kvt_context_options* options, kvt_context** 
       if (s.compile_threads >= 0) o.compile_threads = s.compile_threads;
       if (s.budget_variants >= 0) o.budget_variants = s.budget_variants;
       if (s.hot_l2 >= 0) o.hot_l2 = s.hot_l2 != 0;
+      if (std::isnan(s.budget_ms)) throw invalid("context", "budget_ms", "budget_ms is NaN");
+      if (std::isnan(s.lease_seconds)) throw invalid("context", "lease_seconds", "lease_seconds is NaN");
       if (s.budget_ms >= 0) o.budget_ms = s.budget_ms;
       if (s.retune >= 0) o.retune = s.retune != 0;
       if (s.lease_seconds > 0) o.lease_seconds = s.lease_seconds;
