@@ -14,6 +14,7 @@ mean and rstd are [rows] f32 (rows = x.numel() / prod(normalized_shape)); the dw
 x's memory format; `cfg` is kvtune.torch's convolution geometry list.
 """
 
+import inspect
 import math
 from typing import List, Optional, Tuple
 
@@ -25,7 +26,22 @@ from . import _capi
 
 def register(kt):
     """Registers the ops; `kt` is kvtune.torch's namespace (a dict)."""
-    custom_op = torch.library.custom_op
+    if "tags" in inspect.signature(torch.library.custom_op).parameters:
+        # torch < 2.8 lets Inductor hand a custom op other strides than eager's unless told not to.
+        def custom_op(name, mutates_args):
+            return torch.library.custom_op(name, mutates_args=mutates_args,
+                                           tags=(torch.Tag.needs_fixed_stride_order,))
+    else:
+        custom_op = torch.library.custom_op
+    norm_strides_supported, layout_supported = kt["norm_strides_supported"], kt["layout_supported"]
+
+    # Under torch.compile a custom op may still meet strides kvtune cannot take: it copies then
+    # (the eager functions raise instead, so that a copy is never silent there).
+    def norm_input(x, cols):
+        return x if norm_strides_supported(x, cols) else x.contiguous()
+
+    def conv_input(x):
+        return x if x.dim() not in (3, 4) or layout_supported(x) else x.contiguous()
     norm_forward, norm_backward = kt["_norm_forward"], kt["_norm_backward"]
     normalized_cols, check_tensor = kt["_normalized_cols"], kt["_check_tensor"]
 
@@ -42,7 +58,7 @@ def register(kt):
     def layer_norm(x: Tensor, normalized_shape: List[int], weight: Optional[Tensor], bias: Optional[Tensor],
                    eps: float) -> Tuple[Tensor, Tensor, Tensor]:
         cols = normalized_cols("layer_norm", x, normalized_shape)
-        return norm_forward(_capi.LAYERNORM, x, cols, weight, bias, eps, 0, True)
+        return norm_forward(_capi.LAYERNORM, norm_input(x, cols), cols, weight, bias, eps, 0, True)
 
     @layer_norm.register_fake
     def _(x, normalized_shape, weight, bias, eps):
@@ -69,7 +85,7 @@ def register(kt):
     @custom_op("kvtune::rms_norm", mutates_args=())
     def rms_norm(x: Tensor, normalized_shape: List[int], weight: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
         cols = normalized_cols("rms_norm", x, normalized_shape)
-        return norm_forward(_capi.RMSNORM, x, cols, weight, None, eps, 0, True)
+        return norm_forward(_capi.RMSNORM, norm_input(x, cols), cols, weight, None, eps, 0, True)
 
     @rms_norm.register_fake
     def _(x, normalized_shape, weight, eps):
@@ -94,7 +110,7 @@ def register(kt):
 
     @custom_op("kvtune::standardize", mutates_args=())
     def standardize(x: Tensor, eps: float, ddof: int) -> Tuple[Tensor, Tensor, Tensor]:
-        return norm_forward(_capi.STANDARDIZE, x, x.shape[-1], None, None, eps, ddof, True)
+        return norm_forward(_capi.STANDARDIZE, norm_input(x, x.shape[-1]), x.shape[-1], None, None, eps, ddof, True)
 
     @standardize.register_fake
     def _(x, eps, ddof):
@@ -131,7 +147,7 @@ def register(kt):
 
     @custom_op("kvtune::dwconv_backward_weight", mutates_args=())
     def dwconv_backward_weight(x: Tensor, dy: Tensor, cfg: List[int], bias: bool) -> Tuple[Tensor, Tensor]:
-        return kt["_dw_backward_weight"](x, dy, cfg, bias)
+        return kt["_dw_backward_weight"](conv_input(x), dy, cfg, bias)
 
     @dwconv_backward_weight.register_fake
     def _(x, dy, cfg, bias):
@@ -143,7 +159,8 @@ def register(kt):
         need = needs(ctx, 3)
         dx = dw = db = None
         if need[0]:
-            dx = torch.ops.kvtune.dwconv_backward_data(dy, weight, list(x.shape), layout_of("dwconv", "x", x), ctx.cfg)
+            x_layout = layout_of("dwconv", "x", conv_input(x))
+            dx = torch.ops.kvtune.dwconv_backward_data(dy, weight, list(x.shape), x_layout, ctx.cfg)
         if need[1] or (ctx.has_bias and need[2]):
             dw, db = torch.ops.kvtune.dwconv_backward_weight(x, dy, ctx.cfg, ctx.has_bias)
             dw = dw.view(weight.shape)
@@ -152,7 +169,7 @@ def register(kt):
 
     def conv_fake(op, x, weight, bias, cfg):
         check_conv(op, x, weight, bias, cfg)
-        return empty_layout(out_shape(list(x.shape), cfg), layout_of(op, "x", x), x)
+        return empty_layout(out_shape(list(x.shape), cfg), layout_of(op, "x", conv_input(x)), x)
 
     def conv_setup(ctx, x, weight, bias, cfg):
         ctx.save_for_backward(x, weight)
@@ -162,7 +179,7 @@ def register(kt):
     def dwconv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor], stride: int, padding: List[int], dilation: int,
                  deterministic: bool) -> Tensor:
         cfg = cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic)
-        return dw_forward("dwconv1d", x, weight, bias, cfg)
+        return dw_forward("dwconv1d", conv_input(x), weight, bias, cfg)
 
     @dwconv1d.register_fake
     def _(x, weight, bias, stride, padding, dilation, deterministic):
@@ -179,7 +196,7 @@ def register(kt):
     @custom_op("kvtune::causal_conv1d", mutates_args=())
     def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor], dilation: int, deterministic: bool) -> Tensor:
         cfg = cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True, deterministic)
-        return dw_forward("causal_conv1d", x, weight, bias, cfg)
+        return dw_forward("causal_conv1d", conv_input(x), weight, bias, cfg)
 
     @causal_conv1d.register_fake
     def _(x, weight, bias, dilation, deterministic):
@@ -198,7 +215,7 @@ def register(kt):
     def dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor], stride: List[int], padding: List[int],
                  dilation: List[int], deterministic: bool) -> Tensor:
         cfg = cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation, deterministic)
-        return dw_forward("dwconv2d", x, weight, bias, cfg)
+        return dw_forward("dwconv2d", conv_input(x), weight, bias, cfg)
 
     @dwconv2d.register_fake
     def _(x, weight, bias, stride, padding, dilation, deterministic):
