@@ -21,12 +21,12 @@ backward_weight kernels.
 """
 
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
 from . import _capi
-from ._capi import InvalidArgumentError, KvtuneError
+from ._capi import InvalidArgumentError
 
 __all__ = [
     "layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d",
