@@ -64,24 +64,15 @@ def _stream(device_index):
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
-class _OnDevice:
-    """Makes the tensor's device current for the call when it is not (kvtune uses the current device)."""
-    __slots__ = ("index", "guard")
-
-    def __init__(self, index):
-        self.index = index
-        self.guard = None
-
-    def __enter__(self):
-        current = _current_device() if _current_device is not None else torch.cuda.current_device()
-        if current != self.index:
-            self.guard = torch.cuda.device(self.index)
-            self.guard.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.guard is not None:
-            self.guard.__exit__(*exc)
+def _run(call, args, index):
+    """call(args, stream) on device `index`'s current stream, with that device current (kvtune
+    launches on the current device; the guard is only taken when another one is current)."""
+    current = _current_device() if _current_device is not None else torch.cuda.current_device()
+    if current == index:
+        call(args, _stream(index))
+    else:
+        with torch.cuda.device(index):
+            call(args, _stream(index))
 
 
 # ---- argument checks (shared by the eager path and the fake kernels) --------------------------
@@ -95,10 +86,10 @@ def _check_tensor(op, field, t, like=None):
         raise _invalid(op, field, f"{field} must be a tensor, got {type(t).__name__}")
     if t.dtype not in _DTYPES:
         raise _invalid(op, field, f"{field} has dtype {t.dtype}: kvtune supports float32, float16 and bfloat16")
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         raise _invalid(op, field, f"{field} is on {t.device}: kvtune runs on CUDA tensors only")
     if like is not None:
-        if t.device != like.device:
+        if t.get_device() != like.get_device():
             raise _invalid(op, field, f"{field} is on {t.device} but x is on {like.device}")
         if t.dtype != like.dtype:
             raise _invalid(op, field, f"{field} has dtype {t.dtype} but x has {like.dtype} (cast it first)")
@@ -162,14 +153,15 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
     weight = _affine(op, "weight", weight, x, cols)
     bias = _affine(op, "bias", bias, x, cols)
     rows = x.numel() // cols if cols else 0
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    index = x.get_device()
     if stats:
-        mean = torch.empty((rows if mode != _capi.RMSNORM else 0,), dtype=torch.float32, device=x.device)
-        rstd = torch.empty((rows,), dtype=torch.float32, device=x.device)
-    else:
-        mean = rstd = _EMPTY_STATS.get(x.device)
+        mean = x.new_empty((rows if mode != _capi.RMSNORM else 0,), dtype=torch.float32)
+        rstd = x.new_empty((rows,), dtype=torch.float32)
+    else:  # placeholders, never written
+        mean = rstd = _EMPTY_STATS.get(index)
         if mean is None:
-            mean = rstd = _EMPTY_STATS.setdefault(x.device, torch.empty((0,), dtype=torch.float32, device=x.device))
+            mean = rstd = _EMPTY_STATS.setdefault(index, x.new_empty((0,), dtype=torch.float32))
     if rows == 0:
         return y, mean, rstd
     ld = _row_stride(op, x, cols, rows)
@@ -191,9 +183,7 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
         if mode != _capi.RMSNORM:
             a.mean = mean.data_ptr()
         a.rstd = rstd.data_ptr()
-    index = x.device.index
-    with _OnDevice(index):
-        _capi.normalize(a, _stream(index))
+    _run(_capi.normalize, a, index)
     return y, mean, rstd
 
 
@@ -413,9 +403,7 @@ def _dw_forward(op, x, weight, bias, cfg):
     a.y = y.data_ptr()
     if bias is not None:
         a.bias = bias.contiguous().data_ptr()
-    index = x.device.index
-    with _OnDevice(index):
-        _capi.dwconv(a, _stream(index))
+    _run(_capi.dwconv, a, x.get_device())
     return y
 
 
@@ -430,9 +418,7 @@ def _dw_backward_data(dy, weight, x_shape, layout, cfg):
     a.dy = dy.data_ptr()
     a.weight = weight.data_ptr()
     a.dx = dx.data_ptr()
-    index = dy.device.index
-    with _OnDevice(index):
-        _capi.dwconv(a, _stream(index))
+    _run(_capi.dwconv, a, dy.get_device())
     return dx
 
 
@@ -450,18 +436,21 @@ def _dw_backward_weight(x, dy, cfg, with_bias):
     a.dweight = dw.data_ptr()
     if with_bias:
         a.dbias = db.data_ptr()
-    index = x.device.index
-    with _OnDevice(index):
-        stream = _stream(index)
-        # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
-        # capture, and PyTorch owns all memory); size 0 for most variants.
-        workspace_bytes = _capi.dwconv_workspace_size(a, stream)
-        if workspace_bytes:
-            workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device=x.device)
-            a.workspace = workspace.data_ptr()
-            a.workspace_bytes = workspace_bytes
-        _capi.dwconv(a, stream)
+    _run(_backward_weight_call, a, x.get_device())
     return dw, db
+
+
+def _backward_weight_call(a, stream):
+    # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
+    # capture, and PyTorch owns all memory), on the current stream; size 0 for most variants.
+    workspace_bytes = _capi.dwconv_workspace_size(a, stream)
+    workspace = None
+    if workspace_bytes:
+        workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
+        a.workspace = workspace.data_ptr()
+        a.workspace_bytes = workspace_bytes
+    _capi.dwconv(a, stream)
+    del workspace  # freed in stream order after the launch
 
 
 class _DwConvFunction(torch.autograd.Function):
