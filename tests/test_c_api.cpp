@@ -139,7 +139,7 @@ TEST_CASE("C ABI: invalid normalize arguments name the field", "[c_api]") {
   a.beta = fake(0x400000);
   check_error(kvt_normalize(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "beta", "rmsnorm takes no beta");
   a = valid_normalize();
-  a.y = fake(0x100002);  // partial overlap with x
+  a.y = fake(0x100004);  // partial overlap with x
   check_error(kvt_normalize(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "y", "partially overlaps");
 
   // The message names the problem too, as kvtune::Error's does.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package on a GPU machine, in one command: its tests (GPU tier included), the host
-# overhead of cached calls, the packet pipeline and the training-step benchmarks, logs and JSON/markdown summaries under OUT_DIR.
+# overhead of cached calls, the packet pipeline and the training-step benchmarks; logs and
+# JSON/markdown summaries under OUT_DIR.
 #   usage: bench/python/run_gpu.sh [BUILD_DIR (build)] [OUT_DIR (bench-python-out)]
 # PYTHON picks the interpreter (python3); the package is imported from python/ in this checkout
 # (pip install --no-build-isolation --no-deps ./python installs the same code with the library).
