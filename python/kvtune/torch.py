@@ -443,14 +443,23 @@ def _dw_backward_weight(x, dy, cfg, with_bias):
 def _backward_weight_call(a, stream):
     # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
     # capture, and PyTorch owns all memory), on the current stream; size 0 for most variants.
-    workspace_bytes = _capi.dwconv_workspace_size(a, stream)
-    workspace = None
-    if workspace_bytes:
-        workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
-        a.workspace = workspace.data_ptr()
-        a.workspace_bytes = workspace_bytes
-    _capi.dwconv(a, stream)
-    del workspace  # freed in stream order after the launch
+    for attempt in (0, 1):
+        workspace_bytes = _capi.dwconv_workspace_size(a, stream)
+        workspace = None
+        if workspace_bytes:
+            workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
+            a.workspace = workspace.data_ptr()
+            a.workspace_bytes = workspace_bytes
+        try:
+            _capi.dwconv(a, stream)
+            return
+        except InvalidArgumentError as e:
+            # The dispatched variant changed between the query and the call (a background tuning
+            # swapped its winner in): ask again, once.
+            if e.field != "workspace_bytes" or attempt == 1:
+                raise
+        finally:
+            del workspace  # freed in stream order after the launch
 
 
 class _DwConvFunction(torch.autograd.Function):

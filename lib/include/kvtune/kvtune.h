@@ -195,7 +195,8 @@ class Context {
   void normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
   /// Depthwise convolution on `stream` (see DwConvArgs). backward_weight with more than one split
-  /// takes its scratch from the device's stream-ordered memory pool (cudaMallocAsync).
+  /// takes its scratch from args.workspace when given, else from the device's stream-ordered
+  /// memory pool (cudaMallocAsync).
   void dwconv(const DwConvArgs& args, Stream stream = nullptr);
   /// The config label dispatched for these arguments (tunes or loads as a call would).
   std::string dwconv_variant(const DwConvArgs& args, Stream stream = nullptr);
