@@ -7,8 +7,8 @@
   kvtune::dwconv1d(Tensor x, Tensor weight, Tensor? bias, int stride, int[] padding, int dilation, bool deterministic) -> Tensor
   kvtune::causal_conv1d(Tensor x, Tensor weight, Tensor? bias, int dilation, bool deterministic) -> Tensor
   kvtune::dwconv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool deterministic) -> Tensor
-  kvtune::dwconv_backward_data(Tensor dy, Tensor weight, int[] x_shape, int layout, int[] cfg) -> Tensor
-  kvtune::dwconv_backward_weight(Tensor x, Tensor dy, int[] cfg, bool bias) -> (Tensor dweight, Tensor dbias)
+  kvtune::dwconv_backward_data(Tensor dy, Tensor weight, int[] x_shape, int x_layout, int[] cfg) -> Tensor
+  kvtune::dwconv_backward_weight(Tensor x, Tensor dy, int[] cfg, bool with_bias) -> (Tensor dweight, Tensor dbias)
 
 mean and rstd are [rows] f32 (rows = x.numel() / prod(normalized_shape)); the dwconv outputs have
 x's memory format; `cfg` is kvtune.torch's convolution geometry list.
@@ -138,21 +138,21 @@ def register(kt):
     cfg_1d, cfg_2d, kernel_1d, kernel_2d = kt["_cfg_1d"], kt["_cfg_2d"], kt["_kernel_1d"], kt["_kernel_2d"]
 
     @custom_op("kvtune::dwconv_backward_data", mutates_args=())
-    def dwconv_backward_data(dy: Tensor, weight: Tensor, x_shape: List[int], layout: int, cfg: List[int]) -> Tensor:
-        return kt["_dw_backward_data"](dy, weight, x_shape, layout, cfg)
+    def dwconv_backward_data(dy: Tensor, weight: Tensor, x_shape: List[int], x_layout: int, cfg: List[int]) -> Tensor:
+        return kt["_dw_backward_data"](dy, weight, x_shape, x_layout, cfg)
 
     @dwconv_backward_data.register_fake
-    def _(dy, weight, x_shape, layout, cfg):
-        return empty_layout(list(x_shape), layout, dy)
+    def _(dy, weight, x_shape, x_layout, cfg):
+        return empty_layout(list(x_shape), x_layout, dy)
 
     @custom_op("kvtune::dwconv_backward_weight", mutates_args=())
-    def dwconv_backward_weight(x: Tensor, dy: Tensor, cfg: List[int], bias: bool) -> Tuple[Tensor, Tensor]:
-        return kt["_dw_backward_weight"](conv_input(x), dy, cfg, bias)
+    def dwconv_backward_weight(x: Tensor, dy: Tensor, cfg: List[int], with_bias: bool) -> Tuple[Tensor, Tensor]:
+        return kt["_dw_backward_weight"](conv_input(x), dy, cfg, with_bias)
 
     @dwconv_backward_weight.register_fake
-    def _(x, dy, cfg, bias):
+    def _(x, dy, cfg, with_bias):
         c = x.shape[1]
-        return x.new_empty((c, cfg[0], cfg[1])), x.new_empty((c if bias else 0,))
+        return x.new_empty((c, cfg[0], cfg[1])), x.new_empty((c if with_bias else 0,))
 
     def conv_backward(ctx, dy):
         x, weight = ctx.saved_tensors
