@@ -9,15 +9,19 @@
 #            release stage runs in full.
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
 #            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
+#   python   the Python package's tests (python/tests) with PYTHON (/usr/bin/python3) against the
+#            release build's libkvtune.so: the C ABI and argument handling run everywhere; tests
+#            that need torch >= 2.4 or a GPU report themselves skipped (pytest -rs prints why).
 # The sanitizer build uses clang (libFuzzer; a third faster to build than gcc with these flags)
 # and Ninja; asan and fuzz share it, so it is compiled once.
-# usage: tests/run_all.sh [release] [asan] [fuzz]   (no argument: all three)
+# usage: tests/run_all.sh [release] [python] [asan] [fuzz]   (no argument: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 readonly FUZZ_SECONDS=30
+readonly PYTHON=${PYTHON:-/usr/bin/python3}
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(release asan fuzz)
+[[ ${#stages[@]} -gt 0 ]] || stages=(release python asan fuzz)
 
 # Sanitizer settings of the asan and fuzz stages. Leak checking is on and nothing is suppressed:
 # NVRTC and the static CUDA runtime leave no leak reports on a machine without a GPU. The CUDA
@@ -51,6 +55,16 @@ stage_asan() {
   (cd build-san/tests && ./kvtune_tests '~[slow]')
 }
 
+# pytest exits 5 when it collected no test (e.g. a trimmed checkout): not a failure here. Skipped
+# tests exit 0 and are listed with their reason.
+stage_python() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j2 --target kvtune
+  local status=0
+  KVTUNE_LIBRARY="$PWD/build/libkvtune.so" "$PYTHON" -m pytest python/tests -q -rs || status=$?
+  [[ $status -eq 0 || $status -eq 5 ]] || return "$status"
+}
+
 stage_fuzz() {
   configure_sanitized
   cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys fuzz_cache_db
@@ -69,7 +83,7 @@ report() {
 trap report EXIT
 
 for stage in "${stages[@]}"; do
-  [[ $stage =~ ^(release|asan|fuzz)$ ]] || { echo "unknown stage '$stage' (release, asan, fuzz)" >&2; exit 2; }
+  [[ $stage =~ ^(release|python|asan|fuzz)$ ]] || { echo "unknown stage '$stage' (release, python, asan, fuzz)" >&2; exit 2; }
 done
 for stage in "${stages[@]}"; do
   echo "==== stage $stage"

@@ -913,9 +913,21 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
   auto fail = [&](cudaError_t status, const char* what) {
     detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), entry.config.label(), "", ""});
   };
-  // backward_weight partials come from a stream-ordered pool: no synchronization, capture-safe (a
+  // backward_weight partials come from the caller's workspace when given (a framework's allocator
+  // owns all memory), else from a stream-ordered pool: no synchronization, capture-safe (a
   // captured allocation becomes a graph memory node).
-  if (workspace_bytes > 0) {
+  const bool own_workspace = workspace_bytes > 0 && args.workspace == nullptr;
+  if (workspace_bytes > 0 && !own_workspace) {
+    const Error::Context where{"dwconv", problem.key(), entry.config.label(), "", "workspace_bytes"};
+    if (args.workspace_bytes < workspace_bytes)
+      throw Error(where, fmt::format("the workspace holds {} bytes; this variant needs {} (dwconv_workspace_size)",
+                                     args.workspace_bytes, workspace_bytes));
+    if (reinterpret_cast<std::uintptr_t>(args.workspace) % 256 != 0)
+      throw Error(Error::Context{"dwconv", problem.key(), entry.config.label(), "", "workspace"},
+                  "workspace must be aligned to 256 bytes");
+    launch_args.workspace = args.workspace;
+  }
+  if (own_workspace) {
     int ordinal = 0;
     if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) fail(s, "cudaGetDevice");
     const cudaMemPool_t pool = impl_->workspace_pool(ordinal);
@@ -925,7 +937,7 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
     if (s != cudaSuccess) fail(s, "cudaMallocAsync (backward_weight workspace)");
   }
   const cudaError_t status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
-  if (workspace_bytes > 0) cudaFreeAsync(launch_args.workspace, cuda_stream);
+  if (own_workspace) cudaFreeAsync(launch_args.workspace, cuda_stream);
   if (status != cudaSuccess) fail(status, "cudaLaunchKernel");
 }
 
@@ -933,6 +945,13 @@ std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
   return impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream)
       .config.label();
+}
+
+std::size_t Context::dwconv_workspace_size(const DwConvArgs& args, Stream stream) {
+  dwconv::validate(args);
+  const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, args.n, stream);
+  return dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
 }
 
 Counters Context::counters() const {
@@ -973,6 +992,10 @@ Context& default_context() {
 void tuned_normalize(const NormalizeArgs& args, Stream stream) { default_context().normalize(args, stream); }
 
 void tuned_dwconv(const DwConvArgs& args, Stream stream) { default_context().dwconv(args, stream); }
+
+std::size_t tuned_dwconv_workspace_size(const DwConvArgs& args, Stream stream) {
+  return default_context().dwconv_workspace_size(args, stream);
+}
 
 const char* to_string(DType dtype) {
   switch (dtype) {

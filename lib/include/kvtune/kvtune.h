@@ -10,6 +10,7 @@
 ///   kvtune::tuned_normalize(args, stream);  // tunes once per shape and GPU, then dispatches
 /// @endcode
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +98,11 @@ struct DwConvArgs {
   void* dx = nullptr;
   void* dweight = nullptr;
   void* dbias = nullptr;
+  /// Optional caller-owned device scratch for the directions that need one (backward_weight with
+  /// split partials), at least Context::dwconv_workspace_size(args) bytes, 256-byte aligned, used
+  /// in stream order on the call's stream. Null: kvtune's own stream-ordered pool.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 /// Counters of a Context, for tests and observability. Every dispatch-table miss ends in exactly
@@ -194,10 +200,14 @@ class Context {
   void normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
   /// Depthwise convolution on `stream` (see DwConvArgs). backward_weight with more than one split
-  /// takes its scratch from the device's stream-ordered memory pool (cudaMallocAsync).
+  /// takes its scratch from args.workspace when given, else from the device's stream-ordered
+  /// memory pool (cudaMallocAsync).
   void dwconv(const DwConvArgs& args, Stream stream = nullptr);
   /// The config label dispatched for these arguments (tunes or loads as a call would).
   std::string dwconv_variant(const DwConvArgs& args, Stream stream = nullptr);
+  /// Bytes of workspace the variant dispatched for these arguments needs (0 for most); tunes or
+  /// loads as a call would. Pass a buffer of this size as DwConvArgs::workspace.
+  std::size_t dwconv_workspace_size(const DwConvArgs& args, Stream stream = nullptr);
 
   Counters counters() const;
   const ContextOptions& options() const;
@@ -225,6 +235,9 @@ void tuned_normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
 /// tuned_dwconv on the default context.
 void tuned_dwconv(const DwConvArgs& args, Stream stream = nullptr);
+
+/// Context::dwconv_workspace_size on the default context.
+std::size_t tuned_dwconv_workspace_size(const DwConvArgs& args, Stream stream = nullptr);
 
 /// Names for printing and parsing.
 const char* to_string(DType dtype);

@@ -1,0 +1,611 @@
+"""kvtune operators for PyTorch tensors.
+
+Functions (each also registered with torch.library as ``torch.ops.kvtune.<name>`` on torch >= 2.4):
+
+  layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5)
+  rms_norm(x, normalized_shape, weight=None, eps=None)
+  standardize(x, eps=1e-5, ddof=0)                  per-row (x - mean) / (std + eps) over the last dim
+  dwconv1d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, L], NCL or NLC memory
+  causal_conv1d(x, weight, bias=None, dilation=1)                      left pad (K - 1) * dilation
+  dwconv2d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, H, W], NCHW or channels_last
+
+Each call runs on the tensors' CUDA device and the current stream. Three routes, one semantics:
+  - no autograd needed, eager: straight to the C ABI (the cached path: no dispatcher, no allocation
+    beyond the outputs);
+  - autograd needed, eager: a torch.autograd.Function over the same calls;
+  - under torch.compile (or with tensor subclasses such as FakeTensor): the torch.library custom ops,
+    with fake (meta) kernels and registered autograd, so fullgraph=True traces them without a break.
+Normalization backward is, for now, composed of torch ops from the mean and rstd the kvtune forward
+saves (exact, not a tuned kernel); depthwise convolution backward runs kvtune's backward_data and
+backward_weight kernels.
+"""
+
+import math
+from typing import Optional, Sequence, Union
+
+import torch
+
+from . import _capi
+from ._capi import InvalidArgumentError
+
+__all__ = [
+    "layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d",
+    "HAS_CUSTOM_OPS", "TORCH_VERSION",
+]
+
+
+def _version_tuple(text):
+    parts = []
+    for p in text.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+TORCH_VERSION = _version_tuple(torch.__version__)
+#: torch.library.custom_op, register_fake and register_autograd (torch >= 2.4): torch.compile support.
+HAS_CUSTOM_OPS = TORCH_VERSION >= (2, 4) and hasattr(torch.library, "custom_op")
+
+_DTYPES = {torch.float32: _capi.F32, torch.float16: _capi.F16, torch.bfloat16: _capi.BF16}
+
+if hasattr(torch, "compiler") and hasattr(torch.compiler, "is_compiling"):
+    _is_compiling = torch.compiler.is_compiling
+else:  # torch < 2.3
+    def _is_compiling():
+        return False
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _stream(device_index):
+    if _raw_stream is not None:
+        return _raw_stream(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def _run(call, args, index):
+    """call(args, stream) on device `index`'s current stream, with that device current (kvtune
+    launches on the current device; the guard is only taken when another one is current)."""
+    current = _current_device() if _current_device is not None else torch.cuda.current_device()
+    if current == index:
+        call(args, _stream(index))
+    else:
+        with torch.cuda.device(index):
+            call(args, _stream(index))
+
+
+# ---- argument checks (shared by the eager path and the fake kernels) --------------------------
+
+def _invalid(op, field, why):
+    return InvalidArgumentError(f"kvtune {op}: {why} [field {field}]", 1, field)
+
+
+def _check_tensor(op, field, t, like=None):
+    if not isinstance(t, torch.Tensor):
+        raise _invalid(op, field, f"{field} must be a tensor, got {type(t).__name__}")
+    if t.dtype not in _DTYPES:
+        raise _invalid(op, field, f"{field} has dtype {t.dtype}: kvtune supports float32, float16 and bfloat16")
+    if not t.is_cuda:
+        raise _invalid(op, field, f"{field} is on {t.device}: kvtune runs on CUDA tensors only")
+    if like is not None:
+        if t.get_device() != like.get_device():
+            raise _invalid(op, field, f"{field} is on {t.device} but x is on {like.device}")
+        if t.dtype != like.dtype:
+            raise _invalid(op, field, f"{field} has dtype {t.dtype} but x has {like.dtype} (cast it first)")
+
+
+def _normalized_cols(op, x, normalized_shape):
+    ns = tuple(int(s) for s in normalized_shape)
+    if len(ns) == 0 or len(ns) > x.dim() or tuple(x.shape[x.dim() - len(ns):]) != ns:
+        raise _invalid(op, "normalized_shape",
+                       f"normalized_shape {list(ns)} does not match the trailing dimensions of x {list(x.shape)}")
+    return math.prod(ns)
+
+
+def _row_stride(op, x, cols, rows):
+    """The leading dimension of x seen as [rows, cols] (unit stride along cols), or an error."""
+    if x.is_contiguous():
+        return cols
+    try:
+        v = x.view(rows, cols)
+    except RuntimeError:
+        v = None
+    if v is None or v.stride(1) != 1 or (rows > 1 and v.stride(0) < cols):
+        raise _invalid(op, "x", f"x with shape {list(x.shape)} and strides {list(x.stride())} is not rows of "
+                       "unit-stride elements with one row stride: call .contiguous() first")
+    return v.stride(0) if rows > 1 else cols
+
+
+def norm_strides_supported(x, cols):
+    """Whether x (viewed as [-1, cols]) can be normalized without a copy."""
+    if x.is_contiguous():
+        return True
+    rows = x.numel() // cols if cols else 0
+    try:
+        v = x.view(rows, cols)
+    except RuntimeError:
+        return False
+    return v.stride(1) == 1 and (rows <= 1 or v.stride(0) >= cols)
+
+
+def _affine(op, field, t, x, cols):
+    if t is None:
+        return None
+    _check_tensor(op, field, t, x)
+    if t.numel() != cols:
+        raise _invalid(op, field, f"{field} has {t.numel()} elements, the normalized shape {cols}")
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
+# ---- normalization ---------------------------------------------------------------------------
+
+_OP_OF_MODE = {_capi.STANDARDIZE: "standardize", _capi.LAYERNORM: "layer_norm", _capi.RMSNORM: "rms_norm"}
+
+
+def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
+    """Runs the kvtune forward; returns (y, mean, rstd); mean and rstd are [rows] f32 when `stats`
+    (mean is empty for rms_norm), else empty."""
+    op = _OP_OF_MODE[mode]
+    _check_tensor(op, "x", x)
+    weight = _affine(op, "weight", weight, x, cols)
+    bias = _affine(op, "bias", bias, x, cols)
+    rows = x.numel() // cols if cols else 0
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    index = x.get_device()
+    if stats:
+        mean = x.new_empty((rows if mode != _capi.RMSNORM else 0,), dtype=torch.float32)
+        rstd = x.new_empty((rows,), dtype=torch.float32)
+    else:  # placeholders, never written
+        mean = rstd = _EMPTY_STATS.get(index)
+        if mean is None:
+            mean = rstd = _EMPTY_STATS.setdefault(index, x.new_empty((0,), dtype=torch.float32))
+    if rows == 0:
+        return y, mean, rstd
+    ld = _row_stride(op, x, cols, rows)
+    a = _capi.normalize_args()
+    a.dtype = _DTYPES[x.dtype]
+    a.mode = mode
+    a.ddof = ddof
+    a.eps = eps
+    a.x = x.data_ptr()
+    a.y = y.data_ptr()
+    a.rows = rows
+    a.cols = cols
+    a.ld_x = ld
+    if weight is not None:
+        a.gamma = weight.data_ptr()
+    if bias is not None:
+        a.beta = bias.data_ptr()
+    if stats:
+        if mode != _capi.RMSNORM:
+            a.mean = mean.data_ptr()
+        a.rstd = rstd.data_ptr()
+    _run(_capi.normalize, a, index)
+    return y, mean, rstd
+
+
+_EMPTY_STATS = {}
+
+
+def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, need_w, need_b):
+    """Interim backward of the three modes, composed of torch ops in f32 from the saved statistics
+    (to be replaced by kvtune's normalize backward kernel)."""
+    shape, dtype = x.shape, x.dtype
+    x2 = x.reshape(-1, cols).float()
+    g = dy.reshape(-1, cols).float()
+    r = rstd.unsqueeze(1)
+    xhat = x2 * r if mode == _capi.RMSNORM else (x2 - mean.unsqueeze(1)) * r
+    dw = (g * xhat).sum(0).view(weight.shape).to(weight.dtype) if need_w and weight is not None else None
+    db = g.sum(0).to(dtype) if need_b else None  # flat: the caller views it as the bias
+    dx = None
+    if need_x:
+        if weight is not None:
+            g = g * weight.reshape(1, cols).float()
+        if mode == _capi.LAYERNORM:
+            dx = r * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
+        elif mode == _capi.RMSNORM:
+            dx = r * (g - xhat * (g * xhat).mean(1, keepdim=True))
+        else:  # y = d / (s + eps), d = x - mean, s = sqrt(sum(d^2) / (cols - ddof))
+            d = x2 - mean.unsqueeze(1)
+            s = (d * d).sum(1, keepdim=True).div(cols - ddof).sqrt()
+            coef = torch.where(s > 0, r * r * (g * d).sum(1, keepdim=True) / ((cols - ddof) * s), torch.zeros_like(s))
+            dx = r * (g - g.mean(1, keepdim=True)) - coef * d
+        dx = dx.to(dtype).view(shape)
+    return dx, dw, db
+
+
+class _NormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, mode, x, cols, weight, bias, eps, ddof):
+        y, mean, rstd = _norm_forward(mode, x, cols, weight, bias, eps, ddof, True)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.mode, ctx.cols, ctx.eps, ctx.ddof = mode, cols, eps, ddof
+        ctx.bias_shape = None if bias is None else bias.shape
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dx, dw, db = _norm_backward(ctx.mode, x, ctx.cols, weight, mean, rstd, ctx.eps, ctx.ddof, dy,
+                                    need[1], need[3], need[4] and ctx.bias_shape is not None)
+        return None, dx, None, dw, None if db is None else db.view(ctx.bias_shape), None, None
+
+
+def _needs_grad(*tensors):
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
+
+
+def _traced(x):
+    """Whether the call must go through the torch.library op (compiling, or a tensor subclass)."""
+    return HAS_CUSTOM_OPS and (_is_compiling() or type(x) is not torch.Tensor)
+
+
+def _shape_list(normalized_shape):
+    if isinstance(normalized_shape, int):
+        return [normalized_shape]
+    return [int(s) for s in normalized_shape]
+
+
+def layer_norm(x: torch.Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
+    """torch.nn.functional.layer_norm on kvtune: y = (x - mean) * rsqrt(var + eps) [* weight + bias]."""
+    ns = _shape_list(normalized_shape)
+    if _traced(x):
+        return torch.ops.kvtune.layer_norm(x, ns, weight, bias, float(eps))[0]
+    cols = _normalized_cols("layer_norm", x, ns)
+    if _needs_grad(x, weight, bias):
+        return _NormFunction.apply(_capi.LAYERNORM, x, cols, weight, bias, float(eps), 0)
+    return _norm_forward(_capi.LAYERNORM, x, cols, weight, bias, eps, 0, False)[0]
+
+
+def rms_norm(x: torch.Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[torch.Tensor] = None,
+             eps: Optional[float] = None) -> torch.Tensor:
+    """torch.nn.functional.rms_norm on kvtune: y = x * rsqrt(mean(x^2) + eps) [* weight]; eps None
+    means torch.finfo(x.dtype).eps, as in PyTorch."""
+    ns = _shape_list(normalized_shape)
+    eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    if _traced(x):
+        return torch.ops.kvtune.rms_norm(x, ns, weight, eps)[0]
+    cols = _normalized_cols("rms_norm", x, ns)
+    if _needs_grad(x, weight):
+        return _NormFunction.apply(_capi.RMSNORM, x, cols, weight, None, eps, 0)
+    return _norm_forward(_capi.RMSNORM, x, cols, weight, None, eps, 0, False)[0]
+
+
+def standardize(x: torch.Tensor, eps: float = 1e-5, ddof: int = 0) -> torch.Tensor:
+    """Per-row (x - mean) / (std + eps) over the last dimension; std with `ddof` 0 (population) or 1
+    (torch.std's default: ``(x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps)``)."""
+    if ddof not in (0, 1):
+        raise _invalid("standardize", "ddof", f"ddof must be 0 or 1, got {ddof}")
+    if _traced(x):
+        return torch.ops.kvtune.standardize(x, float(eps), int(ddof))[0]
+    if x.dim() == 0:
+        raise _invalid("standardize", "x", "x must have at least one dimension")
+    cols = x.shape[-1]
+    if _needs_grad(x):
+        return _NormFunction.apply(_capi.STANDARDIZE, x, cols, None, None, float(eps), int(ddof))
+    return _norm_forward(_capi.STANDARDIZE, x, cols, None, None, eps, ddof, False)[0]
+
+
+# ---- depthwise convolution -------------------------------------------------------------------
+# A convolution's geometry travels as one int list, `cfg`:
+#   [kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_bottom, pad_left,
+#    pad_right, causal, deterministic]
+# 1D uses the w entries (kernel_h = stride_h = dilation_h = 1, no top/bottom padding).
+
+def _layout_of(op, field, t):
+    """kvtune's layout for the memory format of a 3D or 4D tensor, or an error."""
+    if t.dim() == 4:
+        if t.is_contiguous():
+            return _capi.NCHW
+        if t.is_contiguous(memory_format=torch.channels_last):
+            return _capi.NHWC
+    elif t.dim() == 3:
+        if t.is_contiguous():
+            return _capi.NCL
+        if t.transpose(1, 2).is_contiguous():
+            return _capi.NLC
+    else:
+        raise _invalid(op, field, f"{field} must be 3D [N, C, L] or 4D [N, C, H, W], got {t.dim()}D")
+    raise _invalid(op, field, f"{field} with shape {list(t.shape)} and strides {list(t.stride())} is neither "
+                   "contiguous nor channels-last: call .contiguous() first")
+
+
+def layout_supported(t):
+    """Whether t's memory format is one kvtune takes without a copy."""
+    try:
+        _layout_of("dwconv", "x", t)
+        return True
+    except InvalidArgumentError:
+        return False
+
+
+def _to_layout(t, layout):
+    if layout == _capi.NCHW or layout == _capi.NCL:
+        return t.contiguous()
+    if layout == _capi.NHWC:
+        return t.contiguous(memory_format=torch.channels_last)
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _empty_layout(shape, layout, like):
+    if layout == _capi.NHWC:
+        return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last)
+    if layout == _capi.NLC:
+        n, c, l = shape
+        return torch.empty_strided((n, c, l), (l * c, 1, c), dtype=like.dtype, device=like.device)
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+def _out_size(size, kernel, stride, dilation, before, after):
+    return (size + before + after - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _out_shape(x_shape, cfg):
+    kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, causal = cfg[:11]
+    if causal:
+        pl, pr = (kw - 1) * dw, 0
+    if len(x_shape) == 3:
+        return [x_shape[0], x_shape[1], _out_size(x_shape[2], kw, sw, dw, pl, pr)]
+    return [x_shape[0], x_shape[1], _out_size(x_shape[2], kh, sh, dh, pt, pb), _out_size(x_shape[3], kw, sw, dw, pl, pr)]
+
+
+def _check_conv(op, x, weight, bias, cfg):
+    _check_tensor(op, "x", x)
+    _check_tensor(op, "weight", weight, x)
+    if bias is not None:
+        _check_tensor(op, "bias", bias, x)
+    c = x.shape[1]
+    taps = cfg[0] * cfg[1]
+    if weight.numel() != c * taps or weight.shape[0] != c:
+        raise _invalid(op, "weight", f"weight {list(weight.shape)} is not one {cfg[0]}x{cfg[1]} filter per channel "
+                       f"for {c} channels (depthwise: [C, 1, K...] or [C, K...])")
+    if bias is not None and bias.numel() != c:
+        raise _invalid(op, "bias", f"bias has {bias.numel()} elements for {c} channels")
+    if any(s < 1 for s in _out_shape(list(x.shape), cfg)[2:]):
+        raise _invalid(op, "weight", f"the dilated kernel is larger than the padded input {list(x.shape)}")
+
+
+def _dw_args(direction, layout, x_shape, dtype, cfg):
+    a = _capi.dwconv_args()
+    a.direction = direction
+    a.layout = layout
+    a.dtype = _DTYPES[dtype]
+    a.n, a.c = x_shape[0], x_shape[1]
+    if len(x_shape) == 3:
+        a.w = x_shape[2]
+    else:
+        a.h, a.w = x_shape[2], x_shape[3]
+    (a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, a.dilation_w,
+     a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.causal, a.deterministic) = cfg
+    return a
+
+
+def _dw_forward(op, x, weight, bias, cfg):
+    _check_conv(op, x, weight, bias, cfg)
+    layout = _layout_of(op, "x", x)
+    weight = weight.contiguous()
+    y = _empty_layout(_out_shape(list(x.shape), cfg), layout, x)
+    if y.numel() == 0:
+        return y
+    a = _dw_args(_capi.FORWARD, layout, x.shape, x.dtype, cfg)
+    a.x = x.data_ptr()
+    a.weight = weight.data_ptr()
+    a.y = y.data_ptr()
+    if bias is not None:
+        a.bias = bias.contiguous().data_ptr()
+    _run(_capi.dwconv, a, x.get_device())
+    return y
+
+
+def _dw_backward_data(dy, weight, x_shape, layout, cfg):
+    x_shape = list(x_shape)
+    dy = _to_layout(dy, layout)
+    weight = weight.contiguous()
+    dx = _empty_layout(x_shape, layout, dy)
+    if dx.numel() == 0 or dy.numel() == 0:
+        return dx.zero_()
+    a = _dw_args(_capi.BACKWARD_DATA, layout, x_shape, dy.dtype, cfg)
+    a.dy = dy.data_ptr()
+    a.weight = weight.data_ptr()
+    a.dx = dx.data_ptr()
+    _run(_capi.dwconv, a, dy.get_device())
+    return dx
+
+
+def _dw_backward_weight(x, dy, cfg, with_bias):
+    layout = _layout_of("dwconv_backward_weight", "x", x)
+    dy = _to_layout(dy, layout)
+    c = x.shape[1]
+    dw = torch.empty((c, cfg[0], cfg[1]), dtype=x.dtype, device=x.device)
+    db = torch.empty((c if with_bias else 0,), dtype=x.dtype, device=x.device)
+    if x.numel() == 0 or dy.numel() == 0:
+        return dw.zero_(), db.zero_()
+    a = _dw_args(_capi.BACKWARD_WEIGHT, layout, x.shape, x.dtype, cfg)
+    a.x = x.data_ptr()
+    a.dy = dy.data_ptr()
+    a.dweight = dw.data_ptr()
+    if with_bias:
+        a.dbias = db.data_ptr()
+    _run(_backward_weight_call, a, x.get_device())
+    return dw, db
+
+
+def _backward_weight_call(a, stream):
+    # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
+    # capture, and PyTorch owns all memory), on the current stream; size 0 for most variants.
+    for attempt in (0, 1):
+        workspace_bytes = _capi.dwconv_workspace_size(a, stream)
+        workspace = None
+        if workspace_bytes:
+            workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
+            a.workspace = workspace.data_ptr()
+            a.workspace_bytes = workspace_bytes
+        try:
+            _capi.dwconv(a, stream)
+            return
+        except InvalidArgumentError as e:
+            # The dispatched variant changed between the query and the call (a background tuning
+            # swapped its winner in): ask again, once.
+            if e.field != "workspace_bytes" or attempt == 1:
+                raise
+        finally:
+            del workspace  # freed in stream order after the launch
+
+
+class _DwConvFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, x, weight, bias, cfg):
+        y = _dw_forward(op, x, weight, bias, cfg)
+        ctx.save_for_backward(x, weight)
+        ctx.cfg, ctx.has_bias = cfg, bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dx = dw = db = None
+        if need[1]:
+            dx = _dw_backward_data(dy, weight, x.shape, _layout_of("dwconv", "x", x), ctx.cfg)
+        if need[2] or (need[3] and ctx.has_bias):
+            dw, db = _dw_backward_weight(x, dy, ctx.cfg, ctx.has_bias)
+            dw = dw.view(weight.shape)
+            db = db if ctx.has_bias else None
+        return None, dx, dw, db, None
+
+
+def _pair(v, name, op):
+    if isinstance(v, int):
+        return [v, v]
+    v = [int(e) for e in v]
+    if len(v) != 2:
+        raise _invalid(op, name, f"{name} must be an int or two ints, got {v}")
+    return v
+
+
+def _same_padding(kernel, dilation):
+    total = dilation * (kernel - 1)
+    return [total // 2, total - total // 2]  # PyTorch puts the odd element after
+
+
+def _padding_1d(padding, kernel, dilation, op):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0, 0]
+        if padding == "same":
+            return _same_padding(kernel, dilation)
+        raise _invalid(op, "padding", f"padding must be an int, (left, right), 'same' or 'valid', got {padding!r}")
+    if isinstance(padding, int):
+        return [padding, padding]
+    p = [int(e) for e in padding]
+    if len(p) == 1:
+        return [p[0], p[0]]
+    if len(p) != 2:
+        raise _invalid(op, "padding", f"padding must be an int or (left, right), got {p}")
+    return p
+
+
+def _padding_2d(padding, kernel, dilation, op):
+    """[top, bottom, left, right] from an int, (h, w), (top, bottom, left, right), 'same' or 'valid'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0, 0, 0, 0]
+        if padding == "same":
+            return _same_padding(kernel[0], dilation[0]) + _same_padding(kernel[1], dilation[1])
+        raise _invalid(op, "padding", f"padding must be an int, (h, w), (top, bottom, left, right), 'same' or "
+                       f"'valid', got {padding!r}")
+    if isinstance(padding, int):
+        return [padding] * 4
+    p = [int(e) for e in padding]
+    if len(p) == 2:
+        return [p[0], p[0], p[1], p[1]]
+    if len(p) != 4:
+        raise _invalid(op, "padding", f"padding must have 1, 2 or 4 elements, got {p}")
+    return p
+
+
+def _kernel_1d(weight, op):
+    if weight.dim() == 3 and weight.shape[1] == 1:
+        return weight.shape[2]
+    if weight.dim() == 2:
+        return weight.shape[1]
+    raise _invalid(op, "weight", f"weight must be [C, 1, K] or [C, K] (depthwise), got {list(weight.shape)}")
+
+
+def _kernel_2d(weight, op):
+    if weight.dim() == 4 and weight.shape[1] == 1:
+        return [weight.shape[2], weight.shape[3]]
+    if weight.dim() == 3:
+        return [weight.shape[1], weight.shape[2]]
+    raise _invalid(op, "weight", f"weight must be [C, 1, KH, KW] or [C, KH, KW] (depthwise), got {list(weight.shape)}")
+
+
+def _cfg_1d(kernel, stride, pads, dilation, causal, deterministic):
+    return [1, int(kernel), 1, int(stride), 1, int(dilation), 0, 0, int(pads[0]), int(pads[1]), int(bool(causal)),
+            int(bool(deterministic))]
+
+
+def _cfg_2d(kernel, stride, pads, dilation, deterministic):
+    return [int(kernel[0]), int(kernel[1]), stride[0], stride[1], dilation[0], dilation[1], pads[0], pads[1], pads[2],
+            pads[3], 0, int(bool(deterministic))]
+
+
+def _dwconv(op, x, weight, bias, cfg):
+    if _needs_grad(x, weight, bias):
+        return _DwConvFunction.apply(op, x, weight, bias, cfg)
+    return _dw_forward(op, x, weight, bias, cfg)
+
+
+def dwconv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride: int = 1,
+             padding: Union[int, Sequence[int], str] = 0, dilation: int = 1, deterministic: bool = True) -> torch.Tensor:
+    """Depthwise F.conv1d (groups = channels): x [N, C, L] contiguous (NCL) or with channels-last
+    strides (NLC: x.transpose(1, 2) of a contiguous [N, L, C]); weight [C, 1, K] or [C, K]. padding:
+    an int, (left, right), 'same' or 'valid'. The output has x's memory format."""
+    k = _kernel_1d(weight, "dwconv1d")
+    pads = _padding_1d(padding, k, int(dilation), "dwconv1d")
+    if _traced(x):
+        return torch.ops.kvtune.dwconv1d(x, weight, bias, int(stride), pads, int(dilation), bool(deterministic))
+    return _dwconv("dwconv1d", x, weight, bias, _cfg_1d(k, stride, pads, dilation, False, deterministic))
+
+
+def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, dilation: int = 1,
+                  deterministic: bool = True) -> torch.Tensor:
+    """Causal depthwise conv1d (Mamba's): left padding (K - 1) * dilation, none on the right, so the
+    output has x's length; equal to F.conv1d(x, w, b, padding=(K-1)*dilation, groups=C)[..., :L]."""
+    k = _kernel_1d(weight, "causal_conv1d")
+    if _traced(x):
+        return torch.ops.kvtune.causal_conv1d(x, weight, bias, int(dilation), bool(deterministic))
+    return _dwconv("causal_conv1d", x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic))
+
+
+def dwconv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+             stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int], str] = 0,
+             dilation: Union[int, Sequence[int]] = 1, deterministic: bool = True) -> torch.Tensor:
+    """Depthwise F.conv2d (groups = channels): x [N, C, H, W] contiguous (NCHW) or channels_last
+    (NHWC); weight [C, 1, KH, KW] or [C, KH, KW]. padding: an int, (h, w), (top, bottom, left,
+    right), 'same' or 'valid'. The output has x's memory format."""
+    k = _kernel_2d(weight, "dwconv2d")
+    stride = _pair(stride, "stride", "dwconv2d")
+    dilation = _pair(dilation, "dilation", "dwconv2d")
+    pads = _padding_2d(padding, k, dilation, "dwconv2d")
+    if _traced(x):
+        return torch.ops.kvtune.dwconv2d(x, weight, bias, stride, pads, dilation, bool(deterministic))
+    return _dwconv("dwconv2d", x, weight, bias, _cfg_2d(k, stride, pads, dilation, deterministic))
+
+
+# ---- torch.library registration (torch >= 2.4) -----------------------------------------------
+
+if HAS_CUSTOM_OPS:
+    from ._ops import register as _register
+
+    _register(globals())
