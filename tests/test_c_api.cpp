@@ -24,7 +24,7 @@ static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_ar
 static_assert(sizeof(kvt_dwconv_args) == 176, "kvt_dwconv_args layout");
 static_assert(offsetof(kvt_dwconv_args, x) == 96 && offsetof(kvt_dwconv_args, workspace_bytes) == 168,
               "dwconv offsets");
-static_assert(sizeof(kvt_counters) == 136, "kvt_counters layout");
+static_assert(sizeof(kvt_counters) == 144, "kvt_counters layout");
 // The enums mirror the C++ ones value for value.
 static_assert(KVT_BF16 == static_cast<int>(kvtune::DType::bf16) && KVT_NORM_RMSNORM == static_cast<int>(kvtune::NormMode::rmsnorm) &&
                   KVT_DW_NHWC == static_cast<int>(kvtune::DwLayout::nhwc) &&

@@ -305,6 +305,7 @@ kvt_status kvt_get_counters(kvt_context* context, kvt_counters* out) {
     full.fallback_bucket = c.fallback_bucket, full.fallback_nearest = c.fallback_nearest;
     full.fallback_heuristic = c.fallback_heuristic, full.binaries_reused = c.binaries_reused;
     full.lease_waits = c.lease_waits, full.background_swaps = c.background_swaps, full.records = c.records;
+    full.cache_rows_rejected = c.cache_rows_rejected;
     // An older caller gets the fields it knows; a newer one's extra fields are left as it set them.
     std::memcpy(out, &full, std::min(size, sizeof(kvt_counters)));
   });

@@ -114,12 +114,12 @@ class ContextOptions(ctypes.Structure):
 _COUNTER_NAMES = (
     "calls", "table_hits", "cache_hits", "tunes", "heuristic_uses", "compiles", "variants_timed",
     "variants_rejected", "fallback_exact", "fallback_bucket", "fallback_nearest", "fallback_heuristic",
-    "binaries_reused", "lease_waits", "background_swaps", "records",
+    "binaries_reused", "lease_waits", "background_swaps", "records", "cache_rows_rejected",
 )
 
 
 class Counters(ctypes.Structure):
-    """kvt_counters (136 bytes)."""
+    """kvt_counters (144 bytes)."""
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)] + [
         (name, ctypes.c_uint64) for name in _COUNTER_NAMES]
 

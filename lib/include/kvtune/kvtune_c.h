@@ -148,6 +148,7 @@ typedef struct kvt_counters {
   uint64_t calls, table_hits, cache_hits, tunes, heuristic_uses, compiles, variants_timed, variants_rejected;
   uint64_t fallback_exact, fallback_bucket, fallback_nearest, fallback_heuristic, binaries_reused, lease_waits;
   uint64_t background_swaps, records;
+  uint64_t cache_rows_rejected; /**< cache rows (configs, binaries) not trusted and not used */
 } kvt_counters;
 
 /** Library version "major.minor.patch" and KVT_ABI_VERSION of the library loaded. */
