@@ -486,7 +486,9 @@ TEST_CASE("trust: a cache row whose binary is another problem's is not loaded: r
     key_a = normalize::make_problem(a.args()).key();
     key_b = normalize::make_problem(b.args()).key();
   }
-  // Another program points a's entry at b's binary (a merge of a crafted file could).
+  // Another program points a's entry at b's binary (a merge of a crafted file could), and a's own
+  // binary is gone, so that the one the library loads must be compiled.
+  exec_sql(path, "DELETE FROM binaries WHERE hash = (SELECT binary_hash FROM winners WHERE problem_key = '" + key_a + "');");
   exec_sql(path, "UPDATE winners SET binary_hash = (SELECT binary_hash FROM winners WHERE problem_key = '" + key_b +
                      "') WHERE problem_key = '" + key_a + "';");
   std::string warnings;
