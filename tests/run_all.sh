@@ -28,10 +28,36 @@ sanitizer_environment() {
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 }
 
+# Per-stage test counts, printed at the end ("release: 310 passed, 0 failed, 52 skipped"); a stage
+# sets counts[<stage>] from its own log (count_ctest, count_catch) before it fails or returns.
+declare -A counts=()
+
+# ctest's per-test lines ("  7/362 Test   #7: name ....   Passed    0.02 sec", "***Skipped",
+# "***Failed", "***Timeout", ...) in LOG.
+count_ctest() {  # STAGE LOG
+  local total passed skipped
+  total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" || true)
+  passed=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" | grep -cE ' Passed +[0-9.]+ sec' || true)
+  skipped=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" | grep -cE '\*\*\*Skipped' || true)
+  counts[$1]="$passed passed, $((total - passed - skipped)) failed, $skipped skipped"
+}
+
+# The closing line of kvtune_tests (tests/main.cpp): "kvtune_tests: N test cases: P passed, F failed, S skipped".
+count_catch() {  # STAGE LOG
+  local line
+  line=$(sed -n 's/^kvtune_tests: [0-9]* test cases: //p' "$2" | tail -1)
+  counts[$1]=${line:-"no count (kvtune_tests stopped early)"}
+}
+
 stage_release() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
   cmake --build build -j2
-  ctest --test-dir build --output-on-failure
+  # Two tests at a time: each test is its own process with its own files (ctest runs the longest
+  # first, by the times of the last run in build/Testing).
+  local status=0
+  ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
+  count_ctest release build/ctest.log
+  return "$status"
 }
 
 # Configures build-san/ with clang and Ninja for both sanitizer stages (KVTUNE_BUILD_FUZZERS implies
@@ -48,14 +74,25 @@ stage_asan() {
   configure_sanitized
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
-  (cd build-san/tests && ./kvtune_tests '~[slow]')
+  local status=0
+  (cd build-san/tests && ./kvtune_tests '~[slow]') 2>&1 | tee build-san/asan-tests.log || status=$?
+  count_catch asan build-san/asan-tests.log
+  return "$status"
 }
 
 stage_fuzz() {
   configure_sanitized
   cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys
   sanitizer_environment
-  fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS"
+  local status=0
+  fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS" 2>&1 | tee build-san/fuzz.log || status=$?
+  # Regression inputs replayed, each target's fuzzing: "N passed, F failed" over both.
+  local replayed fuzzed failed
+  replayed=$(sed -n 's/^== .*: replaying \([0-9]*\) regression inputs$/\1/p' build-san/fuzz.log | awk '{n += $1} END {print n + 0}')
+  fuzzed=$(grep -cE '^== .*: fuzzing for ' build-san/fuzz.log || true)
+  failed=$(grep -cE '^failed: ' build-san/fuzz.log || true)
+  counts[fuzz]="$((${replayed:-0} + fuzzed - failed)) passed, $failed failed, 0 skipped (${replayed:-0} regression inputs, $fuzzed targets fuzzed ${FUZZ_SECONDS} s each)"
+  return "$status"
 }
 
 timings=()
@@ -65,6 +102,11 @@ report() {
   [[ -z $current ]] || timings+=("$(printf '%-8s %5d s  FAILED' "$current" $((SECONDS - start)))")
   echo "==== stage times"
   printf '%s\n' "${timings[@]}"
+  echo "==== test counts"
+  local stage
+  for stage in "${stages[@]}"; do
+    [[ -z ${counts[$stage]:-} ]] || echo "$stage: ${counts[$stage]}"
+  done
 }
 trap report EXIT
 

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "gpu_support.h"
+#include "sample.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
@@ -141,7 +143,9 @@ TEST_CASE("the float64 reference kernel matches the CPU reference", "[gpu][norma
         }
 }
 
-TEST_CASE("every normalize variant matches the float64 reference", "[gpu][normalize]") {
+// Every dtype, mode and width, aligned and scalar-only; the variants (all, or `sample`'s choice with
+// the heuristic's) on 1, 7 and 4096 rows.
+static void check_normalize_variants(const test::Sample& sample) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0, compiled_total = 0;
@@ -161,7 +165,12 @@ TEST_CASE("every normalize variant matches the float64 reference", "[gpu][normal
           p.beta = m.beta;
           p.mean_out = m.mean;
           p.rstd_out = m.rstd;
-          const auto configs = normalize::enumerate(p);
+          auto configs = normalize::enumerate(p);
+          if (!sample.all()) {
+            const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major);
+            configs = sample.apply(configs, p.key(),
+                                   std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
+          }
           const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
           const auto compiled = tuner::compile_all(candidates, 0);
           compiled_total += compiled.size();
@@ -188,7 +197,15 @@ TEST_CASE("every normalize variant matches the float64 reference", "[gpu][normal
         }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (variant, rows) pairs; " << compiled_total << " variants compiled");
-  CHECK(checked > 10000);
+  CHECK(checked > 10000 / sample.every);
+}
+
+TEST_CASE("a sample of normalize variants matches the float64 reference", "[gpu][normalize]") {
+  check_normalize_variants(test::Sample{32});
+}
+
+TEST_CASE("every normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
+  check_normalize_variants(test::kEveryVariant);
 }
 
 namespace {
@@ -350,8 +367,9 @@ TEST_CASE("stream capture: loaded problems are captured, others fail without bre
   cudaStreamDestroy(stream);
 }
 
-TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine and stats combination",
-          "[gpu][normalize]") {
+// Every mode, affine and stats combination on widths 256 and 1024: the FULL variants (all, or
+// `sample`'s choice).
+static void check_full_variants(const test::Sample& sample) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
@@ -374,6 +392,7 @@ TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine 
               if (c.keep == normalize::Keep::registers &&
                   std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / int(elem_size(d))) == cols)
                 full.push_back(c);
+            full = sample.apply(full, p.key());
             const auto candidates = normalize::make_candidates(p, full, fingerprint.arch());
             const auto compiled = tuner::compile_all(candidates, 0);
             for (std::int64_t rows : {1000, 7}) {
@@ -392,5 +411,15 @@ TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine 
           }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (FULL variant, rows) pairs");
-  CHECK(checked > 500);
+  CHECK(checked > 500 / sample.every);
+}
+
+TEST_CASE("a sample of the variants whose register slices cover rows exactly (FULL), every mode, affine and stats",
+          "[gpu][normalize]") {
+  check_full_variants(test::Sample{16});
+}
+
+TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine and stats combination",
+          "[.][gpu-exhaustive][exhaustive-3][normalize]") {
+  check_full_variants(test::kEveryVariant);
 }
