@@ -6,8 +6,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "lib/src/nvrtc.h"
+#include "tuner/tuner.h"
 
 namespace kvtune::test {
 
@@ -61,5 +65,38 @@ struct Sample {
 
 /// Every variant.
 inline constexpr Sample kEveryVariant{1};
+
+/// A sampled sweep checks a few variants of each of many problems: compiled problem by problem, the
+/// NVRTC latency of each problem's few programs adds up while most threads idle. A sweep first
+/// add()s the candidates of every problem, compile_pending() compiles them all at once, then
+/// compile() hands each problem's results back (compiling whatever was not added, as
+/// tuner::compile_all does). Keyed by compile hash, so identical programs compile once.
+class CompileMemo {
+ public:
+  void add(const std::vector<tuner::Candidate>& candidates) {
+    for (const auto& c : candidates) {
+      const std::string key = detail::compile_hash(c.request);
+      if (done_.count(key) == 0 && queued_.insert({key, pending_.size()}).second) pending_.push_back(c);
+    }
+  }
+  void compile_pending() {
+    const auto compiled = tuner::compile_all(pending_, 0);
+    for (const auto& [key, index] : queued_) done_[key] = compiled[index];
+    pending_.clear();
+    queued_.clear();
+  }
+  std::vector<tuner::Compiled> compile(const std::vector<tuner::Candidate>& candidates) {
+    add(candidates);
+    if (!pending_.empty()) compile_pending();
+    std::vector<tuner::Compiled> out;
+    for (const auto& c : candidates) out.push_back(done_.at(detail::compile_hash(c.request)));
+    return out;
+  }
+
+ private:
+  std::vector<tuner::Candidate> pending_;
+  std::map<std::string, std::size_t> queued_;
+  std::map<std::string, tuner::Compiled> done_;
+};
 
 }  // namespace kvtune::test

@@ -132,6 +132,25 @@ DwConvArgs make_args(const Shape& s, DwDirection dir) {
   return a;
 }
 
+// A sweep's sample and, when sampled, its candidates compiled together (run_sweep).
+struct Sweep {
+  test::Sample sample;
+  test::CompileMemo memo;
+  bool collecting = false;  // the first pass of a sampled sweep: add candidates, verify nothing
+};
+
+// Runs `loops` (verify_variants calls with `sweep`) once, or, for a sample, twice: first to gather
+// every problem's candidates and compile them together, then to verify.
+void run_sweep(Sweep& sweep, const std::function<void()>& loops) {
+  if (!sweep.sample.all()) {
+    sweep.collecting = true;
+    loops();
+    sweep.collecting = false;
+    sweep.memo.compile_pending();
+  }
+  loops();
+}
+
 // Counts of verify_variants().
 struct Verified {
   std::size_t verified = 0, opted_in = 0, over_device_smem = 0;
@@ -141,7 +160,8 @@ struct Verified {
 // with the heuristic's), against the float64 reference (itself first checked against the CPU one).
 void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, const detail::DeviceFingerprint& fp,
                      cudaStream_t stream, const std::function<bool(const dwconv::Config&)>& keep, Verified& counts,
-                     const test::Sample& sample) {
+                     Sweep& sweep) {
+  const test::Sample& sample = sweep.sample;
   DwConvArgs a = make_args(shape, dir);
   a.deterministic = deterministic;
   // Pointers only mark which optional tensors exist (the harness owns the buffers).
@@ -155,6 +175,17 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
   dwconv::Problem p = dwconv::make_problem(a);
   p.n = a.n;  // the exact batch
   INFO(shape.what << ": " << p.key());
+  std::vector<dwconv::Config> configs;
+  for (const auto& c : dwconv::enumerate(p))
+    if (keep(c)) configs.push_back(c);
+  if (!sample.all()) {
+    const auto heuristic = dwconv::heuristic_config(p, fp.cc_major);
+    configs = sample.apply(configs, p.key() + (deterministic ? "" : " atomic"),
+                           std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
+  }
+  const auto candidates =
+      configs.empty() ? std::vector<tuner::Candidate>{} : dwconv::make_candidates(p, configs, fp.arch());
+  if (sweep.collecting) return sweep.memo.add(candidates);
 
   // The GPU float64 reference against the CPU one on this shape.
   {
@@ -187,18 +218,9 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
     CHECK(rel_error(DType::f32, out.get(), ref) < 1e-6);
     if (dir == DwDirection::backward_weight && p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_bias) < 1e-6);
   }
-
-  std::vector<dwconv::Config> configs;
-  for (const auto& c : dwconv::enumerate(p))
-    if (keep(c)) configs.push_back(c);
-  if (!sample.all()) {
-    const auto heuristic = dwconv::heuristic_config(p, fp.cc_major);
-    configs = sample.apply(configs, p.key() + (deterministic ? "" : " atomic"),
-                           std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
-  }
   if (configs.empty()) return;
-  const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
-  const auto compiled = tuner::compile_all(candidates, 0);
+
+  const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : sweep.memo.compile(candidates);
   auto harness = dwconv::make_harness(p, configs, fp.arch(), 0, stream);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     INFO(candidates[i].label << " " << compiled[i].message.substr(0, 2000));
@@ -223,6 +245,7 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
 // `directions` (backward_weight: both reductions).
 Verified verify_channel_first(const std::vector<Shape>& extra, std::initializer_list<DwDirection> directions,
                               const std::function<bool(const dwconv::Config&)>& keep, const test::Sample& sample) {
+  Sweep sweep{sample};
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
@@ -230,11 +253,13 @@ Verified verify_channel_first(const std::vector<Shape>& extra, std::initializer_
   for (const auto& s : kShapes)
     if (s.layout == DwLayout::nchw) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : directions)
-      for (bool deterministic : {true, false})
-        if (deterministic || dir == DwDirection::backward_weight)
-          verify_variants(shape, dir, deterministic, fp, stream, keep, counts, sample);
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : directions)
+        for (bool deterministic : {true, false})
+          if (deterministic || dir == DwDirection::backward_weight)
+            verify_variants(shape, dir, deterministic, fp, stream, keep, counts, sweep);
+  });
   cudaStreamDestroy(stream);
   return counts;
 }
@@ -248,13 +273,16 @@ static void check_dwconv_variants(const test::Sample& sample) {
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
   Verified counts;
-  for (const auto& shape : kShapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
-      for (bool deterministic : {true, false}) {
-        if (!deterministic && dir != DwDirection::backward_weight) continue;
-        verify_variants(shape, dir, deterministic, fp, stream, [](const dwconv::Config&) { return true; }, counts,
-                        sample);
-      }
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : kShapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+        for (bool deterministic : {true, false}) {
+          if (!deterministic && dir != DwDirection::backward_weight) continue;
+          verify_variants(shape, dir, deterministic, fp, stream, [](const dwconv::Config&) { return true; }, counts,
+                          sweep);
+        }
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " dwconv variants, " << counts.opted_in << " with over 48 KiB of shared memory; "
                     << counts.over_device_smem << " over this device's opt-in limit skipped");
@@ -348,10 +376,13 @@ static void check_staged_variants(const test::Sample& sample) {
   for (const auto& s : kShapes)
     if (s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts,
-                      sample);
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+        verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts,
+                        sweep);
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " staged channel-last dwconv variants");
   CHECK(counts.verified > 200 / sample.every);
@@ -389,10 +420,13 @@ static void check_mma_variants(const test::Sample& sample) {
   for (const auto& s : kShapes)
     if ((s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) && s.dtype != DType::f32) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; },
-                      counts, sample);
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+        verify_variants(shape, dir, true, fp, stream,
+                        [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; }, counts, sweep);
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " tensor-core dwconv variants");
   CHECK(counts.verified > 100 / sample.every);

@@ -151,6 +151,11 @@ static void check_normalize_variants(const test::Sample& sample) {
   std::size_t checked = 0, compiled_total = 0;
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
+  // A sample: every problem's candidates first, compiled together (test::CompileMemo), then checked.
+  test::CompileMemo memo;
+  for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {  // 0: gather a sample's candidates
+  const bool collecting = pass == 0;
+  if (pass == 1 && !sample.all()) memo.compile_pending();
   for (DType d : {DType::f32, DType::f16, DType::bf16})
     for (const auto& m : kModes)
       for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
@@ -172,7 +177,11 @@ static void check_normalize_variants(const test::Sample& sample) {
                                    std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
           }
           const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-          const auto compiled = tuner::compile_all(candidates, 0);
+          if (collecting) {
+            memo.add(candidates);
+            continue;
+          }
+          const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
           compiled_total += compiled.size();
           std::vector<detail::LoadedKernel> kernels;
           for (std::size_t i = 0; i < compiled.size(); ++i) {
@@ -195,6 +204,7 @@ static void check_normalize_variants(const test::Sample& sample) {
             }
           }
         }
+  }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (variant, rows) pairs; " << compiled_total << " variants compiled");
   CHECK(checked > 10000 / sample.every);
@@ -375,6 +385,10 @@ static void check_full_variants(const test::Sample& sample) {
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
   std::size_t checked = 0;
+  test::CompileMemo memo;  // a sample: compiled together first, as above
+  for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {  // 0: gather a sample's candidates
+  const bool collecting = pass == 0;
+  if (pass == 1 && !sample.all()) memo.compile_pending();
   for (DType d : {DType::f32, DType::bf16})
     for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
       for (int affine = 0; affine < 4; ++affine)
@@ -394,7 +408,11 @@ static void check_full_variants(const test::Sample& sample) {
                 full.push_back(c);
             full = sample.apply(full, p.key());
             const auto candidates = normalize::make_candidates(p, full, fingerprint.arch());
-            const auto compiled = tuner::compile_all(candidates, 0);
+            if (collecting) {
+              memo.add(candidates);
+              continue;
+            }
+            const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
             for (std::int64_t rows : {1000, 7}) {
               p.rows = rows;
               auto harness = normalize::make_harness(p, full, fingerprint.arch(), 0, stream);
@@ -409,6 +427,7 @@ static void check_full_variants(const test::Sample& sample) {
               }
             }
           }
+  }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (FULL variant, rows) pairs");
   CHECK(checked > 500 / sample.every);
