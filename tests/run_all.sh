@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Every test CI runs, in order (README.md, "Run the tests"); stops at the first failing stage.
-#   release  Release build in build/, its whole ctest suite: CPU tests everywhere, [gpu] tests
-#            skip with a printed reason where there is no GPU.
+#   release  Release build in build/, its whole ctest suite, two tests at a time: CPU tests
+#            everywhere, [gpu] tests skip with a printed reason where there is no GPU (ctest:
+#            "Skipped"). The two NVRTC compile sweeps ([slow]) compile a seeded quarter of each
+#            problem's variants.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
 #            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
 #            two NVRTC compile sweeps, whose time is spent in NVRTC (not instrumented) and which the
-#            release stage runs in full.
+#            release stage runs. Two processes side by side: [tools] and the rest.
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
 #            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
+# Not run by default (name it):
+#   sweeps   [sweep-full] on the release build: every variant of the NVRTC compile sweeps' problems
+#            (dwconv for sm_90, normalize for sm_80 and sm_90), where the release stage compiles a
+#            quarter. CPU time: about 4x that of the release stage's two [slow] cases.
 # The sanitizer build uses clang (libFuzzer; a third faster to build than gcc with these flags)
 # and Ninja; asan and fuzz share it, so it is compiled once.
-# usage: tests/run_all.sh [release] [asan] [fuzz]   (no argument: all three)
+# usage: tests/run_all.sh [release] [asan] [fuzz] [sweeps]   (no argument: release asan fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,16 +48,30 @@ count_ctest() {  # STAGE LOG
   counts[$1]="$passed passed, $((total - passed - skipped)) failed, $skipped skipped"
 }
 
-# The closing line of kvtune_tests (tests/main.cpp): "kvtune_tests: N test cases: P passed, F failed, S skipped".
-count_catch() {  # STAGE LOG
-  local line
-  line=$(sed -n 's/^kvtune_tests: [0-9]* test cases: //p' "$2" | tail -1)
-  counts[$1]=${line:-"no count (kvtune_tests stopped early)"}
+# The closing lines of kvtune_tests runs (tests/main.cpp), "kvtune_tests: N test cases: P passed,
+# F failed, S skipped", summed over LOGs.
+count_catch() {  # STAGE LOG...
+  local stage=$1 log line p=0 f=0 s=0 missing=0
+  shift
+  for log in "$@"; do
+    line=$(grep -E '^kvtune_tests: [0-9]+ test cases: ' "$log" | tail -1)
+    if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
+      p=$((p + BASH_REMATCH[1])) f=$((f + BASH_REMATCH[2])) s=$((s + BASH_REMATCH[3]))
+    else
+      missing=$((missing + 1))
+    fi
+  done
+  counts[$stage]="$p passed, $f failed, $s skipped"
+  [[ $missing -eq 0 ]] || counts[$stage]+=" ($missing of $# runs stopped before their count)"
+}
+
+build_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j2
 }
 
 stage_release() {
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-  cmake --build build -j2
+  build_release
   # Two tests at a time: each test is its own process with its own files (ctest runs the longest
   # first, by the times of the last run in build/Testing).
   local status=0
@@ -74,9 +94,27 @@ stage_asan() {
   configure_sanitized
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
+  # The CPU tests that compile many variants compile every 8th NVRTC program here
+  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles them all.
+  export KVTUNE_TEST_NVRTC_EVERY=8
+  # Two processes at a time (each test case uses its own files): the tools tests, which run the
+  # sanitized tools as processes, beside everything else; each log is printed when its run ends.
+  local status=0 pid one=build-san/asan-tests-tools.log two=build-san/asan-tests-rest.log
+  echo "kvtune_tests '[tools]' and '~[slow]~[tools]' side by side: $one, $two"
+  (cd build-san/tests && exec ./kvtune_tests '[tools]') > "$one" 2>&1 &
+  pid=$!
+  (cd build-san/tests && exec ./kvtune_tests '~[slow]~[tools]') > "$two" 2>&1 || status=$?
+  wait "$pid" || status=$?
+  cat "$one" "$two"
+  count_catch asan "$one" "$two"
+  return "$status"
+}
+
+stage_sweeps() {
+  build_release
   local status=0
-  (cd build-san/tests && ./kvtune_tests '~[slow]') 2>&1 | tee build-san/asan-tests.log || status=$?
-  count_catch asan build-san/asan-tests.log
+  ./build/tests/kvtune_tests '[sweep-full]' --durations yes 2>&1 | tee build/sweeps.log || status=$?
+  count_catch sweeps build/sweeps.log
   return "$status"
 }
 
@@ -111,7 +149,7 @@ report() {
 trap report EXIT
 
 for stage in "${stages[@]}"; do
-  [[ $stage =~ ^(release|asan|fuzz)$ ]] || { echo "unknown stage '$stage' (release, asan, fuzz)" >&2; exit 2; }
+  [[ $stage =~ ^(release|asan|fuzz|sweeps)$ ]] || { echo "unknown stage '$stage' (release, asan, fuzz, sweeps)" >&2; exit 2; }
 done
 for stage in "${stages[@]}"; do
   echo "==== stage $stage"

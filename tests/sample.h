@@ -1,7 +1,8 @@
 #pragma once
-// Which variants a [gpu] sweep checks. The quick tier ([gpu]) checks a seeded sample of each space
-// (every k-th variant from an offset drawn from the seed and the problem, plus the heuristic's
-// choice); the exhaustive tier ([gpu-exhaustive], parts [exhaustive-1] ...) checks every variant.
+// Which variants a sweep checks. The quick [gpu] tier checks a seeded sample of each space (every
+// k-th variant from an offset drawn from the seed and the problem, plus the heuristic's choice);
+// the exhaustive tier ([gpu-exhaustive], parts [exhaustive-1] ...) checks every variant. Likewise
+// the CPU NVRTC sweeps: a sample in the release stage, every variant in [sweep-full].
 // KVTUNE_TEST_SEED=<n> draws another sample; the seed is printed once per process.
 #include <cstdint>
 #include <cstdio>
@@ -19,7 +20,7 @@ inline std::uint64_t sample_seed() {
   static const std::uint64_t seed = [] {
     const char* env = std::getenv("KVTUNE_TEST_SEED");
     const std::uint64_t s = env && *env ? std::strtoull(env, nullptr, 10) : 20261126;
-    std::printf("[gpu] variant sample: seed %llu (KVTUNE_TEST_SEED=<n> draws another)\n",
+    std::printf("variant sample: seed %llu (KVTUNE_TEST_SEED=<n> draws another)\n",
                 static_cast<unsigned long long>(s));
     std::fflush(stdout);
     return s;
