@@ -54,7 +54,7 @@ count_catch() {  # STAGE LOG...
   local stage=$1 log line p=0 f=0 s=0 missing=0
   shift
   for log in "$@"; do
-    line=$(grep -E '^kvtune_tests: [0-9]+ test cases: ' "$log" | tail -1)
+    line=$(grep -E '^kvtune_tests: [0-9]+ test cases: ' "$log" | tail -1 || true)
     if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
       p=$((p + BASH_REMATCH[1])) f=$((f + BASH_REMATCH[2])) s=$((s + BASH_REMATCH[3]))
     else
