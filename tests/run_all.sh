@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Every test CI runs, in order (README.md, "Run the tests"); stops at the first failing stage.
-#   release  Release build in build/, its whole ctest suite: CPU tests everywhere, [gpu] tests
-#            skip with a printed reason where there is no GPU.
+#   release  Release build in build/, its whole ctest suite, two tests at a time: CPU tests
+#            everywhere, [gpu] tests skip with a printed reason where there is no GPU (ctest:
+#            "Skipped"). The two NVRTC compile sweeps ([slow]) compile a seeded quarter of each
+#            problem's variants.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
 #            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
 #            two NVRTC compile sweeps, whose time is spent in NVRTC (not instrumented) and which the
-#            release stage runs in full.
+#            release stage runs. Two processes side by side: [tools] and the rest.
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
 #            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
 #   python   the Python package's tests (python/tests) with PYTHON (/usr/bin/python3) against the
 #            release build's libkvtune.so: the C ABI and argument handling run everywhere; tests
 #            that need torch >= 2.4 or a GPU report themselves skipped (pytest -rs prints why).
+# Not run by default (name it):
+#   sweeps   [sweep-full] on the release build: every variant of the NVRTC compile sweeps' problems
+#            (dwconv for sm_90, normalize for sm_80 and sm_90), where the release stage compiles a
+#            quarter. CPU time: about 4x that of the release stage's two [slow] cases.
 # The sanitizer build uses clang (libFuzzer; a third faster to build than gcc with these flags)
 # and Ninja; asan and fuzz share it, so it is compiled once.
-# usage: tests/run_all.sh [release] [python] [asan] [fuzz]   (no argument: all four)
+# usage: tests/run_all.sh [release] [python] [asan] [fuzz] [sweeps]   (no argument: release python asan fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,10 +38,51 @@ sanitizer_environment() {
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 }
 
-stage_release() {
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+# Per-stage test counts, printed at the end ("release: 310 passed, 0 failed, 52 skipped"); a stage
+# sets counts[<stage>] from its own log (count_ctest, count_catch) before it fails or returns.
+declare -A counts=()
+
+# ctest's per-test lines ("  7/362 Test   #7: name ....   Passed    0.02 sec", "***Skipped",
+# "***Failed", "***Timeout", ...) in LOG.
+count_ctest() {  # STAGE LOG
+  local total passed skipped
+  total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" || true)
+  passed=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" | grep -cE ' Passed +[0-9.]+ sec' || true)
+  skipped=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$2" | grep -cE '\*\*\*Skipped' || true)
+  counts[$1]="$passed passed, $((total - passed - skipped)) failed, $skipped skipped"
+}
+
+# The closing lines of kvtune_tests runs (tests/main.cpp), "kvtune_tests: N test cases: P passed,
+# F failed, S skipped", summed over LOGs.
+count_catch() {  # STAGE LOG...
+  local stage=$1 log line p=0 f=0 s=0 missing=0
+  shift
+  for log in "$@"; do
+    line=$(grep -E '^kvtune_tests: [0-9]+ test cases: ' "$log" | tail -1 || true)
+    if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
+      p=$((p + BASH_REMATCH[1])) f=$((f + BASH_REMATCH[2])) s=$((s + BASH_REMATCH[3]))
+    else
+      missing=$((missing + 1))
+    fi
+  done
+  counts[$stage]="$p passed, $f failed, $s skipped"
+  [[ $missing -eq 0 ]] || counts[$stage]+=" ($missing of $# runs stopped before their count)"
+}
+
+# Test hooks on: the fault-injection tests of kvtune-tune read KVTUNE_TEST_FAULT (docs/RELIABILITY.md).
+build_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVTUNE_TEST_HOOKS=ON
   cmake --build build -j2
-  ctest --test-dir build --output-on-failure
+}
+
+stage_release() {
+  build_release
+  # Two tests at a time: each test is its own process with its own files (ctest runs the longest
+  # first, by the times of the last run in build/Testing).
+  local status=0
+  ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
+  count_ctest release build/ctest.log
+  return "$status"
 }
 
 # Configures build-san/ with clang and Ninja for both sanitizer stages (KVTUNE_BUILD_FUZZERS implies
@@ -52,16 +99,40 @@ stage_asan() {
   configure_sanitized
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
-  (cd build-san/tests && ./kvtune_tests '~[slow]')
+  # The CPU tests that compile many variants compile every 8th NVRTC program here
+  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles them all.
+  export KVTUNE_TEST_NVRTC_EVERY=8
+  # Two processes at a time (each test case uses its own files): the tools tests, which run the
+  # sanitized tools as processes, beside everything else; each log is printed when its run ends.
+  local status=0 pid one=build-san/asan-tests-tools.log two=build-san/asan-tests-rest.log
+  # (~[.]: a filter of exclusions alone would also select the hidden exhaustive and [sweep-full] cases.)
+  echo "kvtune_tests '[tools]' and '~[slow]~[tools]~[.]' side by side: $one, $two"
+  (cd build-san/tests && exec ./kvtune_tests '[tools]') > "$one" 2>&1 &
+  pid=$!
+  (cd build-san/tests && exec ./kvtune_tests '~[slow]~[tools]~[.]') > "$two" 2>&1 || status=$?
+  wait "$pid" || status=$?
+  cat "$one" "$two"
+  count_catch asan "$one" "$two"
+  return "$status"
+}
+
+stage_sweeps() {
+  build_release
+  local status=0
+  ./build/tests/kvtune_tests '[sweep-full]' --durations yes 2>&1 | tee build/sweeps.log || status=$?
+  count_catch sweeps build/sweeps.log
+  return "$status"
 }
 
 # pytest exits 5 when it collected no test (e.g. a trimmed checkout): not a failure here. Skipped
 # tests exit 0 and are listed with their reason.
 stage_python() {
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-  cmake --build build -j2 --target kvtune
+  build_release
   local status=0
-  KVTUNE_LIBRARY="$PWD/build/libkvtune.so" "$PYTHON" -m pytest python/tests -q -rs || status=$?
+  KVTUNE_LIBRARY="$PWD/build/libkvtune.so" "$PYTHON" -m pytest python/tests -q -rs 2>&1 | tee build/pytest.log || status=$?
+  local line
+  line=$(tail -1 build/pytest.log)
+  counts[python]="$(grep -oE '[0-9]+ passed' <<< "$line" || echo '0 passed'), $(grep -oE '[0-9]+ failed' <<< "$line" || echo '0 failed'), $(grep -oE '[0-9]+ skipped' <<< "$line" || echo '0 skipped')"
   [[ $status -eq 0 || $status -eq 5 ]] || return "$status"
 }
 
@@ -69,7 +140,15 @@ stage_fuzz() {
   configure_sanitized
   cmake --build build-san -j2 --target fuzz_shapes fuzz_import fuzz_keys fuzz_cache_db
   sanitizer_environment
-  fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS"
+  local status=0
+  fuzz/run_fuzzers.sh build-san "$FUZZ_SECONDS" 2>&1 | tee build-san/fuzz.log || status=$?
+  # Regression inputs replayed, each target's fuzzing: "N passed, F failed" over both.
+  local replayed fuzzed failed
+  replayed=$(sed -n 's/^== .*: replaying \([0-9]*\) regression inputs$/\1/p' build-san/fuzz.log | awk '{n += $1} END {print n + 0}')
+  fuzzed=$(grep -cE '^== .*: fuzzing for ' build-san/fuzz.log || true)
+  failed=$(grep -cE '^failed: ' build-san/fuzz.log || true)
+  counts[fuzz]="$((${replayed:-0} + fuzzed - failed)) passed, $failed failed, 0 skipped (${replayed:-0} regression inputs, $fuzzed targets fuzzed ${FUZZ_SECONDS} s each)"
+  return "$status"
 }
 
 timings=()
@@ -79,11 +158,16 @@ report() {
   [[ -z $current ]] || timings+=("$(printf '%-8s %5d s  FAILED' "$current" $((SECONDS - start)))")
   echo "==== stage times"
   printf '%s\n' "${timings[@]}"
+  echo "==== test counts"
+  local stage
+  for stage in "${stages[@]}"; do
+    [[ -z ${counts[$stage]:-} ]] || echo "$stage: ${counts[$stage]}"
+  done
 }
 trap report EXIT
 
 for stage in "${stages[@]}"; do
-  [[ $stage =~ ^(release|python|asan|fuzz)$ ]] || { echo "unknown stage '$stage' (release, python, asan, fuzz)" >&2; exit 2; }
+  [[ $stage =~ ^(release|python|asan|fuzz|sweeps)$ ]] || { echo "unknown stage '$stage' (release, python, asan, fuzz, sweeps)" >&2; exit 2; }
 done
 for stage in "${stages[@]}"; do
   echo "==== stage $stage"

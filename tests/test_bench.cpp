@@ -258,10 +258,7 @@ TEST_CASE("bench report: malformed peers are rejected with the entry named", "[b
 
 TEST_CASE("kvtune-bench without a GPU exits 1 with a clear message", "[bench-cli]") {
   std::string why;
-  if (test::gpu_available(&why)) {
-    WARN("SKIPPED (a GPU is present; this test checks the no-GPU path)");
-    return;
-  }
+  if (test::gpu_available(&why)) KVTUNE_SKIP("(a GPU is present; this test checks the no-GPU path)");
   std::string err;
   CHECK(run_bench("--suite normalize-ids --quick", &err) == 1);
   CHECK(err.find("no CUDA GPU available") != std::string::npos);

@@ -269,7 +269,7 @@ TEST_CASE("cache: result without binary, image_hash filled in, bad binaries refu
   CHECK_FALSE(store->find_binary("b3").has_value());
 }
 
-TEST_CASE("cache: a newer winner replaces the old one; trials accumulate", "[cache]") {
+TEST_CASE("cache: a newer winner replaces the old one and trials accumulate", "[cache]") {
   auto store = Store::open("");
   store->put_result(sample_winner("k"), sample_binary("b1"), sample_trials());
   Winner newer = sample_winner("k", "b2");
@@ -1078,7 +1078,7 @@ TEST_CASE("cache: leases: acquire, contend, renew, expire, take over, release", 
                   kvtune::Error);
 }
 
-TEST_CASE("cache: six processes race for one lease; exactly one holds it", "[cache][lease]") {
+TEST_CASE("cache: six processes race for one lease, exactly one holds it", "[cache][lease]") {
   TempDir dir;
   const std::string path = dir.file("cache.db");
   Store::open(path).reset();  // the file exists before the race; no connection crosses fork()
@@ -1163,7 +1163,7 @@ TEST_CASE("cache: six processes race for one lease; exactly one holds it", "[cac
 
 // --- Schema 3: recorded problems, winners of one op ----------------------------------------------
 
-TEST_CASE("cache: recorded problems count sightings; storing a result removes its row",
+TEST_CASE("cache: recorded problems count sightings, storing a result removes its row",
           "[cache][record]") {
   TempDir dir;
   const std::string path = dir.file("cache.db");
@@ -1256,7 +1256,7 @@ TEST_CASE("cache: winners_for filters by op, device and template", "[cache]") {
 
 // --- Schema 3: binaries in batches ---------------------------------------------------------------
 
-TEST_CASE("cache: find_binaries skips damaged and missing ones; put_binaries keeps what is there",
+TEST_CASE("cache: find_binaries skips damaged and missing ones, put_binaries keeps what is there",
           "[cache]") {
   TempDir dir;
   const std::string path = dir.file("cache.db");
@@ -1467,7 +1467,7 @@ TEST_CASE("cache: clear() empties leases, recorded problems and tuning runs too"
   CHECK(store->try_acquire_lease("k2", "dev-h100", "t1", "other", 60));
 }
 
-TEST_CASE("a heuristic stand-in does not clear a recorded problem; a tuned winner does", "[cache][record]") {
+TEST_CASE("a heuristic stand-in does not clear a recorded problem, a tuned winner does", "[cache][record]") {
   auto store = Store::open("");
   store->record_problem("normalize", "k", "dev", "tpl");
   Winner w;

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "gpu_support.h"
+#include "sample.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
@@ -130,15 +132,36 @@ DwConvArgs make_args(const Shape& s, DwDirection dir) {
   return a;
 }
 
+// A sweep's sample and, when sampled, its candidates compiled together (run_sweep).
+struct Sweep {
+  test::Sample sample;
+  test::CompileMemo memo;
+  bool collecting = false;  // the first pass of a sampled sweep: add candidates, verify nothing
+};
+
+// Runs `loops` (verify_variants calls with `sweep`) once, or, for a sample, twice: first to gather
+// every problem's candidates and compile them together, then to verify.
+void run_sweep(Sweep& sweep, const std::function<void()>& loops) {
+  if (!sweep.sample.all()) {
+    sweep.collecting = true;
+    loops();
+    sweep.collecting = false;
+    sweep.memo.compile_pending();
+  }
+  loops();
+}
+
 // Counts of verify_variants().
 struct Verified {
   std::size_t verified = 0, opted_in = 0, over_device_smem = 0;
 };
 
-// Every variant of `shape` in direction `dir` that `keep` accepts, against the float64 reference
-// (which is itself first checked against the CPU reference).
+// The variants of `shape` in direction `dir` that `keep` accepts (all, or `sample`'s choice of them
+// with the heuristic's), against the float64 reference (itself first checked against the CPU one).
 void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, const detail::DeviceFingerprint& fp,
-                     cudaStream_t stream, const std::function<bool(const dwconv::Config&)>& keep, Verified& counts) {
+                     cudaStream_t stream, const std::function<bool(const dwconv::Config&)>& keep, Verified& counts,
+                     Sweep& sweep) {
+  const test::Sample& sample = sweep.sample;
   DwConvArgs a = make_args(shape, dir);
   a.deterministic = deterministic;
   // Pointers only mark which optional tensors exist (the harness owns the buffers).
@@ -152,6 +175,17 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
   dwconv::Problem p = dwconv::make_problem(a);
   p.n = a.n;  // the exact batch
   INFO(shape.what << ": " << p.key());
+  std::vector<dwconv::Config> configs;
+  for (const auto& c : dwconv::enumerate(p))
+    if (keep(c)) configs.push_back(c);
+  if (!sample.all()) {
+    const auto heuristic = dwconv::heuristic_config(p, fp.cc_major);
+    configs = sample.apply(configs, p.key() + (deterministic ? "" : " atomic"),
+                           std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
+  }
+  const auto candidates =
+      configs.empty() ? std::vector<tuner::Candidate>{} : dwconv::make_candidates(p, configs, fp.arch());
+  if (sweep.collecting) return sweep.memo.add(candidates);
 
   // The GPU float64 reference against the CPU one on this shape.
   {
@@ -184,13 +218,9 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
     CHECK(rel_error(DType::f32, out.get(), ref) < 1e-6);
     if (dir == DwDirection::backward_weight && p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_bias) < 1e-6);
   }
-
-  std::vector<dwconv::Config> configs;
-  for (const auto& c : dwconv::enumerate(p))
-    if (keep(c)) configs.push_back(c);
   if (configs.empty()) return;
-  const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
-  const auto compiled = tuner::compile_all(candidates, 0);
+
+  const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : sweep.memo.compile(candidates);
   auto harness = dwconv::make_harness(p, configs, fp.arch(), 0, stream);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     INFO(candidates[i].label << " " << compiled[i].message.substr(0, 2000));
@@ -214,7 +244,8 @@ void verify_variants(const Shape& shape, DwDirection dir, bool deterministic, co
 // The channel-first shapes of kShapes plus `extra`: the variants `keep` accepts in each direction of
 // `directions` (backward_weight: both reductions).
 Verified verify_channel_first(const std::vector<Shape>& extra, std::initializer_list<DwDirection> directions,
-                              const std::function<bool(const dwconv::Config&)>& keep) {
+                              const std::function<bool(const dwconv::Config&)>& keep, const test::Sample& sample) {
+  Sweep sweep{sample};
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
@@ -222,37 +253,52 @@ Verified verify_channel_first(const std::vector<Shape>& extra, std::initializer_
   for (const auto& s : kShapes)
     if (s.layout == DwLayout::nchw) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : directions)
-      for (bool deterministic : {true, false})
-        if (deterministic || dir == DwDirection::backward_weight)
-          verify_variants(shape, dir, deterministic, fp, stream, keep, counts);
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : directions)
+        for (bool deterministic : {true, false})
+          if (deterministic || dir == DwDirection::backward_weight)
+            verify_variants(shape, dir, deterministic, fp, stream, keep, counts, sweep);
+  });
   cudaStreamDestroy(stream);
   return counts;
 }
 
 }  // namespace
 
-TEST_CASE("every dwconv variant matches the float64 reference", "[gpu][dwconv]") {
+// The sweep: every shape of kShapes, every direction (backward_weight: both reductions).
+static void check_dwconv_variants(const test::Sample& sample) {
   KVTUNE_REQUIRE_GPU();
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
   Verified counts;
-  for (const auto& shape : kShapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
-      for (bool deterministic : {true, false}) {
-        if (!deterministic && dir != DwDirection::backward_weight) continue;
-        verify_variants(shape, dir, deterministic, fp, stream, [](const dwconv::Config&) { return true; }, counts);
-      }
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : kShapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+        for (bool deterministic : {true, false}) {
+          if (!deterministic && dir != DwDirection::backward_weight) continue;
+          verify_variants(shape, dir, deterministic, fp, stream, [](const dwconv::Config&) { return true; }, counts,
+                          sweep);
+        }
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " dwconv variants, " << counts.opted_in << " with over 48 KiB of shared memory; "
                     << counts.over_device_smem << " over this device's opt-in limit skipped");
-  CHECK(counts.verified > 500);
-  if (fp.max_smem_per_block_optin >= 100 * 1024) CHECK(counts.opted_in > 0);
+  CHECK(counts.verified > 500 / sample.every);
+  if (sample.all() && fp.max_smem_per_block_optin >= 100 * 1024) CHECK(counts.opted_in > 0);
 }
 
-TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv][flat]") {
+TEST_CASE("a sample of dwconv variants matches the float64 reference", "[gpu][dwconv]") {
+  check_dwconv_variants(test::Sample{32});
+}
+
+TEST_CASE("every dwconv variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-1][dwconv]") {
+  check_dwconv_variants(test::kEveryVariant);
+}
+
+static void check_flat_variants(const test::Sample& sample) {
   // The channel-first 2D shapes of the sweep above plus planes no tile divides, where a grid's last
   // block is partial and warps straddle row groups and planes (the halo exchange's edge lanes).
   KVTUNE_REQUIRE_GPU();
@@ -263,12 +309,20 @@ TEST_CASE("flat-item dwconv variants match the float64 reference", "[gpu][dwconv
       {"NCHW f16 5x5 stride 2, 9 x 13", DwLayout::nchw, DType::f16, 1, 7, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
   };
   const Verified counts = verify_channel_first(extra, {DwDirection::forward, DwDirection::backward_data},
-                                               [](const dwconv::Config& c) { return c.flat == 1; });
+                                               [](const dwconv::Config& c) { return c.flat == 1; }, sample);
   WARN("verified " << counts.verified << " flat-item dwconv variants");
-  CHECK(counts.verified > 100);
+  CHECK(counts.verified > 100 / sample.every);
 }
 
-TEST_CASE("register-tiled weight gradients with rows per thread match the float64 reference", "[gpu][dwconv][wgrad]") {
+TEST_CASE("a sample of flat-item dwconv variants matches the float64 reference", "[gpu][dwconv][flat]") {
+  check_flat_variants(test::Sample{8});
+}
+
+TEST_CASE("flat-item dwconv variants match the float64 reference", "[.][gpu-exhaustive][exhaustive-3][dwconv][flat]") {
+  check_flat_variants(test::kEveryVariant);
+}
+
+static void check_wgrad_variants(const test::Sample& sample) {
   // The channel-first 2D shapes of the sweep above plus planes whose last row group is partial (13, 9
   // and 11 output rows), a last run of 8 that is half full with 4-element vectors (W = 28) and
   // 2-element ones (stride 2: 18 outputs), both reductions; then the staged x planes (smem_halo),
@@ -284,16 +338,26 @@ TEST_CASE("register-tiled weight gradients with rows per thread match the float6
   };
   const Verified counts = verify_channel_first(extra, {DwDirection::backward_weight}, [](const dwconv::Config& c) {
     return c.rows_per_thread > 1 && c.smem_halo == 0;
-  });
+  }, sample);
   WARN("verified " << counts.verified << " weight-gradient variants with rows per thread from global memory");
-  CHECK(counts.verified > 200);
+  CHECK(counts.verified > 200 / sample.every);
   const Verified staged = verify_channel_first(extra, {DwDirection::backward_weight},
-                                               [](const dwconv::Config& c) { return c.smem_halo == 1; });
+                                               [](const dwconv::Config& c) { return c.smem_halo == 1; }, sample);
   WARN("verified " << staged.verified << " weight-gradient variants with staged x planes");
-  CHECK(staged.verified > 100);
+  CHECK(staged.verified > 100 / sample.every);
 }
 
-TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[gpu][dwconv][staged]") {
+TEST_CASE("a sample of register-tiled weight gradients with rows per thread matches the float64 reference",
+          "[gpu][dwconv][wgrad]") {
+  check_wgrad_variants(test::Sample{8});
+}
+
+TEST_CASE("register-tiled weight gradients with rows per thread match the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-3][dwconv][wgrad]") {
+  check_wgrad_variants(test::kEveryVariant);
+}
+
+static void check_staged_variants(const test::Sample& sample) {
   // The channel-last shapes of the sweep above plus tiles the channels do not fill, strides,
   // dilation, a 1D K=31 and blocks whose last tiles run out (tiles per block).
   KVTUNE_REQUIRE_GPU();
@@ -312,15 +376,28 @@ TEST_CASE("staged channel-last dwconv variants match the float64 reference", "[g
   for (const auto& s : kShapes)
     if (s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts);
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+        verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts,
+                        sweep);
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " staged channel-last dwconv variants");
-  CHECK(counts.verified > 200);
+  CHECK(counts.verified > 200 / sample.every);
 }
 
-TEST_CASE("tensor-core dwconv variants match the float64 reference", "[gpu][dwconv][mma]") {
+TEST_CASE("a sample of staged channel-last dwconv variants matches the float64 reference", "[gpu][dwconv][staged]") {
+  check_staged_variants(test::Sample{16});
+}
+
+TEST_CASE("staged channel-last dwconv variants match the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-3][dwconv][staged]") {
+  check_staged_variants(test::kEveryVariant);
+}
+
+static void check_mma_variants(const test::Sample& sample) {
   // 16-bit channel-last shapes: channel tiles the channels do not fill (C = 40: a tile of 32 holds 8),
   // outputs that fill no tile, strides and dilation (forward), kernels of one, two and three 16-column
   // steps, 1D runs over both ends of the row, and the channel-last shapes of the sweep above.
@@ -343,13 +420,24 @@ TEST_CASE("tensor-core dwconv variants match the float64 reference", "[gpu][dwco
   for (const auto& s : kShapes)
     if ((s.layout == DwLayout::nhwc || s.layout == DwLayout::nlc) && s.dtype != DType::f32) shapes.push_back(s);
   Verified counts;
-  for (const auto& shape : shapes)
-    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-      verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; },
-                      counts);
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
+        verify_variants(shape, dir, true, fp, stream,
+                        [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; }, counts, sweep);
+  });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " tensor-core dwconv variants");
-  CHECK(counts.verified > 100);
+  CHECK(counts.verified > 100 / sample.every);
+}
+
+TEST_CASE("a sample of tensor-core dwconv variants matches the float64 reference", "[gpu][dwconv][mma]") {
+  check_mma_variants(test::Sample{4});
+}
+
+TEST_CASE("tensor-core dwconv variants match the float64 reference", "[.][gpu-exhaustive][exhaustive-3][dwconv][mma]") {
+  check_mma_variants(test::kEveryVariant);
 }
 
 TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window holds them", "[gpu][dwconv][mma]") {
@@ -544,7 +632,8 @@ TEST_CASE("dwconv weight gradients with a split workspace: repeated calls and gr
   cudaStreamDestroy(stream);
 }
 
-TEST_CASE("dwconv seed designs against the tuned winner", "[gpu][dwconv][bench]") {
+// A benchmark (tunes the whole space of six problems: about 40 s on an H100), in the exhaustive tier.
+TEST_CASE("dwconv seed designs against the tuned winner", "[.][gpu-exhaustive][exhaustive-3][dwconv][bench]") {
   KVTUNE_REQUIRE_GPU();
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "gpu_support.h"
+#include "sample.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
@@ -141,54 +143,79 @@ TEST_CASE("the float64 reference kernel matches the CPU reference", "[gpu][norma
         }
 }
 
-TEST_CASE("every normalize variant matches the float64 reference", "[gpu][normalize]") {
+// Every dtype, mode and width, aligned and scalar-only; the variants (all, or `sample`'s choice with
+// the heuristic's) on 1, 7 and 4096 rows.
+static void check_normalize_variants(const test::Sample& sample) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0, compiled_total = 0;
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
-  for (DType d : {DType::f32, DType::f16, DType::bf16})
-    for (const auto& m : kModes)
-      for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
-        for (int align : {16, int(elem_size(d))}) {
-          if (align == int(elem_size(d)) && cols != 37 && cols != 4097) continue;  // scalar-only spaces: two widths
-          normalize::Problem p;
-          p.dtype = d;
-          p.mode = m.mode;
-          p.cols = cols;
-          p.align_bytes = align;
-          p.gamma = m.gamma;
-          p.beta = m.beta;
-          p.mean_out = m.mean;
-          p.rstd_out = m.rstd;
-          const auto configs = normalize::enumerate(p);
-          const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-          const auto compiled = tuner::compile_all(candidates, 0);
-          compiled_total += compiled.size();
-          std::vector<detail::LoadedKernel> kernels;
-          for (std::size_t i = 0; i < compiled.size(); ++i) {
-            INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
-            REQUIRE(compiled[i].status == tuner::Status::ok);
-            kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
-            kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
-          }
-          for (std::int64_t rows : {1, 7, 4096}) {
-            p.rows = rows;
-            auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
-            for (std::size_t i = 0; i < candidates.size(); ++i) {
-              if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
-                  std::size_t(fingerprint.max_smem_per_block_optin))
-                continue;  // resources_exceeded on this device: the tuner skips it the same way
-              const auto verdict = harness->verify(candidates[i], kernels[i], stream);
-              INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
-              CHECK(verdict.ok);
-              ++checked;
+  // A sample: every problem's candidates first, compiled together (test::CompileMemo), then checked.
+  test::CompileMemo memo;
+  for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {  // 0: gather a sample's candidates
+    const bool collecting = pass == 0;
+    if (pass == 1 && !sample.all()) memo.compile_pending();
+    for (DType d : {DType::f32, DType::f16, DType::bf16})
+      for (const auto& m : kModes)
+        for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
+          for (int align : {16, int(elem_size(d))}) {
+            if (align == int(elem_size(d)) && cols != 37 && cols != 4097) continue;  // scalar-only spaces: two widths
+            normalize::Problem p;
+            p.dtype = d;
+            p.mode = m.mode;
+            p.cols = cols;
+            p.align_bytes = align;
+            p.gamma = m.gamma;
+            p.beta = m.beta;
+            p.mean_out = m.mean;
+            p.rstd_out = m.rstd;
+            auto configs = normalize::enumerate(p);
+            if (!sample.all()) {
+              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major);
+              configs = sample.apply(configs, p.key(),
+                                     std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
+            }
+            const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
+            if (collecting) {
+              memo.add(candidates);
+              continue;
+            }
+            const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
+            compiled_total += compiled.size();
+            std::vector<detail::LoadedKernel> kernels;
+            for (std::size_t i = 0; i < compiled.size(); ++i) {
+              INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+              REQUIRE(compiled[i].status == tuner::Status::ok);
+              kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+              kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
+            }
+            for (std::int64_t rows : {1, 7, 4096}) {
+              p.rows = rows;
+              auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
+              for (std::size_t i = 0; i < candidates.size(); ++i) {
+                if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
+                    std::size_t(fingerprint.max_smem_per_block_optin))
+                  continue;  // resources_exceeded on this device: the tuner skips it the same way
+                const auto verdict = harness->verify(candidates[i], kernels[i], stream);
+                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+                CHECK(verdict.ok);
+                ++checked;
+              }
             }
           }
-        }
+  }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (variant, rows) pairs; " << compiled_total << " variants compiled");
-  CHECK(checked > 10000);
+  CHECK(checked > 10000 / sample.every);
+}
+
+TEST_CASE("a sample of normalize variants matches the float64 reference", "[gpu][normalize]") {
+  check_normalize_variants(test::Sample{32});
+}
+
+TEST_CASE("every normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
+  check_normalize_variants(test::kEveryVariant);
 }
 
 namespace {
@@ -350,47 +377,68 @@ TEST_CASE("stream capture: loaded problems are captured, others fail without bre
   cudaStreamDestroy(stream);
 }
 
-TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine and stats combination",
-          "[gpu][normalize]") {
+// Every mode, affine and stats combination on widths 256 and 1024: the FULL variants (all, or
+// `sample`'s choice).
+static void check_full_variants(const test::Sample& sample) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
   std::size_t checked = 0;
-  for (DType d : {DType::f32, DType::bf16})
-    for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
-      for (int affine = 0; affine < 4; ++affine)
-        for (bool stats : {false, true})
-          for (std::int64_t cols : {256, 1024}) {
-            normalize::Problem p;
-            p.dtype = d;
-            p.mode = mode;
-            p.cols = cols;
-            p.gamma = (affine & 1) != 0;
-            p.beta = (affine & 2) != 0;
-            p.mean_out = p.rstd_out = stats;
-            std::vector<normalize::Config> full;
-            for (const auto& c : normalize::enumerate(p))
-              if (c.keep == normalize::Keep::registers &&
-                  std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / int(elem_size(d))) == cols)
-                full.push_back(c);
-            const auto candidates = normalize::make_candidates(p, full, fingerprint.arch());
-            const auto compiled = tuner::compile_all(candidates, 0);
-            for (std::int64_t rows : {1000, 7}) {
-              p.rows = rows;
-              auto harness = normalize::make_harness(p, full, fingerprint.arch(), 0, stream);
-              for (std::size_t i = 0; i < candidates.size(); ++i) {
-                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << " " << compiled[i].message);
-                REQUIRE(compiled[i].status == tuner::Status::ok);
-                const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-                const auto verdict = harness->verify(candidates[i], kernel, stream);
-                INFO(verdict.message);
-                CHECK(verdict.ok);
-                ++checked;
+  test::CompileMemo memo;  // a sample: compiled together first, as above
+  for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {  // 0: gather a sample's candidates
+    const bool collecting = pass == 0;
+    if (pass == 1 && !sample.all()) memo.compile_pending();
+    for (DType d : {DType::f32, DType::bf16})
+      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+        for (int affine = 0; affine < 4; ++affine)
+          for (bool stats : {false, true})
+            for (std::int64_t cols : {256, 1024}) {
+              normalize::Problem p;
+              p.dtype = d;
+              p.mode = mode;
+              p.cols = cols;
+              p.gamma = (affine & 1) != 0;
+              p.beta = (affine & 2) != 0;
+              p.mean_out = p.rstd_out = stats;
+              std::vector<normalize::Config> full;
+              for (const auto& c : normalize::enumerate(p))
+                if (c.keep == normalize::Keep::registers &&
+                    std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / int(elem_size(d))) == cols)
+                  full.push_back(c);
+              full = sample.apply(full, p.key());
+              const auto candidates = normalize::make_candidates(p, full, fingerprint.arch());
+              if (collecting) {
+                memo.add(candidates);
+                continue;
+              }
+              const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
+              for (std::int64_t rows : {1000, 7}) {
+                p.rows = rows;
+                auto harness = normalize::make_harness(p, full, fingerprint.arch(), 0, stream);
+                for (std::size_t i = 0; i < candidates.size(); ++i) {
+                  INFO(p.key() << " rows=" << rows << " " << candidates[i].label << " " << compiled[i].message);
+                  REQUIRE(compiled[i].status == tuner::Status::ok);
+                  const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+                  const auto verdict = harness->verify(candidates[i], kernel, stream);
+                  INFO(verdict.message);
+                  CHECK(verdict.ok);
+                  ++checked;
+                }
               }
             }
-          }
+  }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (FULL variant, rows) pairs");
-  CHECK(checked > 500);
+  CHECK(checked > 500 / sample.every);
+}
+
+TEST_CASE("a sample of the variants whose register slices cover rows exactly (FULL), every mode, affine and stats",
+          "[gpu][normalize]") {
+  check_full_variants(test::Sample{16});
+}
+
+TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine and stats combination",
+          "[.][gpu-exhaustive][exhaustive-3][normalize]") {
+  check_full_variants(test::kEveryVariant);
 }

@@ -129,7 +129,7 @@ TEST_CASE("many threads, many shapes: each problem tuned once, every output corr
   CHECK(n.calls == 8u * 10u * 3u);
 }
 
-TEST_CASE("fallback ladder: exact size, bucket, nearest shape, heuristic; each step counted", "[gpu][tuner]") {
+TEST_CASE("fallback ladder: exact size, bucket, nearest shape, heuristic, each step counted", "[gpu][tuner]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("ladder");
   {
@@ -219,7 +219,7 @@ TEST_CASE("record policy: untuned problems are logged for an offline kvtune-tune
   CHECK(recorded[0].op == "normalize");
 }
 
-TEST_CASE("retune: the stored winner is the incumbent; runs record search, clocks and the decision",
+TEST_CASE("retune: the stored winner is the incumbent, runs record search, clocks and the decision",
           "[gpu][tuner]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("retune");
@@ -446,10 +446,7 @@ TEST_CASE("several GPUs: modules per device, results keyed by the device's finge
   KVTUNE_REQUIRE_GPU();
   int count = 0;
   REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
-  if (count < 2) {
-    WARN("SKIPPED (needs two GPUs): " << count << " present");
-    return;
-  }
+  if (count < 2) KVTUNE_SKIP("(needs two GPUs): " << count << " present");
   TempCache cache("multi");
   Context ctx(options(Policy::tune, cache.path));
   std::vector<std::string> ids;

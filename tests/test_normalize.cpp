@@ -16,6 +16,7 @@
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "compile_batches.h"
 #include "lib/src/nvrtc.h"
+#include "sample.h"
 
 using namespace kvtune;
 using normalize::Config;
@@ -355,8 +356,10 @@ TEST_CASE("a compiled variant has a lowered name and a stable hash", "[normalize
 }
 
 // Every valid variant of representative problems compiles for sm_80 and sm_90. Variants are
-// compiled many to a program (NVRTC's front end runs once per program), in parallel.
-TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[normalize][nvrtc][slow]") {
+// compiled many to a program (NVRTC's front end runs once per program), in parallel. The release
+// stage compiles a seeded quarter of each problem's variants; [sweep-full] (tests/run_all.sh sweeps)
+// every one.
+static void compile_normalize_variants(const test::Sample& sample) {
   const std::vector<Problem> problems = {
       make(DType::f32, NormMode::layernorm, 1000),      make(DType::f16, NormMode::standardize, 37, 2),
       make(DType::bf16, NormMode::rmsnorm, 4097, 2),    make(DType::f32, NormMode::standardize, 65536),
@@ -371,7 +374,7 @@ TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[normal
   std::size_t variants = 0;
   for (const char* arch : {"sm_80", "sm_90"}) {
     for (const auto& p : all_problems) {
-      const auto configs = normalize::enumerate(p);
+      const auto configs = sample.apply(normalize::enumerate(p), p.key() + arch);
       variants += configs.size();
       std::vector<detail::CompileRequest> requests;
       for (const auto& c : configs) requests.push_back(normalize::compile_request(p, c, arch));
@@ -384,6 +387,14 @@ TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[normal
     CHECK(failure.empty());
   }
   const std::size_t total = results.compiled;
-  CHECK(total == variants);
+  CHECK(total + results.left_out == variants);
   WARN("compiled " << total << " normalize variants for sm_80 and sm_90");
+}
+
+TEST_CASE("a sample of the valid normalize variants compiles for sm_80 and sm_90", "[normalize][nvrtc][slow]") {
+  compile_normalize_variants(test::Sample{4});
+}
+
+TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[.][sweep-full][normalize][nvrtc]") {
+  compile_normalize_variants(test::kEveryVariant);
 }

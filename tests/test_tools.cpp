@@ -378,7 +378,7 @@ TEST_CASE("tools: dwconv suites size their problems without a GPU", "[tools]") {
   CHECK_THAT(convnext.out, Catch::Contains("forward nchw f32 32x96x56x56 k=7x7 pad=3 +bias"));
 }
 
-TEST_CASE("tools: dwconv shapes entries parse; bad ones are refused with the field", "[tools]") {
+TEST_CASE("tools: dwconv shapes entries parse, bad ones are refused with the field", "[tools]") {
   TempDir dir;
   const auto shapes = shapes_file(dir, R"({"problems": [
     {"op": "normalize", "rows": 8, "cols": 8},
@@ -947,7 +947,7 @@ TEST_CASE("tools: verify finds a damaged binary", "[tools]") {
   CHECK_THAT(j["problems"][0].get<std::string>(), Catch::Contains("does not match its hash"));
 }
 
-TEST_CASE("tools: merge joins shards; the newer entry wins", "[tools]") {
+TEST_CASE("tools: merge joins shards, the newer entry wins", "[tools]") {
   TempDir dir;
   const json doc = current_example();
   const std::string a = example_cache(dir, doc, "a.db");

@@ -23,7 +23,7 @@
 
 using namespace kvtune;
 
-TEST_CASE("buckets: powers of two, exact, explicit bounds; bad specs name the field", "[tuner]") {
+TEST_CASE("buckets: powers of two, exact, explicit bounds, bad specs name the field", "[tuner]") {
   const detail::Buckets pow2;
   CHECK(pow2.bucket(1) == 1);
   CHECK(pow2.bucket(1000) == 1024);
@@ -412,7 +412,7 @@ TEST_CASE("dispatch table: readers never block while writers insert and replace"
   for (int k = 0; k < 64; ++k) CHECK(*table.find(k) == k + 1000 * 49);
 }
 
-TEST_CASE("policies and budgets from the environment; bad values name the variable", "[tuner]") {
+TEST_CASE("policies and budgets from the environment, bad values name the variable", "[tuner]") {
   CHECK(parse_policy("background") == Policy::background);
   CHECK(parse_policy("record") == Policy::record);
   CHECK(std::string(to_string(Policy::record)) == "record");
