@@ -39,6 +39,7 @@
 #include "lib/src/nvrtc.h"
 #include "lib/src/stored_entry.h"
 #include "tools/cache_view.h"
+#include "tools/common.h"
 
 namespace {
 
@@ -96,7 +97,7 @@ std::vector<std::string> split(const std::string& text, char separator) {
   }
 }
 
-void bind(sqlite3_stmt* statement, int index, const std::string& field) {
+void bind_field(sqlite3_stmt* statement, int index, const std::string& field) {
   const std::string value = field.empty() ? std::string() : field.substr(1);
   switch (field.empty() ? 'n' : field[0]) {
     case 'i': sqlite3_bind_int64(statement, index, std::strtoll(value.c_str(), nullptr, 10)); break;
@@ -132,7 +133,7 @@ void write_rows(const std::string& rows) {
       continue;
     }
     const int columns = sqlite3_bind_parameter_count(statement);
-    for (int i = 1; i <= columns; ++i) bind(statement, i, i < int(fields.size()) ? fields[std::size_t(i)] : "n");
+    for (int i = 1; i <= columns; ++i) bind_field(statement, i, i < int(fields.size()) ? fields[std::size_t(i)] : "n");
     sqlite3_step(statement);
     sqlite3_finalize(statement);
   }
@@ -169,7 +170,7 @@ void exercise(cache::Store& store) {
   store.devices();
   store.binary_infos();
   kvtune::tools::load_view(store);
-  kvtune::tools::export_cache(store, true).dump();
+  kvtune::tools::json_text(kvtune::tools::export_cache(store, true), 1);  // as kvtune-cache export writes it
 }
 
 }  // namespace

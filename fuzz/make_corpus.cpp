@@ -160,8 +160,11 @@ void cache_db_corpus(const fs::path& out) {
   w.median_ms = 0.01, w.gbps = 1000, w.created_at = 1700000000;
   cache::Winner other = w;
   other.problem_key = "normalize,bf16,layernorm,cols=1024,rows<=4096,align=16,affine=,stats=";
-  const fs::path file = fs::temp_directory_path() / "kvtune-corpus-cache.db";
-  fs::remove(file);
+  const fs::path dir = fs::temp_directory_path() / "kvtune-corpus-cache";  // private: /tmp itself is not
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  const fs::path file = dir / "cache.db";
   {
     auto store = cache::Store::open_existing(file.string(), true);
     store->put_result(w, binary, {cache::Trial{config.label(), w.config_json, "ok", "", 0.01, 0.02, 1000}});
@@ -169,7 +172,7 @@ void cache_db_corpus(const fs::path& out) {
   }
   std::ifstream in(file, std::ios::binary);
   write(out, "raw-cache.db", std::string(1, '\0') + std::string(std::istreambuf_iterator<char>(in), {}));
-  fs::remove(file);
+  fs::remove_all(dir);
   const auto row = [](std::vector<std::string> fields) {
     std::string text;
     for (const auto& f : fields) text += (text.empty() ? "" : "\x1f") + f;

@@ -79,6 +79,10 @@ TextPosition position_of(const std::string& text, std::size_t byte) {
   return p;
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& name) {
   try {
     return detail::parse_json_limited(text);

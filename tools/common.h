@@ -47,6 +47,9 @@ inline constexpr int kMaxJsonDepth = detail::kMaxJsonDepth;
 /// Parses JSON; on malformed input throws InputError "NAME:LINE:COLUMN: malformed JSON: ..." (or
 /// "NAME: malformed JSON: ..." for numbers beyond double range and nesting beyond kMaxJsonDepth).
 nlohmann::json parse_json_text(const std::string& text, const std::string& name);
+/// The JSON text the tools print and write: bytes that are not UTF-8 (a cache file can hold any)
+/// become U+FFFD instead of failing the whole output. indent < 0: one line.
+std::string json_text(const nlohmann::json& j, int indent = -1);
 nlohmann::json parse_json_file(const std::string& path);
 
 /// A text table with a header row; numeric-looking cells are right-aligned.

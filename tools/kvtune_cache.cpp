@@ -65,7 +65,7 @@ std::unique_ptr<cache::Store> open(const Settings& s, bool create = false) {
   return cache::Store::open_existing(cache_path(s), create);
 }
 
-void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j, 2).c_str()); }
 
 std::string describe_entry(const CacheEntry& e) {
   if (const OpHandler* h = find_handler(e.winner.op))
@@ -432,7 +432,7 @@ int cmd_leases(const Settings& s) {
 int cmd_export(const Settings& s) {
   auto store = open(s);
   const nlohmann::json document = export_cache(*store, s.runs);
-  const std::string text = document.dump(1) + "\n";
+  const std::string text = json_text(document, 1) + "\n";
   if (s.file == "-") {
     std::fputs(text.c_str(), stdout);
     return kExitOk;

@@ -153,7 +153,7 @@ Problems collect(const Settings& s) {
   return p;
 }
 
-void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j, 2).c_str()); }
 
 // The search budget of this run: the flags, else the library's defaults (its environment
 // variables KVTUNE_BUDGET_VARIANTS and KVTUNE_BUDGET_MS included, as for any program).
