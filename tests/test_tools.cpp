@@ -980,7 +980,16 @@ TEST_CASE("tools: merge joins shards, the newer entry wins", "[tools]") {
   check_ok(tune({"--shapes", shapes_file(dir, kSmallShapes), "--compile-only", "--arch", "sm_90", "--cache", b}));
   const auto binaries = kvtune::cache::Store::open_existing(b, false)->binary_infos().size();
 
-  const Run merged = cache({"merge", b, "--cache", a, "--json"});
+  // Without --with-binaries no code comes along (docs/RELIABILITY.md, "Trust model").
+  const std::string a_copy = dir.file("a-copy.db");
+  std::filesystem::copy_file(a, a_copy);
+  const Run configs_only = cache({"merge", b, "--cache", a_copy, "--json"});
+  check_ok(configs_only);
+  CHECK(configs_only.out_json()["sources"][0]["binaries"] == 0);
+  CHECK(configs_only.out_json()["sources"][0]["replaced"] == 1);
+  CHECK(kvtune::cache::Store::open_existing(a_copy, false)->binary_infos().empty());
+
+  const Run merged = cache({"merge", b, "--with-binaries", "--cache", a, "--json"});
   check_ok(merged);
   const json m = merged.out_json()["sources"][0];
   CHECK(m["added"] == 0);
