@@ -321,7 +321,8 @@ const char* kvt_last_error_field(void) { return t_last_error.field.c_str(); }
 
 kvt_status kvt_last_error_status(void) { return t_last_error.status; }
 
-const char* kvt_status_name(kvt_status status) {
+const char* kvt_status_name(std::int32_t status) {
+  // An int, not kvt_status: a value outside the enumeration is undefined behaviour in C++.
   switch (status) {
     case KVT_OK: return "KVT_OK";
     case KVT_ERROR_INVALID_ARGUMENT: return "KVT_ERROR_INVALID_ARGUMENT";

@@ -196,7 +196,7 @@ KVT_API const char* kvt_last_error_message(void);
 KVT_API const char* kvt_last_error_field(void);
 KVT_API kvt_status kvt_last_error_status(void);
 /** A short name for a status ("KVT_ERROR_CUDA"). */
-KVT_API const char* kvt_status_name(kvt_status status);
+KVT_API const char* kvt_status_name(int32_t status);  /* an int: any value, also one no kvt_status names */
 
 #ifdef __cplusplus
 }  // extern "C"
