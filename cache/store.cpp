@@ -887,6 +887,24 @@ bool usable_binary(const Binary& binary, const Store& store, const Logger& log) 
   return false;
 }
 
+// The rows of `sql` (bound by `bind`, each read by `read`) that keep the limits; the skipped
+// ones are logged once the lock is released (the log callback is user code).
+template <class Row, class Bind, class Read>
+std::vector<Row> select_kept(std::mutex& mutex, Database& db, const Logger& log, const Store& store, const char* sql,
+                             const Call& call, const char* what, Bind bind, Read read) {
+  Skipped skipped;
+  std::vector<Row> rows;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    Statement select(db, sql, call);
+    bind(select);
+    while (select.step())
+      if (Row row = read(select); skipped.keep(row, what)) rows.push_back(std::move(row));
+  }
+  skipped.report(log, store);
+  return rows;
+}
+
 }  // namespace
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1054,19 +1072,12 @@ std::vector<Ceilings> Store::all_ceilings() {
 std::optional<Winner> Store::find_winner(const std::string& problem_key,
                                          const std::string& device_id,
                                          const std::string& template_hash) {
-  Skipped skipped;
-  std::optional<Winner> winner;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    const Call call{"find_winner", problem_key, device_id};
-    Statement select(*impl_->db, sql::kSelectWinner, call);
-    select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
-    if (!select.step()) return std::nullopt;
-    winner = read_winner(select);
-  }
-  if (skipped.keep(*winner, "winner")) return winner;
-  skipped.report(impl_->log, *this);
-  return std::nullopt;
+  auto found = select_kept<Winner>(
+      impl_->mutex, *impl_->db, impl_->log, *this, sql::kSelectWinner, Call{"find_winner", problem_key, device_id},
+      "winner", [&](Statement& s) { s.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash); },
+      read_winner);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
 }
 
 void Store::put_result(const Winner& winner, const std::optional<Binary>& binary,
@@ -1125,59 +1136,26 @@ void Store::put_result(const Winner& winner, const std::vector<Binary>& binaries
 }
 
 std::vector<Winner> Store::winners() {
-  Skipped skipped;
-  std::vector<Winner> all;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    const Call call{"winners", "", ""};
-    Statement select(*impl_->db, sql::kSelectAllWinners, call);
-    while (select.step())
-      if (Winner w = read_winner(select); skipped.keep(w, "winner")) all.push_back(std::move(w));
-  }
-  skipped.report(impl_->log, *this);
-  return all;
+  return select_kept<Winner>(impl_->mutex, *impl_->db, impl_->log, *this, sql::kSelectAllWinners,
+                             Call{"winners", "", ""}, "winner", [](Statement&) {}, read_winner);
 }
 
 std::vector<Winner> Store::winners_for(const std::string& op, const std::string& device_id,
                                       const std::string& template_hash) {
-  Skipped skipped;
-  std::vector<Winner> all;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    const Call call{"winners_for", "", device_id};
-    Statement select(*impl_->db, sql::kSelectWinnersFor, call);
-    select.bind_text(1, op).bind_text(2, device_id).bind_text(3, template_hash);
-    while (select.step())
-      if (Winner w = read_winner(select); skipped.keep(w, "winner")) all.push_back(std::move(w));
-  }
-  skipped.report(impl_->log, *this);
-  return all;
+  return select_kept<Winner>(
+      impl_->mutex, *impl_->db, impl_->log, *this, sql::kSelectWinnersFor, Call{"winners_for", "", device_id}, "winner",
+      [&](Statement& s) { s.bind_text(1, op).bind_text(2, device_id).bind_text(3, template_hash); }, read_winner);
 }
 
 std::vector<Trial> Store::trials(const std::string& problem_key, const std::string& device_id,
                                  const std::string& template_hash) {
-  Skipped skipped;
-  std::vector<Trial> all;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    const Call call{"trials", problem_key, device_id};
-    Statement select(*impl_->db, sql::kSelectTrials, call);
-    select.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash);
-    while (select.step()) {
-      Trial trial;
-      trial.label = select.text(0);
-      trial.config_json = select.text(1);
-      trial.status = select.text(2);
-      trial.message = select.text(3);
-      trial.median_ms = select.real(4);
-      trial.spread = select.real(5);
-      trial.gbps = select.real(6);
-      trial.created_at = select.integer(7);
-      if (skipped.keep(trial, "trial")) all.push_back(std::move(trial));
-    }
-  }
-  skipped.report(impl_->log, *this);
-  return all;
+  return select_kept<Trial>(
+      impl_->mutex, *impl_->db, impl_->log, *this, sql::kSelectTrials, Call{"trials", problem_key, device_id}, "trial",
+      [&](Statement& s) { s.bind_text(1, problem_key).bind_text(2, device_id).bind_text(3, template_hash); },
+      [](const Statement& row) {
+        return Trial{row.text(0), row.text(1), row.text(2), row.text(3), row.real(4), row.real(5), row.real(6),
+                     row.integer(7)};
+      });
 }
 
 bool Store::remove_result(const std::string& problem_key, const std::string& device_id,
