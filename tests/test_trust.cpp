@@ -299,7 +299,7 @@ TEST_CASE("trust: a read-only directory gives an in-memory cache, also when the 
   CHECK_FALSE(fs::exists(locked + "/cache.db"));
 }
 
-TEST_CASE("trust: merge copies binaries only when asked; verify names binaries that do not match their entry",
+TEST_CASE("trust: merge copies binaries only when asked, verify names binaries that do not match their entry",
           "[trust][tools]") {
   TempDir dir;
   const auto p = norm_problem(1024), q = norm_problem(512, DType::f16);
