@@ -21,14 +21,17 @@ namespace {
 static_assert(sizeof(kvt_context_options) == 72, "kvt_context_options layout");
 static_assert(sizeof(kvt_normalize_args) == 104, "kvt_normalize_args layout");
 static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_args, rstd) == 96, "normalize offsets");
-static_assert(sizeof(kvt_dwconv_args) == 176, "kvt_dwconv_args layout");
-static_assert(offsetof(kvt_dwconv_args, x) == 96 && offsetof(kvt_dwconv_args, workspace_bytes) == 168,
+static_assert(sizeof(kvt_dwconv_args) == 184, "kvt_dwconv_args layout");
+static_assert(offsetof(kvt_dwconv_args, x) == 96 && offsetof(kvt_dwconv_args, workspace_bytes) == 168 &&
+                  offsetof(kvt_dwconv_args, activation) == 176,
               "dwconv offsets");
 static_assert(sizeof(kvt_counters) == 144, "kvt_counters layout");
 // The enums mirror the C++ ones value for value.
 static_assert(KVT_BF16 == static_cast<int>(kvtune::DType::bf16) && KVT_NORM_RMSNORM == static_cast<int>(kvtune::NormMode::rmsnorm) &&
                   KVT_DW_NHWC == static_cast<int>(kvtune::DwLayout::nhwc) &&
                   KVT_DW_BACKWARD_WEIGHT == static_cast<int>(kvtune::DwDirection::backward_weight) &&
+                  KVT_ACT_RELU == static_cast<int>(kvtune::Activation::relu) &&
+                  KVT_ACT_GELU_ERF == static_cast<int>(kvtune::Activation::gelu_erf) &&
                   KVT_POLICY_RECORD == static_cast<int>(kvtune::Policy::record),
               "enum values");
 
@@ -104,6 +107,7 @@ TEST_CASE("C ABI: version, status names, initialized structs", "[c_api]") {
   CHECK(d.layout == static_cast<int>(cpp_d.layout));
   CHECK((d.h == 1 && d.kernel_h == 1 && d.stride_w == 1 && d.dilation_h == 1 && d.deterministic == 1));
   CHECK((d.workspace == nullptr && d.workspace_bytes == 0 && d.causal == 0));
+  CHECK(d.activation == static_cast<int>(cpp_d.activation));
 
   kvt_context_options o;
   kvt_context_options_init(&o);
@@ -180,6 +184,14 @@ TEST_CASE("C ABI: invalid dwconv arguments name the field", "[c_api]") {
   a.dtype = KVT_F16;
   a.x = fake(0x100001);
   check_error(kvt_dwconv(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "x", "aligned to 2 bytes");
+  a = valid_dwconv();
+  a.activation = 5;
+  check_error(kvt_dwconv(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "activation", "no meaning for value 5");
+  a = valid_dwconv();
+  a.direction = KVT_DW_BACKWARD_DATA;  // with an activation: dy, x, weight -> dx
+  a.dy = fake(0x400000), a.dx = fake(0x500000), a.x = nullptr;
+  a.activation = KVT_ACT_SILU;
+  check_error(kvt_dwconv(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "x", "x is a null pointer");
 
   size_t bytes = 123;
   a = valid_dwconv();
@@ -218,6 +230,12 @@ TEST_CASE("C ABI: struct_size versioning", "[c_api]") {
   } older{valid_dwconv()};
   older.args.struct_size = offsetof(kvt_dwconv_args, workspace_bytes);
   older.args.workspace_bytes = 12345;
+  older.args.c = 0;
+  check_error(kvt_dwconv(t.context, &older.args, nullptr), KVT_ERROR_INVALID_ARGUMENT, "c", "c must be positive");
+  // A struct from before `activation`: no activation, whatever follows in memory.
+  older.args = valid_dwconv();
+  older.args.struct_size = offsetof(kvt_dwconv_args, activation);
+  older.args.activation = 99;
   older.args.c = 0;
   check_error(kvt_dwconv(t.context, &older.args, nullptr), KVT_ERROR_INVALID_ARGUMENT, "c", "c must be positive");
 

@@ -39,8 +39,12 @@
 //                        tensor cores: each kernel row's taps as a banded (Toeplitz) matrix, 16 runs
 //                        of one channel a matrix multiply (dwconv_mma.cuh, included at the end).
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
+// Forward kernels take EPI last (dwconv_activation.cuh): the fused activation, or the gradient prep
+// dy * act'(z) that backward_data and backward_weight with an activation run first; 0 (the default,
+// which keeps older variants' names) stores z.
 #include "common.cuh"
 #include "dwconv_params.h"
+#include "dwconv_activation.cuh"
 
 template <bool B> struct kvt_bool {
   static constexpr bool value = B;
@@ -139,28 +143,34 @@ __device__ __forceinline__ void kvt_bias_channel_last(const KvtDwConvParams& p, 
 
 // Channel-last: a thread's RH x RW outputs of VC channels from c0 (rows from h, columns from t0), as
 // VC-element vectors; rows and columns past the output are skipped.
-template <class T, int RH, int RW, int VC>
+template <class T, int RH, int RW, int VC, int EPI = 0>
 __device__ __forceinline__ void kvt_store_channel_last(T* dst, const KvtDwConvParams& p, long long n, long long h,
                                                        long long t0, long long c0, const float (&acc)[RH][RW][VC]) {
   using V = Vec<T, VC>;
 #pragma unroll
   for (int rh = 0; rh < RH; ++rh) {
     if (h + rh >= p.dst_h) break;
-    T* drow = dst + ((n * p.dst_h + h + rh) * p.dst_w) * p.channels + c0;
+    const long long row = ((n * p.dst_h + h + rh) * p.dst_w) * p.channels + c0;  // element index
+    T* drow = dst + row;
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
       if (t0 + r >= p.dst_w) break;
+      float z[VC];
+#pragma unroll
+      for (int v = 0; v < VC; ++v) z[v] = acc[rh][r][v];
+      kvt_epilogue_vec<EPI, T, VC>(z, p, row + (t0 + r) * p.channels);
       V out;
 #pragma unroll
-      for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(acc[rh][r][v]);
+      for (int v = 0; v < VC; ++v) out.v[v] = kvt_from_float<T>(z[v]);
       *reinterpret_cast<V*>(drow + (t0 + r) * p.channels) = out;
     }
   }
 }
 
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
-          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0>
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0, int EPI = 0>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
+  static_assert(EPI == 0 || DIR == 0, "epilogues (activation, gradient prep): forward only");
   static_assert(RH == 1 || STAGE == 0 || LAYOUT == 1, "channel-first rows per thread read their rows from global memory");
   static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1) || (LAYOUT == 1 && STAGE == 1),
                 "runs per thread: channel-first, one kernel row (channel-last staged: tiles per block)");
@@ -378,20 +388,25 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
 #pragma unroll
       for (int rh = 0; rh < RH; ++rh) {
         if (h + rh >= p.dst_h) break;
-        T* drow = dst + (plane * p.dst_h + h + rh) * p.dst_w;
+        const long long row = (plane * p.dst_h + h + rh) * p.dst_w;  // element index
+        T* drow = dst + row;
         if (VC > 1 && t + RW <= p.dst_w) {
 #pragma unroll
           for (int r = 0; r < RW; r += VC) {
+            float z[VC];
+#pragma unroll
+            for (int u = 0; u < VC; ++u) z[u] = acc[rh][(r + u) % RW];
+            kvt_epilogue_vec<EPI, T, VC>(z, p, row + t + r);
             V out;
 #pragma unroll
-            for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(acc[rh][(r + u) % RW]);
+            for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(z[u]);
             *reinterpret_cast<V*>(drow + t + r) = out;
           }
           continue;
         }
 #pragma unroll
         for (int r = 0; r < RW; ++r)
-          if (t + r < p.dst_w) drow[t + r] = kvt_from_float<T>(acc[rh][r]);
+          if (t + r < p.dst_w) drow[t + r] = kvt_from_float<T>(kvt_epilogue<EPI, T>(acc[rh][r], p, row + t + r));
       }
     };
     if constexpr (RT > 1) {
@@ -585,7 +600,7 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
             }
           }
       }
-      kvt_store_channel_last<T, RH, RW, VC>(dst, p, a.n, a.h, t0, c0, acc);
+      kvt_store_channel_last<T, RH, RW, VC, EPI>(dst, p, a.n, a.h, t0, c0, acc);
     };
 
     At cur = locate(id);
@@ -740,14 +755,15 @@ __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParam
         for (int j = 0; j < kWin; ++j) win[j] = next[j];
       }
     }
-    kvt_store_channel_last<T, RH, RW, VC>(dst, p, n, h, t0, c0, acc);
+    kvt_store_channel_last<T, RH, RW, VC, EPI>(dst, p, n, h, t0, c0, acc);
   }
 }
 
 // One thread per output element; ORDER 0 "naive", 1 "coalesced" (see the file header).
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int ORDER,
-          int HAS_BIAS>
+          int HAS_BIAS, int EPI = 0>
 __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
+  static_assert(EPI == 0 || DIR == 0, "epilogues (activation, gradient prep): forward only");
   const long long total = p.batch * p.channels * p.dst_h * p.dst_w;
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
        e += (long long)gridDim.x * blockDim.x) {
@@ -780,7 +796,7 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
     }
     const long long out = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
                                       : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
-    static_cast<T*>(p.dst)[out] = kvt_from_float<T>(acc);
+    static_cast<T*>(p.dst)[out] = kvt_from_float<T>(kvt_epilogue<EPI, T>(acc, p, out));
   }
 }
 
@@ -1201,7 +1217,8 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
 }
 
 // float64 reference for every direction; one thread per output element (dx, y, or dw / dbias).
-template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS>
+// EPI (forward): the epilogue in float64, on the float64 sum.
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS, int EPI = 0>
 __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float* bias_out) {
   const T* src = static_cast<const T*>(p.src);
   const T* wt = static_cast<const T*>(p.weight);
@@ -1238,6 +1255,7 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
     const long long h = rest % p.dst_h; rest /= p.dst_h;
     const long long c = rest % p.channels, n = rest / p.channels;
     double acc = BIAS ? (double)kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.0;
+    double magnitude = acc < 0 ? -acc : acc;  // sum of |terms|: how far f32 sums may stray from acc
     for (int kh = 0; kh < KH; ++kh) {
       long long row;
       if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
@@ -1246,12 +1264,17 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
         if (!source_row<DIR, KW, SW, DW, PW>(w, kw, p.src_w, col)) continue;
         const long long idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + row) * p.src_w + col
                                           : ((n * p.src_h + row) * p.src_w + col) * p.channels + c;
-        acc += (double)kvt_to_float(src[idx]) * (double)kvt_to_float(wt[c * KH * KW + kh * KW + kw]);
+        const double term = (double)kvt_to_float(src[idx]) * (double)kvt_to_float(wt[c * KH * KW + kh * KW + kw]);
+        acc += term;
+        magnitude += term < 0 ? -term : term;
       }
     }
     const long long o = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
                                     : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
-    out[o] = (float)acc;
+    out[o] = (float)kvt_epilogue<EPI, T>(acc, p, o);
+    // relu's gradient steps at z = 0: where an f32 sum could land on either side, either value is
+    // right, and +Inf tells kvt_compare to skip the element.
+    if (kvt_grad_prep(EPI) && kvt_act_of(EPI) == 4 && (acc < 0 ? -acc : acc) <= 1e-5 * magnitude) out[o] = __int_as_float(0x7f800000);
   }
 }
 

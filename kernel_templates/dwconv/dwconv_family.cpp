@@ -18,7 +18,7 @@
 namespace kvtune::dwconv {
 namespace {
 
-constexpr int kDescriptionVersion = 1;
+constexpr int kDescriptionVersion = 2;  // 2: epilogues (activation, gradient prep)
 constexpr int kMaxKernel = 63;
 constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per kernel row
 constexpr int kMaxFilterRegisters = 64;
@@ -72,7 +72,8 @@ std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(
 std::vector<detail::HeaderSource> headers() {
   return {{"common.cuh", embedded::common_cuh},
           {"dwconv_params.h", embedded::dwconv_params_h},
-          {"dwconv_mma.cuh", embedded::dwconv_mma_cuh}};
+          {"dwconv_mma.cuh", embedded::dwconv_mma_cuh},
+          {"dwconv_activation.cuh", embedded::dwconv_activation_cuh}};
 }
 
 std::string problem_args(const Problem& p) {
@@ -289,13 +290,18 @@ bool Problem::operator==(const Problem& o) const {
   return direction == o.direction && layout == o.layout && dtype == o.dtype && n == o.n && c == o.c && h == o.h &&
          w == o.w && kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && dh == o.dh && dw == o.dw &&
          pad_top == o.pad_top && pad_bottom == o.pad_bottom && pad_left == o.pad_left && pad_right == o.pad_right &&
-         bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes && n_exact == o.n_exact;
+         bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes && n_exact == o.n_exact &&
+         activation == o.activation && gradient_prep == o.gradient_prep;
 }
 
 std::string Problem::key() const {
-  return fmt::format("dwconv,{},{},{},n{}{},c={},h={},w={},k={}x{},s={}x{},d={}x{},pad={},{},{},{},bias={},det={},align={}",
-                     to_string(direction), to_string(layout), to_string(dtype), n_exact ? "=" : "<=", n, c, h, w, kh, kw, sh, sw, dh, dw,
-                     pad_top, pad_bottom, pad_left, pad_right, bias ? 1 : 0, deterministic ? 1 : 0, align_bytes);
+  std::string key =
+      fmt::format("dwconv,{},{},{},n{}{},c={},h={},w={},k={}x{},s={}x{},d={}x{},pad={},{},{},{},bias={},det={},align={}",
+                  to_string(direction), to_string(layout), to_string(dtype), n_exact ? "=" : "<=", n, c, h, w, kh, kw, sh, sw, dh,
+                  dw, pad_top, pad_bottom, pad_left, pad_right, bias ? 1 : 0, deterministic ? 1 : 0, align_bytes);
+  // Only with an activation, so that the keys of every other problem (and the caches holding them) stay.
+  if (activation != Activation::none) key += fmt::format(",act={}{}", to_string(activation), gradient_prep ? "_grad" : "");
+  return key;
 }
 
 int Problem::element_bytes() const { return dtype == DType::f32 ? 4 : 2; }
@@ -316,7 +322,8 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
                          std::int64_t(p.kh), std::int64_t(p.kw), std::int64_t(p.sh), std::int64_t(p.sw),
                          std::int64_t(p.dh), std::int64_t(p.dw), std::int64_t(p.pad_top), std::int64_t(p.pad_bottom),
                          std::int64_t(p.pad_left), std::int64_t(p.pad_right), std::int64_t(p.bias),
-                         std::int64_t(p.deterministic), std::int64_t(p.align_bytes), std::int64_t(p.n_exact)})
+                         std::int64_t(p.deterministic), std::int64_t(p.align_bytes), std::int64_t(p.n_exact),
+                         std::int64_t(p.epilogue())})
     mix(v);
   return static_cast<std::size_t>(h);
 }
@@ -328,6 +335,9 @@ void validate(const DwConvArgs& a) {
     throw invalid(a, "layout", fmt::format("unknown layout value {}", static_cast<int>(a.layout)));
   if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
     throw invalid(a, "dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
+  if (static_cast<unsigned>(a.activation) > static_cast<unsigned>(Activation::relu))
+    throw invalid(a, "activation", fmt::format("unknown activation value {}", static_cast<int>(a.activation)));
+  const bool act = a.activation != Activation::none;
   const bool one_d = a.layout == DwLayout::ncl || a.layout == DwLayout::nlc;
   for (auto [value, field] : {std::pair{a.n, "n"}, std::pair{a.c, "c"}, std::pair{a.h, "h"}, std::pair{a.w, "w"}})
     if (value <= 0) throw invalid(a, field, fmt::format("{} must be positive, got {}", field, value));
@@ -375,9 +385,11 @@ void validate(const DwConvArgs& a) {
       break;
     case DwDirection::backward_data:
       need(a.dy, "dy"), need(a.weight, "weight"), need(a.dx, "dx");
+      if (act) need(a.x, "x"), optional(a.bias, "bias");  // z recomputed from x, weight and bias
       break;
     case DwDirection::backward_weight:
       need(a.x, "x"), need(a.dy, "dy"), need(a.dweight, "dweight"), optional(a.dbias, "dbias");
+      if (act) need(a.weight, "weight"), optional(a.bias, "bias");
       break;
   }
   // No output overlaps an input or another output: an in-place convolution reads values another
@@ -393,13 +405,18 @@ void validate(const DwConvArgs& a) {
                                   {byte_range("x", a.x, bytes(in_elements)), weight, byte_range("bias", a.bias, bytes(a.c))});
       break;
     case DwDirection::backward_data:
+      // With an activation, x and bias are inputs too (null ranges are empty).
       hit = detail::first_overlap({byte_range("dx", a.dx, bytes(in_elements))},
-                                  {byte_range("dy", a.dy, bytes(out_elements)), weight});
+                                  {byte_range("dy", a.dy, bytes(out_elements)), weight,
+                                   byte_range("x", act ? a.x : nullptr, bytes(in_elements)),
+                                   byte_range("bias", act ? a.bias : nullptr, bytes(a.c))});
       break;
     case DwDirection::backward_weight:
       hit = detail::first_overlap(
           {byte_range("dweight", a.dweight, bytes(a.c * a.kernel_h * a.kernel_w)), byte_range("dbias", a.dbias, bytes(a.c))},
-          {byte_range("x", a.x, bytes(in_elements)), byte_range("dy", a.dy, bytes(out_elements))});
+          {byte_range("x", a.x, bytes(in_elements)), byte_range("dy", a.dy, bytes(out_elements)),
+           byte_range("weight", act ? a.weight : nullptr, bytes(a.c * a.kernel_h * a.kernel_w)),
+           byte_range("bias", act ? a.bias : nullptr, bytes(a.c))});
       break;
   }
   if (hit) throw invalid(a, hit->first.field, fmt::format("{} overlaps {}", hit->first.field, hit->second.field));
@@ -429,16 +446,41 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
            : a.direction == DwDirection::backward_weight ? a.dbias != nullptr
                                                         : false;
   p.deterministic = a.direction != DwDirection::backward_weight || a.deterministic;
+  // A backward direction with an activation is the plain problem run on the gradient prep's output
+  // (workspace, 256-byte aligned) in place of dy; backward_data then reads no x.
+  const bool prepped = a.direction != DwDirection::forward && a.activation != Activation::none;
+  p.activation = a.direction == DwDirection::forward ? a.activation : Activation::none;
+  const void* x = prepped && a.direction == DwDirection::backward_data ? nullptr : a.x;
+  const void* dy = prepped ? nullptr : a.dy;
   const int elem = p.element_bytes();
   p.align_bytes = elem;
   for (int v = 16; v > elem; v /= 2) {
     const auto ok = [v](const void* ptr) { return ptr == nullptr || address(ptr) % v == 0; };
-    if (ok(a.x) && ok(a.y) && ok(a.dy) && ok(a.dx) && (p.c * elem) % v == 0) {
+    if (ok(x) && ok(a.y) && ok(dy) && ok(a.dx) && (p.c * elem) % v == 0) {
       p.align_bytes = v;
       break;
     }
   }
   return p;
+}
+
+std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
+  if (a.direction == DwDirection::forward || a.activation == Activation::none) return std::nullopt;
+  // The forward convolution of the same x, weight and bias, reading dy; its output is workspace.
+  DwConvArgs f = a;
+  f.direction = DwDirection::forward;
+  f.y = f.dx = f.dweight = f.dbias = nullptr;
+  Problem p = make_problem(f, buckets);
+  p.gradient_prep = true;
+  return p;
+}
+
+std::size_t gradient_prep_bytes(const DwConvArgs& a) {
+  DwConvArgs f = a;
+  f.direction = DwDirection::forward;
+  const Problem p = make_problem(f, detail::Buckets{});
+  const std::size_t bytes = std::size_t(a.n * a.c * p.out_h() * p.out_w()) * std::size_t(p.element_bytes());
+  return (bytes + 255) / 256 * 256;
 }
 
 namespace {
@@ -451,6 +493,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const int dir = dir_index(p.direction);
   const int elem = p.element_bytes();
   if (c.kernel != Kernel::mma && (c.tile_rows || c.segment_tiles || c.warps)) return fail("tensor-core fields on another kernel");
+  if ((p.activation != Activation::none || p.gradient_prep) && p.direction != DwDirection::forward)
+    return fail("epilogues (activation, gradient prep) are forward problems");
+  if (p.gradient_prep && p.activation == Activation::none) return fail("gradient prep without an activation");
   if (p.direction == DwDirection::backward_weight) {
     if (c.kernel != Kernel::wgrad) return fail("backward_weight uses the wgrad kernel");
     if (c.flat) return fail("flat items: tiled kernels only");
@@ -514,6 +559,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.kernel == Kernel::mma) {
     const int cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
     if (p.dtype == DType::f32) return fail("tensor-core tiles: 16-bit types (f32 would need TF32, which rounds)");
+    // dwconv_mma.cuh applies activations; the gradient prep would read dy at each accumulator's position,
+    // which the MMA fragment layout scatters over 64 positions a warp (a 2-byte load each).
+    if (p.gradient_prep) return fail("tensor-core tiles: no gradient prep (dy per accumulator is a scattered load)");
     if (!p.channel_last()) return fail("tensor-core tiles: channel-last layouts");
     if (p.align_bytes < 16) return fail("tensor-core tiles: 16-byte loads (channels a multiple of 8, aligned tensors)");
     if (dir == 1 && (p.sh != 1 || p.sw != 1)) return fail("tensor-core tiles: backward_data with stride 1 only");
@@ -1110,7 +1158,8 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double in = double(batch) * double(p.c) * double(p.h) * double(p.w);
   const double out = double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w());
   const double weights = double(p.c) * taps(p);
-  return elem * (in + out + weights + (p.bias ? double(p.c) : 0.0));
+  const double dy = p.gradient_prep ? out : 0.0;  // the gradient prep reads dy too
+  return elem * (in + out + dy + weights + (p.bias ? double(p.c) : 0.0));
 }
 
 double model_flops(const Problem& p, std::int64_t batch) {
@@ -1124,24 +1173,29 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.headers = headers();
   r.arch = arch;
   const std::string args = problem_args(p);
+  // The epilogue EPI is the forward kernels' last template argument; its default 0 (and those of the
+  // arguments before it) keep the older variants' names.
+  const int epi = p.epilogue();
+  const std::string epi_arg = epi != 0 ? fmt::format(", {}", epi) : "";
   switch (c.kernel) {
     case Kernel::tiled:
       r.name_expressions = {fmt::format("kvt_dwconv_tiled<{}, {}, {}, {}, {}, {}, {}, {}>", args, c.outputs_per_thread,
                                         c.threads_x, c.threads_y, c.vector_channels, c.smem_halo, c.smem_filter,
                                         p.bias ? 1 : 0)};
-      // The defaults RH = 1, RT = 1 and FLAT = 0 keep the older variants' names.
-      if (c.rows_per_thread > 1 || c.runs_per_thread > 1 || c.flat)
+      // The defaults RH = 1, RT = 1, FLAT = 0 and EPI = 0 keep the older variants' names.
+      if (c.rows_per_thread > 1 || c.runs_per_thread > 1 || c.flat || epi)
         r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", std::max(1, c.rows_per_thread)));
-      if (c.runs_per_thread > 1 || c.flat)
+      if (c.runs_per_thread > 1 || c.flat || epi)
         r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", std::max(1, c.runs_per_thread)));
-      if (c.flat) r.name_expressions[0].insert(r.name_expressions[0].size() - 1, ", 1");
+      if (c.flat || epi) r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.flat));
+      r.name_expressions[0].insert(r.name_expressions[0].size() - 1, epi_arg);
       break;
     case Kernel::direct:
-      r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}>", args, c.coalesced, p.bias ? 1 : 0)};
+      r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}{}>", args, c.coalesced, p.bias ? 1 : 0, epi_arg)};
       break;
     case Kernel::mma:
-      r.name_expressions = {fmt::format("kvt_dwconv_mma<{}, {}, {}, {}, {}, {}, {}>", args, c.channels_per_block, c.tile_rows,
-                                        c.segment_tiles, c.warps, mma_tile(p, c).pitch, p.bias ? 1 : 0)};
+      r.name_expressions = {fmt::format("kvt_dwconv_mma<{}, {}, {}, {}, {}, {}, {}{}>", args, c.channels_per_block, c.tile_rows,
+                                        c.segment_tiles, c.warps, mma_tile(p, c).pitch, p.bias ? 1 : 0, epi_arg)};
       break;
     case Kernel::wgrad:
       if (c.smem_halo) {
@@ -1171,7 +1225,8 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
   r.source = embedded::dwconv_cu;
   r.headers = headers();
   r.arch = arch;
-  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}>", problem_args(p), p.bias ? 1 : 0),
+  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}{}>", problem_args(p), p.bias ? 1 : 0,
+                                    p.epilogue() != 0 ? fmt::format(", {}", p.epilogue()) : ""),
                         fmt::format("kvt_compare<{}>", kernel_type(p.dtype)),
                         fmt::format("kvt_fill_random<{}>", kernel_type(p.dtype))};
   return r;
@@ -1182,6 +1237,7 @@ std::string template_hash() {
   h = detail::hash64(embedded::common_cuh, h);
   h = detail::hash64(embedded::dwconv_params_h, h);
   h = detail::hash64(embedded::dwconv_mma_cuh, h);
+  h = detail::hash64(embedded::dwconv_activation_cuh, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);
 }
@@ -1215,7 +1271,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   using detail::key_number;
   using detail::key_value;
   const std::vector<std::string> parts = detail::split_key(key);
-  if (parts.size() != 18 || parts[0] != "dwconv") return std::nullopt;
+  if ((parts.size() != 18 && parts.size() != 19) || parts[0] != "dwconv") return std::nullopt;
   // "AxB" with small numbers.
   const auto two = [](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
     if (!text) return std::nullopt;
@@ -1261,6 +1317,14 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.bias = *bias == 1;
   p.deterministic = *det == 1;
   p.align_bytes = static_cast<int>(*align);
+  if (parts.size() == 19) {  // ",act=silu" (forward) or ",act=silu_grad" (a backward direction's gradient prep)
+    const auto act = key_value(parts[18], "act=");
+    if (!act) return std::nullopt;
+    for (Activation a : {Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
+      for (bool grad : {false, true})
+        if (*act == std::string(to_string(a)) + (grad ? "_grad" : "")) p.activation = a, p.gradient_prep = grad;
+    if (p.activation == Activation::none || p.direction != DwDirection::forward) return std::nullopt;
+  }
   if (p.key() != key) return std::nullopt;
   // What the library would accept: its argument checks, and the fields make_problem fixes.
   if (p.bias && p.direction == DwDirection::backward_data) return std::nullopt;
@@ -1275,6 +1339,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   a.dilation_w = p.dw;
   a.pad_top = p.pad_top, a.pad_bottom = p.pad_bottom, a.pad_left = p.pad_left, a.pad_right = p.pad_right;
   a.deterministic = p.deterministic;
+  a.activation = p.activation;
   set_placeholders(a, p.bias);
   try {
     validate(a);
@@ -1323,7 +1388,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const bool data = p.direction == DwDirection::backward_data;
   const double dst_h = double(p.dst_h()), dst_w = double(p.dst_w());
   const int sh = data ? 1 : p.sh, sw = data ? 1 : p.sw;
-  const double bytes = elem * batch * channels * double(p.h * p.w + p.out_h() * p.out_w());
+  const double bytes = elem * batch * channels * double(p.h * p.w + p.out_h() * p.out_w() * (p.gradient_prep ? 2 : 1));
   const double outputs = batch * channels * dst_h * dst_w;
   const auto fraction = [](double used, double tile) { return used / (std::ceil(used / tile) * tile); };
   switch (c.kernel) {

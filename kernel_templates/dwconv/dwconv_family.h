@@ -72,6 +72,11 @@ struct Problem {
   bool bias = false;           // forward: bias input; backward_weight: dbias output
   bool deterministic = true;
   int align_bytes = 16;        // largest vector access every tensor pointer allows
+  // Forward kernels' epilogue (dwconv_activation.cuh): act(z), or with gradient_prep dy * act'(z),
+  // the first of the two problems a backward direction with an activation runs (key ",act=silu" or
+  // ",act=silu_grad"; keys without an activation are as before).
+  Activation activation = Activation::none;
+  bool gradient_prep = false;
 
   bool operator==(const Problem& o) const;
   std::string key() const;
@@ -84,6 +89,8 @@ struct Problem {
   std::int64_t src_w() const;
   std::int64_t dst_h() const;
   std::int64_t dst_w() const;
+  /// EPI of the forward kernels: 0, the activation (1-4), or 8 + it for the gradient prep.
+  int epilogue() const { return static_cast<int>(activation) + (gradient_prep ? 8 : 0); }
 };
 
 struct ProblemHash {
@@ -93,6 +100,13 @@ struct ProblemHash {
 void validate(const DwConvArgs& args);
 /// The key of validated arguments; the batch bucketed by `buckets` (powers of two by default).
 Problem make_problem(const DwConvArgs& args, const detail::Buckets& buckets = {});
+/// backward_data / backward_weight with an activation: the gradient prep, a forward problem of the
+/// same convolution that stores dy * act'(z) (into workspace, so y's alignment is the workspace's).
+/// nullopt for the other calls. make_problem() of such arguments is the plain backward problem run
+/// on the prep's output (its key is the one of the same call without an activation).
+std::optional<Problem> gradient_prep_problem(const DwConvArgs& args, const detail::Buckets& buckets = {});
+/// Bytes of the gradient prep's output in workspace (n x c x out_h x out_w, rounded up to 256).
+std::size_t gradient_prep_bytes(const DwConvArgs& args);
 /// The problem whose key() is `key` and which the library accepts; nullopt otherwise (never throws).
 std::optional<Problem> problem_from_key(const std::string& key);
 /// Arguments with placeholder (never dereferenced) pointers for the tensors `direction` uses,

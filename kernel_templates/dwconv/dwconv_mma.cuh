@@ -101,8 +101,12 @@ template <class T> __device__ __forceinline__ void kvt_accumulate_nonfinite(unsi
 // 111.0 -> 107.5; under the same cap with batches of 8, 7x7 lost 11 %; 4-warp tiles with batches of 4:
 // 7x7 1-7 % slower, 3x3 11 % faster, which the FMA tiles beat on that problem either way).
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CB, int TR,
-          int NT, int WARPS, int PITCH, int HAS_BIAS>
+          int NT, int WARPS, int PITCH, int HAS_BIAS, int EPI = 0>
 __global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma(const KvtDwConvParams p) {
+  // The activation is applied to the f32 results before they are rounded into the planes. Gradient prep
+  // is not built here: it reads dy at each accumulator's position, which the fragment layout scatters
+  // over 64 positions a warp (one 2-byte load each); the FMA kernels read dy as vectors.
+  static_assert(EPI == 0 || (DIR == 0 && !kvt_grad_prep(EPI)), "tensor-core tiles: forward activations only");
   static_assert(LAYOUT == 1, "tensor-core dwconv: channel-last layouts");
   static_assert(DIR == 0 || (SH == 1 && SW == 1), "tensor-core dwconv: backward_data with stride 1");
   static_assert(16 % TR == 0 && CB % 8 == 0 && CB % WARPS == 0 && NT >= 1, "tile shape");
@@ -238,7 +242,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma
           f.bits = taps[c * (KH * kTapRow) + kh * kTapRow + kw];
           acc = fmaf(kvt_to_float(x), kvt_to_float(f), acc);
         }
-      T y = kvt_from_float<T>(acc);
+      T y = kvt_from_float<T>(kvt_act_value<EPI>(acc));
       dst[out_base + ((a.h0 + r) * p.dst_w + a.w0 + col) * p.channels + a.ch0 + c] = y.bits;
     }
   };
@@ -352,7 +356,8 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma
         U16* const row = out_plane + (sg % TR) * PITCH + (sg / TR) * kRunW + 2 * t;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          *reinterpret_cast<unsigned*>(row + 8 * nt) = KvtMma<T>::pack(acc[nt][2 * half] + bias, acc[nt][2 * half + 1] + bias);
+          *reinterpret_cast<unsigned*>(row + 8 * nt) =
+              KvtMma<T>::pack(kvt_act_value<EPI>(acc[nt][2 * half] + bias), kvt_act_value<EPI>(acc[nt][2 * half + 1] + bias));
       }
     }
   };

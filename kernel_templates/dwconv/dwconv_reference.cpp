@@ -1,5 +1,7 @@
 #include "kernel_templates/dwconv/dwconv_reference.h"
 
+#include <cmath>
+
 namespace kvtune::dwconv {
 namespace {
 
@@ -32,6 +34,36 @@ std::int64_t output_index(const Problem& p, std::int64_t b, std::int64_t c, std:
 
 }  // namespace
 
+double activation_value(Activation a, double z) {
+  switch (a) {
+    case Activation::none: return z;
+    case Activation::silu: return z / (1 + std::exp(-z));
+    case Activation::gelu_tanh: return 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
+    case Activation::gelu_erf: return 0.5 * z * (1 + std::erf(z * 0.7071067811865476));
+    case Activation::relu: return z < 0 ? 0 : z;
+  }
+  return z;
+}
+
+double activation_derivative(Activation a, double z) {
+  switch (a) {
+    case Activation::none: return 1;
+    case Activation::silu: {
+      const double s = 1 / (1 + std::exp(-z));
+      return s * (1 + z * (1 - s));
+    }
+    case Activation::gelu_tanh: {
+      const double k = 0.7978845608028654, b = 0.044715;
+      const double t = std::tanh(k * (z + b * z * z * z));
+      return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 3 * b * z * z);
+    }
+    case Activation::gelu_erf:
+      return 0.5 * (1 + std::erf(z * 0.7071067811865476)) + z * std::exp(-0.5 * z * z) * 0.3989422804014327;
+    case Activation::relu: return z <= 0 ? 0 : 1;
+  }
+  return 1;
+}
+
 std::vector<double> reference_forward(const Problem& p, std::int64_t n, const std::vector<double>& x,
                                       const std::vector<double>& w, const std::vector<double>& bias) {
   std::vector<double> y(std::size_t(n * p.c * p.out_h() * p.out_w()), 0.0);
@@ -43,7 +75,21 @@ std::vector<double> reference_forward(const Problem& p, std::int64_t n, const st
   for_each_tap(p, n, [&](std::int64_t xi, std::int64_t yi, std::int64_t, std::int64_t wi) {
     y[std::size_t(yi)] += x[std::size_t(xi)] * w[std::size_t(wi)];
   });
+  if (p.activation != Activation::none && !p.gradient_prep)
+    for (double& v : y) v = activation_value(p.activation, v);
   return y;
+}
+
+std::vector<double> reference_gradient_prep(const Problem& p, std::int64_t n, const std::vector<double>& x,
+                                            const std::vector<double>& w, const std::vector<double>& bias,
+                                            const std::vector<double>& dy) {
+  Problem plain = p;
+  plain.direction = DwDirection::forward;
+  plain.activation = Activation::none;
+  plain.gradient_prep = false;
+  std::vector<double> g = reference_forward(plain, n, x, w, bias);  // z
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = dy[i] * activation_derivative(p.activation, g[i]);
+  return g;
 }
 
 std::vector<double> reference_backward_data(const Problem& p, std::int64_t n, const std::vector<double>& dy,

@@ -7,9 +7,18 @@
 
 namespace kvtune::dwconv {
 
-/// forward: y from x, w, bias (bias may be empty).
+/// act(z) and act'(z) in float64 (dwconv_activation.cuh's definitions).
+double activation_value(Activation a, double z);
+double activation_derivative(Activation a, double z);
+
+/// forward: y from x, w, bias (bias may be empty), then p.activation (not with gradient_prep: see
+/// reference_gradient_prep).
 std::vector<double> reference_forward(const Problem& p, std::int64_t n, const std::vector<double>& x,
                                       const std::vector<double>& w, const std::vector<double>& bias);
+/// The gradient prep of p.activation: dy * act'(z), z = conv(x, w) + bias (dy and the result in y's shape).
+std::vector<double> reference_gradient_prep(const Problem& p, std::int64_t n, const std::vector<double>& x,
+                                            const std::vector<double>& w, const std::vector<double>& bias,
+                                            const std::vector<double>& dy);
 /// backward_data: dx from dy and w.
 std::vector<double> reference_backward_data(const Problem& p, std::int64_t n, const std::vector<double>& dy,
                                             const std::vector<double>& w);

@@ -54,11 +54,12 @@ class DwConvHarness final : public tuner::Harness {
       : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(reference_request(p, arch))) {
     const std::size_t elem = std::size_t(p.element_bytes());
     const bool wgrad = p.direction == DwDirection::backward_weight;
+    const bool with_aux = wgrad || p.gradient_prep;
     src_count_ = elements(p.n, p.c, p.src_h(), p.src_w());
     dst_count_ = elements(p.n, p.c, p.dst_h(), p.dst_w());
-    // backward_weight reads x (src) and dy (aux, dst-shaped) and writes dw; the others read src,
-    // write dst.
-    const std::size_t in_bytes = std::size_t(src_count_) * elem + (wgrad ? std::size_t(dst_count_) * elem : 0);
+    // backward_weight reads x (src) and dy (aux, dst-shaped) and writes dw; the gradient prep reads dy
+    // (aux) too; the others read src, write dst.
+    const std::size_t in_bytes = std::size_t(src_count_) * elem + (with_aux ? std::size_t(dst_count_) * elem : 0);
     const std::size_t out_count = wgrad ? std::size_t(p.c * p.kh * p.kw) : std::size_t(dst_count_);
     out_count_ = static_cast<std::int64_t>(out_count);
     const std::size_t slot_bytes = in_bytes + out_count * elem;
@@ -76,7 +77,7 @@ class DwConvHarness final : public tuner::Harness {
     for (std::size_t s = 0; s < slots; ++s) {
       src_.emplace_back(std::size_t(src_count_) * elem);
       tuner::fill_random(kernels_[kFill], src_.back().get(), src_count_, 100 + s, 0.25f, 1.0f, stream);
-      if (wgrad) {
+      if (with_aux) {
         aux_.emplace_back(std::size_t(dst_count_) * elem);
         tuner::fill_random(kernels_[kFill], aux_.back().get(), dst_count_, 200 + s, 0.0f, 1.0f, stream);
       }
@@ -130,12 +131,13 @@ class DwConvHarness final : public tuner::Harness {
  private:
   LaunchArgs args(int slot) const {
     const bool wgrad = problem_.direction == DwDirection::backward_weight;
+    const bool with_aux = wgrad || problem_.gradient_prep;
     LaunchArgs a{};
     a.src = src_[std::size_t(slot)].get();
     a.dst = dst_[std::size_t(slot)].get();
     a.weight = weight_.get();
     a.bias = problem_.bias && problem_.direction == DwDirection::forward ? bias_.get() : nullptr;
-    a.aux = wgrad ? aux_[std::size_t(slot)].get() : nullptr;
+    a.aux = with_aux ? aux_[std::size_t(slot)].get() : nullptr;
     a.bias_grad = wgrad && problem_.bias ? bias_grad_.get() : nullptr;
     a.batch = problem_.n;
     a.workspace = workspace_.get();

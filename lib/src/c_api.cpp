@@ -149,6 +149,7 @@ kvtune::DwConvArgs to_cpp(const kvt_dwconv_args* in) {
   out.dy = a.dy, out.dx = a.dx, out.dweight = a.dweight, out.dbias = a.dbias;
   out.workspace = a.workspace;
   out.workspace_bytes = a.workspace_bytes;
+  out.activation = enum_field<kvtune::Activation>(a.activation, KVT_ACT_RELU, "dwconv", "activation");
   return out;
 }
 

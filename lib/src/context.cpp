@@ -906,52 +906,78 @@ std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream)
 void Context::dwconv(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
   const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
+  // backward_data / backward_weight with an activation: the gradient prep dy * act'(z) into the front
+  // of the workspace first, then the plain backward problem on it in place of dy (two tuned problems).
+  const std::optional<dwconv::Problem> prep = dwconv::gradient_prep_problem(args, impl_->buckets);
+  const auto* prep_entry = prep ? &impl_->entry_for<detail::DwConvFamily>(*prep, args.n, stream) : nullptr;
   const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, args.n, stream);
   dwconv::LaunchArgs launch_args = dwconv::launch_args(args);
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
-  const std::size_t workspace_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
+  const std::size_t prep_bytes = prep ? dwconv::gradient_prep_bytes(args) : 0;
+  const std::size_t variant_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
+  const std::size_t workspace_bytes = prep_bytes + variant_bytes;
+  const std::string label = prep ? prep_entry->config.label() + " then " + entry.config.label() : entry.config.label();
   auto fail = [&](cudaError_t status, const char* what) {
-    detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), entry.config.label(), "", ""});
+    detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), label, "", ""});
   };
-  // backward_weight partials come from the caller's workspace when given (a framework's allocator
-  // owns all memory), else from a stream-ordered pool: no synchronization, capture-safe (a
-  // captured allocation becomes a graph memory node).
+  // backward_weight partials and the gradient prep's output come from the caller's workspace when
+  // given (a framework's allocator owns all memory), else from a stream-ordered pool: no
+  // synchronization, capture-safe (a captured allocation becomes a graph memory node).
+  void* workspace = nullptr;
   const bool own_workspace = workspace_bytes > 0 && args.workspace == nullptr;
   if (workspace_bytes > 0 && !own_workspace) {
-    const Error::Context where{"dwconv", problem.key(), entry.config.label(), "", "workspace_bytes"};
+    const Error::Context where{"dwconv", problem.key(), label, "", "workspace_bytes"};
     if (args.workspace_bytes < workspace_bytes)
       throw Error(where, fmt::format("the workspace holds {} bytes; this variant needs {} (dwconv_workspace_size)",
                                      args.workspace_bytes, workspace_bytes));
     if (reinterpret_cast<std::uintptr_t>(args.workspace) % 256 != 0)
-      throw Error(Error::Context{"dwconv", problem.key(), entry.config.label(), "", "workspace"},
+      throw Error(Error::Context{"dwconv", problem.key(), label, "", "workspace"},
                   "workspace must be aligned to 256 bytes");
-    launch_args.workspace = args.workspace;
+    workspace = args.workspace;
   }
   if (own_workspace) {
     int ordinal = 0;
     if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) fail(s, "cudaGetDevice");
     const cudaMemPool_t pool = impl_->workspace_pool(ordinal);
-    const cudaError_t s = pool != nullptr
-                              ? cudaMallocFromPoolAsync(&launch_args.workspace, workspace_bytes, pool, cuda_stream)
-                              : cudaMallocAsync(&launch_args.workspace, workspace_bytes, cuda_stream);
-    if (s != cudaSuccess) fail(s, "cudaMallocAsync (backward_weight workspace)");
+    const cudaError_t s = pool != nullptr ? cudaMallocFromPoolAsync(&workspace, workspace_bytes, pool, cuda_stream)
+                                          : cudaMallocAsync(&workspace, workspace_bytes, cuda_stream);
+    if (s != cudaSuccess) fail(s, "cudaMallocAsync (dwconv workspace)");
   }
-  const cudaError_t status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
-  if (own_workspace) cudaFreeAsync(launch_args.workspace, cuda_stream);
+  if (variant_bytes > 0) launch_args.workspace = static_cast<char*>(workspace) + prep_bytes;
+  cudaError_t status = cudaSuccess;
+  if (prep) {
+    // The forward convolution of x, weight and bias, reading dy, writing dy * act'(z) to the workspace.
+    dwconv::LaunchArgs prep_args{};
+    prep_args.src = args.x, prep_args.dst = workspace, prep_args.weight = args.weight, prep_args.bias = args.bias;
+    prep_args.aux = args.dy, prep_args.batch = args.n;
+    status = dwconv::launch(prep_entry->kernel, *prep, prep_entry->config, prep_args, cuda_stream);
+    if (args.direction == DwDirection::backward_data) launch_args.src = workspace;
+    else launch_args.aux = workspace;
+  }
+  if (status == cudaSuccess) status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
+  if (own_workspace) cudaFreeAsync(workspace, cuda_stream);
   if (status != cudaSuccess) fail(status, "cudaLaunchKernel");
 }
 
 std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
-  return impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream)
-      .config.label();
+  std::string label;
+  if (const auto prep = dwconv::gradient_prep_problem(args, impl_->buckets))
+    label = impl_->entry_for<detail::DwConvFamily>(*prep, args.n, stream).config.label() + " then ";
+  return label + impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream)
+                     .config.label();
 }
 
 std::size_t Context::dwconv_workspace_size(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
   const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
+  std::size_t prep_bytes = 0;
+  if (const auto prep = dwconv::gradient_prep_problem(args, impl_->buckets)) {
+    impl_->entry_for<detail::DwConvFamily>(*prep, args.n, stream);  // tunes or loads as a call would
+    prep_bytes = dwconv::gradient_prep_bytes(args);
+  }
   const auto& entry = impl_->entry_for<detail::DwConvFamily>(problem, args.n, stream);
-  return dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
+  return prep_bytes + dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
 }
 
 Counters Context::counters() const {
@@ -1041,6 +1067,17 @@ const char* to_string(DwDirection direction) {
     case DwDirection::forward: return "forward";
     case DwDirection::backward_data: return "backward_data";
     case DwDirection::backward_weight: return "backward_weight";
+  }
+  return "unknown";
+}
+
+const char* to_string(Activation activation) {
+  switch (activation) {
+    case Activation::none: return "none";
+    case Activation::silu: return "silu";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::gelu_erf: return "gelu_erf";
+    case Activation::relu: return "relu";
   }
   return "unknown";
 }

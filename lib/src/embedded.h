@@ -9,4 +9,5 @@ extern const std::string_view normalize_params_h;
 extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
 extern const std::string_view dwconv_mma_cuh;
+extern const std::string_view dwconv_activation_cuh;
 }  // namespace kvtune::embedded

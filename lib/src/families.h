@@ -93,12 +93,13 @@ struct DwConvFamily {
     return p;
   }
   /// As NormalizeFamily::distance: finite only for the same direction, layout, dtype, filter
-  /// geometry, bias, determinism and alignment.
+  /// geometry, bias, determinism, alignment and epilogue.
   static double distance(const Problem& p, const Problem& q) {
     if (p.direction != q.direction || p.layout != q.layout || p.dtype != q.dtype || p.kh != q.kh || p.kw != q.kw ||
         p.sh != q.sh || p.sw != q.sw || p.dh != q.dh || p.dw != q.dw || p.pad_top != q.pad_top ||
         p.pad_bottom != q.pad_bottom || p.pad_left != q.pad_left || p.pad_right != q.pad_right || p.bias != q.bias ||
-        p.deterministic != q.deterministic || p.align_bytes != q.align_bytes)
+        p.deterministic != q.deterministic || p.align_bytes != q.align_bytes || p.activation != q.activation ||
+        p.gradient_prep != q.gradient_prep)
       return std::numeric_limits<double>::infinity();
     const auto ratio = [](double a, double b) { return std::fabs(std::log2(a / b)); };
     return ratio(double(p.n), double(q.n)) + 2 * ratio(double(p.c), double(q.c)) +

@@ -85,7 +85,7 @@ class NormalizeArgs(ctypes.Structure):
 
 
 class DwConvArgs(ctypes.Structure):
-    """kvt_dwconv_args (176 bytes on LP64)."""
+    """kvt_dwconv_args (184 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("direction", ctypes.c_int32), ("layout", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
@@ -97,6 +97,7 @@ class DwConvArgs(ctypes.Structure):
         ("x", ctypes.c_void_p), ("weight", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("y", ctypes.c_void_p),
         ("dy", ctypes.c_void_p), ("dx", ctypes.c_void_p), ("dweight", ctypes.c_void_p), ("dbias", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("activation", ctypes.c_int32), ("reserved1", ctypes.c_int32),
     ]
 
 

@@ -69,6 +69,9 @@ struct NormalizeArgs {
 enum class DwLayout : std::uint8_t { ncl, nlc, nchw, nhwc };
 /// Depthwise convolution directions.
 enum class DwDirection : std::uint8_t { forward, backward_data, backward_weight };
+/// Activations fused into depthwise convolution (as PyTorch's silu, gelu(approximate="tanh"),
+/// gelu(approximate="none") and relu; relu'(0) = 0).
+enum class Activation : std::uint8_t { none, silu, gelu_tanh, gelu_erf, relu };
 
 /// Arguments of tuned_dwconv (groups = channels, one filter per channel). Shapes are the input
 /// x's: [n, c, l] / [n, l, c] in 1D (set h = 1, kernel_h = 1, stride_h = dilation_h = 1, no
@@ -77,6 +80,15 @@ enum class DwDirection : std::uint8_t { forward, backward_data, backward_weight 
 ///   forward:          y = conv(x, weight) + bias        (x, weight, bias? -> y)
 ///   backward_data:    dx from dy and weight             (dy, weight -> dx)
 ///   backward_weight:  dweight (and dbias) from x and dy (x, dy -> dweight, dbias?)
+/// With an activation (z = conv(x, weight) + bias):
+///   forward:          y = act(z)                                   (x, weight, bias? -> y)
+///   backward_data:    dx from dy * act'(z)                         (dy, x, weight, bias? -> dx)
+///   backward_weight:  dweight (and dbias) from x and dy * act'(z)  (dy, x, weight, bias? -> dweight, dbias?)
+/// where dy is the gradient with respect to y = act(z), and the backward directions recompute z from
+/// x, weight and bias (pass the forward's bias when it had one: nothing can tell its absence), so a
+/// training step keeps no pre-activation tensor. They run two tuned kernels: the gradient prep
+/// dy * act'(z) into workspace, then the plain backward direction on it (the workspace query counts
+/// both; the prep's part, the output's size rounded up to 256 bytes, comes first).
 struct DwConvArgs {
   DwDirection direction = DwDirection::forward;
   DwLayout layout = DwLayout::nchw;
@@ -90,6 +102,8 @@ struct DwConvArgs {
   bool causal = false;
   /// backward_weight: false allows float atomics (faster, not bitwise reproducible).
   bool deterministic = true;
+  /// Fused activation; see above for what each direction then computes and needs.
+  Activation activation = Activation::none;
   const void* x = nullptr;
   const void* weight = nullptr;
   const void* bias = nullptr;
@@ -108,7 +122,8 @@ struct DwConvArgs {
 /// Counters of a Context, for tests and observability. Every dispatch-table miss ends in exactly
 /// one of the fallback_* steps or in `tunes`.
 struct Counters {
-  std::uint64_t calls = 0;             ///< tuned_* calls
+  std::uint64_t calls = 0;             ///< tuned_* calls (a dwconv backward direction with an
+                                       ///< activation counts its two problems)
   std::uint64_t table_hits = 0;        ///< served from the in-memory dispatch table
   std::uint64_t cache_hits = 0;        ///< served from the SQLite cache (module loaded from a stored cubin)
   std::uint64_t tunes = 0;             ///< problems tuned in process
@@ -245,6 +260,7 @@ const char* to_string(NormMode mode);
 const char* to_string(Policy policy);
 const char* to_string(DwLayout layout);
 const char* to_string(DwDirection direction);
+const char* to_string(Activation activation);
 /// Parses "tune", "heuristic", "cached", "background", "record"; throws kvtune::Error otherwise.
 Policy parse_policy(const std::string& text);
 

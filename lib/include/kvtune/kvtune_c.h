@@ -72,6 +72,13 @@ typedef enum kvt_dw_direction {
   KVT_DW_BACKWARD_DATA = 1,
   KVT_DW_BACKWARD_WEIGHT = 2
 } kvt_dw_direction;
+typedef enum kvt_activation {
+  KVT_ACT_NONE = 0,
+  KVT_ACT_SILU = 1,
+  KVT_ACT_GELU_TANH = 2,
+  KVT_ACT_GELU_ERF = 3,
+  KVT_ACT_RELU = 4
+} kvt_activation;
 
 /** Opaque context: dispatch tables, loaded modules, cache connection, counters. Thread-safe. */
 typedef struct kvt_context kvt_context;
@@ -139,6 +146,9 @@ typedef struct kvt_dwconv_args {
   void* workspace;          /**< optional caller scratch (kvt_dwconv_workspace_size bytes, 256-byte
                                  aligned), used in stream order; NULL: kvtune's own pool */
   size_t workspace_bytes;
+  int32_t activation;       /**< kvt_activation (kvtune::DwConvArgs::activation: what each direction
+                                 then computes and needs); default KVT_ACT_NONE */
+  int32_t reserved1;        /**< 0 */
 } kvt_dwconv_args;
 
 /** Counters of a context (kvtune::Counters). */
