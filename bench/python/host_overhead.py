@@ -86,7 +86,7 @@ def main():
         },
         "dwconv2d 1x32x16x16 3x3": {
             "kvtune": lambda: kt.dwconv2d(img, wk, None, 1, 1),
-            "kvtune dispatcher": lambda: torch.ops.kvtune.dwconv2d(img, wk, None, [1, 1], [1, 1, 1, 1], [1, 1], True),
+            "kvtune dispatcher": lambda: torch.ops.kvtune.dwconv2d(img, wk, None, [1, 1], [1, 1, 1, 1], [1, 1], True, 0),
             "torch": lambda: F.conv2d(img, wk, None, 1, 1, 1, 32),
         },
         "causal_conv1d 1x64x128 K=4": {

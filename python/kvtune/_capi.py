@@ -24,6 +24,7 @@ __all__ = [
     "get_context", "set_context",
     "F32", "F16", "BF16", "STANDARDIZE", "LAYERNORM", "RMSNORM", "NCL", "NLC", "NCHW", "NHWC",
     "FORWARD", "BACKWARD_DATA", "BACKWARD_WEIGHT",
+    "ACT_NONE", "ACT_SILU", "ACT_GELU_TANH", "ACT_GELU_ERF", "ACT_RELU",
 ]
 
 ABI_VERSION = 1
@@ -32,6 +33,7 @@ ABI_VERSION = 1
 F32, F16, BF16 = 0, 1, 2
 STANDARDIZE, LAYERNORM, RMSNORM = 0, 1, 2
 NCL, NLC, NCHW, NHWC = 0, 1, 2, 3
+ACT_NONE, ACT_SILU, ACT_GELU_TANH, ACT_GELU_ERF, ACT_RELU = 0, 1, 2, 3, 4
 FORWARD, BACKWARD_DATA, BACKWARD_WEIGHT = 0, 1, 2
 POLICIES = {"tune": 0, "heuristic": 1, "cached": 2, "background": 3, "record": 4}
 

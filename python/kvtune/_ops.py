@@ -4,14 +4,16 @@
   kvtune::layer_norm(Tensor x, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor y, Tensor mean, Tensor rstd)
   kvtune::rms_norm(Tensor x, int[] normalized_shape, Tensor? weight, float eps) -> (Tensor y, Tensor mean (empty), Tensor rstd)
   kvtune::standardize(Tensor x, float eps, int ddof) -> (Tensor y, Tensor mean, Tensor rstd)
-  kvtune::dwconv1d(Tensor x, Tensor weight, Tensor? bias, int stride, int[] padding, int dilation, bool deterministic) -> Tensor
-  kvtune::causal_conv1d(Tensor x, Tensor weight, Tensor? bias, int dilation, bool deterministic) -> Tensor
-  kvtune::dwconv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool deterministic) -> Tensor
-  kvtune::dwconv_backward_data(Tensor dy, Tensor weight, int[] x_shape, int x_layout, int[] cfg) -> Tensor
-  kvtune::dwconv_backward_weight(Tensor x, Tensor dy, int[] cfg, bool with_bias) -> (Tensor dweight, Tensor dbias)
+  kvtune::dwconv1d(Tensor x, Tensor weight, Tensor? bias, int stride, int[] padding, int dilation, bool deterministic, int activation) -> Tensor
+  kvtune::causal_conv1d(Tensor x, Tensor weight, Tensor? bias, int dilation, bool deterministic, int activation) -> Tensor
+  kvtune::dwconv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool deterministic, int activation) -> Tensor
+  kvtune::dwconv_backward_data(Tensor dy, Tensor weight, int[] x_shape, int x_layout, int[] cfg, Tensor? x, Tensor? bias) -> Tensor
+  kvtune::dwconv_backward_weight(Tensor x, Tensor dy, int[] cfg, bool with_bias, Tensor? weight, Tensor? bias) -> (Tensor dweight, Tensor dbias)
 
 mean and rstd are [rows] f32 (rows = x.numel() / prod(normalized_shape)); the dwconv outputs have
-x's memory format; `cfg` is kvtune.torch's convolution geometry list.
+x's memory format; `cfg` is kvtune.torch's convolution geometry list; `activation` the C ABI's
+kvt_activation value (0: none). With an activation the backward ops take the forward's x and bias
+(backward_data) or weight and bias (backward_weight) to recompute conv(x) + bias.
 """
 
 import inspect
@@ -138,31 +140,33 @@ def register(kt):
     cfg_1d, cfg_2d, kernel_1d, kernel_2d = kt["_cfg_1d"], kt["_cfg_2d"], kt["_kernel_1d"], kt["_kernel_2d"]
 
     @custom_op("kvtune::dwconv_backward_data", mutates_args=())
-    def dwconv_backward_data(dy: Tensor, weight: Tensor, x_shape: List[int], x_layout: int, cfg: List[int]) -> Tensor:
-        return kt["_dw_backward_data"](dy, weight, x_shape, x_layout, cfg)
+    def dwconv_backward_data(dy: Tensor, weight: Tensor, x_shape: List[int], x_layout: int, cfg: List[int],
+                             x: Optional[Tensor], bias: Optional[Tensor]) -> Tensor:
+        return kt["_dw_backward_data"](dy, weight, x_shape, x_layout, cfg, x, bias)
 
     @dwconv_backward_data.register_fake
-    def _(dy, weight, x_shape, x_layout, cfg):
+    def _(dy, weight, x_shape, x_layout, cfg, x, bias):
         return empty_layout(list(x_shape), x_layout, dy)
 
     @custom_op("kvtune::dwconv_backward_weight", mutates_args=())
-    def dwconv_backward_weight(x: Tensor, dy: Tensor, cfg: List[int], with_bias: bool) -> Tuple[Tensor, Tensor]:
-        return kt["_dw_backward_weight"](conv_input(x), dy, cfg, with_bias)
+    def dwconv_backward_weight(x: Tensor, dy: Tensor, cfg: List[int], with_bias: bool, weight: Optional[Tensor],
+                               bias: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        return kt["_dw_backward_weight"](conv_input(x), dy, cfg, with_bias, weight, bias)
 
     @dwconv_backward_weight.register_fake
-    def _(x, dy, cfg, with_bias):
+    def _(x, dy, cfg, with_bias, weight, bias):
         c = x.shape[1]
         return x.new_empty((c, cfg[0], cfg[1])), x.new_empty((c if with_bias else 0,))
 
     def conv_backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        x, weight, bias = ctx.saved_tensors
         need = needs(ctx, 3)
         dx = dw = db = None
         if need[0]:
             x_layout = layout_of("dwconv", "x", conv_input(x))
-            dx = torch.ops.kvtune.dwconv_backward_data(dy, weight, list(x.shape), x_layout, ctx.cfg)
+            dx = torch.ops.kvtune.dwconv_backward_data(dy, weight, list(x.shape), x_layout, ctx.cfg, x, bias)
         if need[1] or (ctx.has_bias and need[2]):
-            dw, db = torch.ops.kvtune.dwconv_backward_weight(x, dy, ctx.cfg, ctx.has_bias)
+            dw, db = torch.ops.kvtune.dwconv_backward_weight(x, dy, ctx.cfg, ctx.has_bias, weight, bias)
             dw = dw.view(weight.shape)
             db = db if ctx.has_bias else None
         return dx, dw, db
@@ -172,59 +176,60 @@ def register(kt):
         return empty_layout(out_shape(list(x.shape), cfg), layout_of(op, "x", conv_input(x)), x)
 
     def conv_setup(ctx, x, weight, bias, cfg):
-        ctx.save_for_backward(x, weight)
+        ctx.save_for_backward(x, weight, bias)  # bias: an activation's backward recomputes conv(x) + bias
         ctx.cfg, ctx.has_bias = cfg, bias is not None
 
     @custom_op("kvtune::dwconv1d", mutates_args=())
     def dwconv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor], stride: int, padding: List[int], dilation: int,
-                 deterministic: bool) -> Tensor:
-        cfg = cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic)
+                 deterministic: bool, activation: int) -> Tensor:
+        cfg = cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic, activation)
         return dw_forward("dwconv1d", conv_input(x), weight, bias, cfg)
 
     @dwconv1d.register_fake
-    def _(x, weight, bias, stride, padding, dilation, deterministic):
-        cfg = cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic)
+    def _(x, weight, bias, stride, padding, dilation, deterministic, activation):
+        cfg = cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic, activation)
         return conv_fake("dwconv1d", x, weight, bias, cfg)
 
     def dwconv1d_setup(ctx, inputs, output):
-        x, weight, bias, stride, padding, dilation, deterministic = inputs
+        x, weight, bias, stride, padding, dilation, deterministic, activation = inputs
         conv_setup(ctx, x, weight, bias,
-                   cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic))
+                   cfg_1d(kernel_1d(weight, "dwconv1d"), stride, padding, dilation, False, deterministic, activation))
 
-    dwconv1d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 4, setup_context=dwconv1d_setup)
+    dwconv1d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 5, setup_context=dwconv1d_setup)
 
     @custom_op("kvtune::causal_conv1d", mutates_args=())
-    def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor], dilation: int, deterministic: bool) -> Tensor:
-        cfg = cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True, deterministic)
+    def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor], dilation: int, deterministic: bool,
+                      activation: int) -> Tensor:
+        cfg = cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True, deterministic, activation)
         return dw_forward("causal_conv1d", conv_input(x), weight, bias, cfg)
 
     @causal_conv1d.register_fake
-    def _(x, weight, bias, dilation, deterministic):
-        cfg = cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True, deterministic)
+    def _(x, weight, bias, dilation, deterministic, activation):
+        cfg = cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True, deterministic, activation)
         return conv_fake("causal_conv1d", x, weight, bias, cfg)
 
     def causal_conv1d_setup(ctx, inputs, output):
-        x, weight, bias, dilation, deterministic = inputs
+        x, weight, bias, dilation, deterministic, activation = inputs
         conv_setup(ctx, x, weight, bias, cfg_1d(kernel_1d(weight, "causal_conv1d"), 1, (0, 0), dilation, True,
-                                                deterministic))
+                                                deterministic, activation))
 
-    causal_conv1d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 2,
+    causal_conv1d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 3,
                                     setup_context=causal_conv1d_setup)
 
     @custom_op("kvtune::dwconv2d", mutates_args=())
     def dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor], stride: List[int], padding: List[int],
-                 dilation: List[int], deterministic: bool) -> Tensor:
-        cfg = cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation, deterministic)
+                 dilation: List[int], deterministic: bool, activation: int) -> Tensor:
+        cfg = cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation, deterministic, activation)
         return dw_forward("dwconv2d", conv_input(x), weight, bias, cfg)
 
     @dwconv2d.register_fake
-    def _(x, weight, bias, stride, padding, dilation, deterministic):
-        cfg = cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation, deterministic)
+    def _(x, weight, bias, stride, padding, dilation, deterministic, activation):
+        cfg = cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation, deterministic, activation)
         return conv_fake("dwconv2d", x, weight, bias, cfg)
 
     def dwconv2d_setup(ctx, inputs, output):
-        x, weight, bias, stride, padding, dilation, deterministic = inputs
+        x, weight, bias, stride, padding, dilation, deterministic, activation = inputs
         conv_setup(ctx, x, weight, bias, cfg_2d(kernel_2d(weight, "dwconv2d"), stride, padding, dilation,
-                                                deterministic))
+                                                deterministic, activation))
 
-    dwconv2d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 4, setup_context=dwconv2d_setup)
+    dwconv2d.register_autograd(lambda ctx, dy: conv_backward(ctx, dy) + (None,) * 5, setup_context=dwconv2d_setup)

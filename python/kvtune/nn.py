@@ -97,55 +97,67 @@ def _padding(conv):
     return conv.padding if isinstance(conv.padding, str) else tuple(conv.padding)
 
 
-class DepthwiseConv1d(tnn.Conv1d):
-    """torch.nn.Conv1d(C, C, K, groups=C) on kvtune; NCL or channels-last (NLC) inputs."""
+def _activation(module, activation):
+    """The module's fused activation (None, 'silu', 'gelu', 'gelu_tanh', 'relu'), checked now."""
+    kt._activation_code(f"kvtune.nn.{type(module).__name__}", activation)
+    return activation
 
-    def __init__(self, *args, **kwargs):
+
+class DepthwiseConv1d(tnn.Conv1d):
+    """torch.nn.Conv1d(C, C, K, groups=C) on kvtune; NCL or channels-last (NLC) inputs. activation=
+    (keyword, default None): 'silu', 'gelu', 'gelu_tanh' or 'relu' fused after the bias."""
+
+    def __init__(self, *args, activation=None, **kwargs):
         super().__init__(*args, **kwargs)
         reason = _depthwise_reason(self)
         if reason:
             raise ValueError(f"kvtune.nn.DepthwiseConv1d: {reason}")
         self.deterministic = True
+        self.activation = _activation(self, activation)
 
     def forward(self, x):
         if not kt._traced(x) and x.dim() == 3 and not kt.layout_supported(x):
             x = x.contiguous()
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
         return kt.dwconv1d(x, _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.stride[0], padding,
-                           self.dilation[0], self.deterministic)
+                           self.dilation[0], self.deterministic, self.activation)
 
 
 class DepthwiseConv2d(tnn.Conv2d):
-    """torch.nn.Conv2d(C, C, K, groups=C) on kvtune; NCHW or channels_last inputs."""
+    """torch.nn.Conv2d(C, C, K, groups=C) on kvtune; NCHW or channels_last inputs. activation= as
+    DepthwiseConv1d's."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, activation=None, **kwargs):
         super().__init__(*args, **kwargs)
         reason = _depthwise_reason(self)
         if reason:
             raise ValueError(f"kvtune.nn.DepthwiseConv2d: {reason}")
         self.deterministic = True
+        self.activation = _activation(self, activation)
 
     def forward(self, x):
         if not kt._traced(x) and x.dim() == 4 and not kt.layout_supported(x):
             x = x.contiguous()
         return kt.dwconv2d(x, _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), list(self.stride), _padding(self),
-                           list(self.dilation), self.deterministic)
+                           list(self.dilation), self.deterministic, self.activation)
 
 
 class CausalConv1d(tnn.Conv1d):
-    """Causal depthwise conv1d (Mamba's): CausalConv1d(channels, kernel_size, dilation=1, bias=True).
-    Output length = input length; the state_dict of nn.Conv1d(C, C, K, groups=C, padding=(K-1)*dilation)."""
+    """Causal depthwise conv1d (Mamba's): CausalConv1d(channels, kernel_size, dilation=1, bias=True,
+    activation=None). Output length = input length; the state_dict of nn.Conv1d(C, C, K, groups=C,
+    padding=(K-1)*dilation). activation='silu' is Mamba's conv followed by SiLU, fused."""
 
-    def __init__(self, channels, kernel_size, dilation=1, bias=True, device=None, dtype=None):
+    def __init__(self, channels, kernel_size, dilation=1, bias=True, device=None, dtype=None, activation=None):
         super().__init__(channels, channels, kernel_size, stride=1, padding=0, dilation=dilation, groups=channels,
                          bias=bias, device=device, dtype=dtype)
         self.deterministic = True
+        self.activation = _activation(self, activation)
 
     def forward(self, x):
         if not kt._traced(x) and x.dim() == 3 and not kt.layout_supported(x):
             x = x.contiguous()
         return kt.causal_conv1d(x, _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.dilation[0],
-                                self.deterministic)
+                                self.deterministic, self.activation)
 
 
 # ---- patch ----------------------------------------------------------------------------------

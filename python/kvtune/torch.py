@@ -8,6 +8,9 @@ Functions (each also registered with torch.library as ``torch.ops.kvtune.<name>`
   dwconv1d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, L], NCL or NLC memory
   causal_conv1d(x, weight, bias=None, dilation=1)                      left pad (K - 1) * dilation
   dwconv2d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, H, W], NCHW or channels_last
+The dwconv functions take activation=None, "silu", "gelu" (exact, erf), "gelu_tanh" or "relu": the
+activation fused into the kernel, act(conv(x) + bias); its backward recomputes conv(x) + bias, so no
+pre-activation tensor is saved.
 
 Each call runs on the tensors' CUDA device and the current stream. Three routes, one semantics:
   - no autograd needed, eager: straight to the C ABI (the cached path: no dispatcher, no allocation
@@ -299,8 +302,21 @@ def standardize(x: torch.Tensor, eps: float = 1e-5, ddof: int = 0) -> torch.Tens
 # ---- depthwise convolution -------------------------------------------------------------------
 # A convolution's geometry travels as one int list, `cfg`:
 #   [kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_bottom, pad_left,
-#    pad_right, causal, deterministic]
-# 1D uses the w entries (kernel_h = stride_h = dilation_h = 1, no top/bottom padding).
+#    pad_right, causal, deterministic, activation]
+# 1D uses the w entries (kernel_h = stride_h = dilation_h = 1, no top/bottom padding); activation is
+# kvt_activation's value (0: none).
+
+# activation= names (PyTorch's: F.gelu's default is the exact, erf form) and their C ABI values.
+_ACTIVATIONS = {None: _capi.ACT_NONE, "none": _capi.ACT_NONE, "silu": _capi.ACT_SILU, "gelu_tanh": _capi.ACT_GELU_TANH,
+                "gelu": _capi.ACT_GELU_ERF, "gelu_erf": _capi.ACT_GELU_ERF, "relu": _capi.ACT_RELU}
+
+
+def _activation_code(op, activation):
+    if isinstance(activation, str) or activation is None:
+        code = _ACTIVATIONS.get(activation)
+        if code is not None:
+            return code
+    raise _invalid(op, "activation", f"activation must be None, 'silu', 'gelu', 'gelu_tanh' or 'relu', got {activation!r}")
 
 def _layout_of(op, field, t):
     """kvtune's layout for the memory format of a 3D or 4D tensor, or an error."""
@@ -386,7 +402,8 @@ def _dw_args(direction, layout, x_shape, dtype, cfg):
     else:
         a.h, a.w = x_shape[2], x_shape[3]
     (a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, a.dilation_w,
-     a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.causal, a.deterministic) = cfg
+     a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.causal, a.deterministic) = cfg[:12]
+    a.activation = cfg[12] if len(cfg) > 12 else _capi.ACT_NONE
     return a
 
 
@@ -407,7 +424,12 @@ def _dw_forward(op, x, weight, bias, cfg):
     return y
 
 
-def _dw_backward_data(dy, weight, x_shape, layout, cfg):
+def _activated(cfg):
+    return len(cfg) > 12 and cfg[12] != _capi.ACT_NONE
+
+
+def _dw_backward_data(dy, weight, x_shape, layout, cfg, x=None, bias=None):
+    """dx; with an activation in cfg, from dy * act'(conv(x) + bias) (x and the forward's bias needed)."""
     x_shape = list(x_shape)
     dy = _to_layout(dy, layout)
     weight = weight.contiguous()
@@ -418,11 +440,23 @@ def _dw_backward_data(dy, weight, x_shape, layout, cfg):
     a.dy = dy.data_ptr()
     a.weight = weight.data_ptr()
     a.dx = dx.data_ptr()
-    _run(_capi.dwconv, a, dy.get_device())
+    if _activated(cfg):
+        if x is None:
+            raise _invalid("dwconv_backward_data", "x", "an activation's backward needs x")
+        x = _to_layout(x, layout)
+        a.x = x.data_ptr()
+        if bias is not None:
+            bias = bias.contiguous()
+            a.bias = bias.data_ptr()
+        _run(_workspace_call, a, dy.get_device())  # the gradient prep's output is workspace
+    else:
+        _run(_capi.dwconv, a, dy.get_device())
     return dx
 
 
-def _dw_backward_weight(x, dy, cfg, with_bias):
+def _dw_backward_weight(x, dy, cfg, with_bias, weight=None, bias=None):
+    """dweight and dbias; with an activation in cfg, from dy * act'(conv(x) + bias) (weight and the
+    forward's bias needed)."""
     layout = _layout_of("dwconv_backward_weight", "x", x)
     dy = _to_layout(dy, layout)
     c = x.shape[1]
@@ -436,11 +470,19 @@ def _dw_backward_weight(x, dy, cfg, with_bias):
     a.dweight = dw.data_ptr()
     if with_bias:
         a.dbias = db.data_ptr()
-    _run(_backward_weight_call, a, x.get_device())
+    if _activated(cfg):
+        if weight is None:
+            raise _invalid("dwconv_backward_weight", "weight", "an activation's backward needs the weight")
+        weight = weight.contiguous()
+        a.weight = weight.data_ptr()
+        if bias is not None:
+            bias = bias.contiguous()
+            a.bias = bias.data_ptr()
+    _run(_workspace_call, a, x.get_device())
     return dw, db
 
 
-def _backward_weight_call(a, stream):
+def _workspace_call(a, stream):
     # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
     # capture, and PyTorch owns all memory), on the current stream; size 0 for most variants.
     for attempt in (0, 1):
@@ -466,19 +508,19 @@ class _DwConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, x, weight, bias, cfg):
         y = _dw_forward(op, x, weight, bias, cfg)
-        ctx.save_for_backward(x, weight)
+        ctx.save_for_backward(x, weight, bias)  # bias: an activation's backward recomputes conv(x) + bias
         ctx.cfg, ctx.has_bias = cfg, bias is not None
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        x, weight, bias = ctx.saved_tensors
         need = ctx.needs_input_grad
         dx = dw = db = None
         if need[1]:
-            dx = _dw_backward_data(dy, weight, x.shape, _layout_of("dwconv", "x", x), ctx.cfg)
+            dx = _dw_backward_data(dy, weight, x.shape, _layout_of("dwconv", "x", x), ctx.cfg, x, bias)
         if need[2] or (need[3] and ctx.has_bias):
-            dw, db = _dw_backward_weight(x, dy, ctx.cfg, ctx.has_bias)
+            dw, db = _dw_backward_weight(x, dy, ctx.cfg, ctx.has_bias, weight, bias)
             dw = dw.view(weight.shape)
             db = db if ctx.has_bias else None
         return None, dx, dw, db, None
@@ -550,14 +592,14 @@ def _kernel_2d(weight, op):
     raise _invalid(op, "weight", f"weight must be [C, 1, KH, KW] or [C, KH, KW] (depthwise), got {list(weight.shape)}")
 
 
-def _cfg_1d(kernel, stride, pads, dilation, causal, deterministic):
+def _cfg_1d(kernel, stride, pads, dilation, causal, deterministic, activation=0):
     return [1, int(kernel), 1, int(stride), 1, int(dilation), 0, 0, int(pads[0]), int(pads[1]), int(bool(causal)),
-            int(bool(deterministic))]
+            int(bool(deterministic)), int(activation)]
 
 
-def _cfg_2d(kernel, stride, pads, dilation, deterministic):
+def _cfg_2d(kernel, stride, pads, dilation, deterministic, activation=0):
     return [int(kernel[0]), int(kernel[1]), stride[0], stride[1], dilation[0], dilation[1], pads[0], pads[1], pads[2],
-            pads[3], 0, int(bool(deterministic))]
+            pads[3], 0, int(bool(deterministic)), int(activation)]
 
 
 def _dwconv(op, x, weight, bias, cfg):
@@ -567,40 +609,47 @@ def _dwconv(op, x, weight, bias, cfg):
 
 
 def dwconv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride: int = 1,
-             padding: Union[int, Sequence[int], str] = 0, dilation: int = 1, deterministic: bool = True) -> torch.Tensor:
+             padding: Union[int, Sequence[int], str] = 0, dilation: int = 1, deterministic: bool = True,
+             activation: Optional[str] = None) -> torch.Tensor:
     """Depthwise F.conv1d (groups = channels): x [N, C, L] contiguous (NCL) or with channels-last
     strides (NLC: x.transpose(1, 2) of a contiguous [N, L, C]); weight [C, 1, K] or [C, K]. padding:
-    an int, (left, right), 'same' or 'valid'. The output has x's memory format."""
+    an int, (left, right), 'same' or 'valid'. The output has x's memory format. activation: None,
+    'silu', 'gelu', 'gelu_tanh' or 'relu', fused (act(conv(x) + bias))."""
     k = _kernel_1d(weight, "dwconv1d")
     pads = _padding_1d(padding, k, int(dilation), "dwconv1d")
+    act = _activation_code("dwconv1d", activation)
     if _traced(x):
-        return torch.ops.kvtune.dwconv1d(x, weight, bias, int(stride), pads, int(dilation), bool(deterministic))
-    return _dwconv("dwconv1d", x, weight, bias, _cfg_1d(k, stride, pads, dilation, False, deterministic))
+        return torch.ops.kvtune.dwconv1d(x, weight, bias, int(stride), pads, int(dilation), bool(deterministic), act)
+    return _dwconv("dwconv1d", x, weight, bias, _cfg_1d(k, stride, pads, dilation, False, deterministic, act))
 
 
 def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, dilation: int = 1,
-                  deterministic: bool = True) -> torch.Tensor:
+                  deterministic: bool = True, activation: Optional[str] = None) -> torch.Tensor:
     """Causal depthwise conv1d (Mamba's): left padding (K - 1) * dilation, none on the right, so the
-    output has x's length; equal to F.conv1d(x, w, b, padding=(K-1)*dilation, groups=C)[..., :L]."""
+    output has x's length; equal to F.conv1d(x, w, b, padding=(K-1)*dilation, groups=C)[..., :L].
+    activation='silu' is Mamba's causal_conv1d(..., activation="silu"), fused with its backward."""
     k = _kernel_1d(weight, "causal_conv1d")
+    act = _activation_code("causal_conv1d", activation)
     if _traced(x):
-        return torch.ops.kvtune.causal_conv1d(x, weight, bias, int(dilation), bool(deterministic))
-    return _dwconv("causal_conv1d", x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic))
+        return torch.ops.kvtune.causal_conv1d(x, weight, bias, int(dilation), bool(deterministic), act)
+    return _dwconv("causal_conv1d", x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic, act))
 
 
 def dwconv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
              stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int], str] = 0,
-             dilation: Union[int, Sequence[int]] = 1, deterministic: bool = True) -> torch.Tensor:
+             dilation: Union[int, Sequence[int]] = 1, deterministic: bool = True,
+             activation: Optional[str] = None) -> torch.Tensor:
     """Depthwise F.conv2d (groups = channels): x [N, C, H, W] contiguous (NCHW) or channels_last
     (NHWC); weight [C, 1, KH, KW] or [C, KH, KW]. padding: an int, (h, w), (top, bottom, left,
-    right), 'same' or 'valid'. The output has x's memory format."""
+    right), 'same' or 'valid'. The output has x's memory format. activation: as dwconv1d's."""
     k = _kernel_2d(weight, "dwconv2d")
     stride = _pair(stride, "stride", "dwconv2d")
     dilation = _pair(dilation, "dilation", "dwconv2d")
     pads = _padding_2d(padding, k, dilation, "dwconv2d")
+    act = _activation_code("dwconv2d", activation)
     if _traced(x):
-        return torch.ops.kvtune.dwconv2d(x, weight, bias, stride, pads, dilation, bool(deterministic))
-    return _dwconv("dwconv2d", x, weight, bias, _cfg_2d(k, stride, pads, dilation, deterministic))
+        return torch.ops.kvtune.dwconv2d(x, weight, bias, stride, pads, dilation, bool(deterministic), act)
+    return _dwconv("dwconv2d", x, weight, bias, _cfg_2d(k, stride, pads, dilation, deterministic, act))
 
 
 # ---- torch.library registration (torch >= 2.4) -----------------------------------------------

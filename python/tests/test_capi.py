@@ -105,6 +105,27 @@ def test_dwconv_errors_name_the_field(context, field, value, message):
         _capi.dwconv_workspace_size(a, context=context)
 
 
+def test_dwconv_activation_rules_name_the_field(context):
+    a = dwconv_args()
+    a.activation = 5
+    with pytest.raises(kvtune.InvalidArgumentError, match="no meaning for value 5") as e:
+        _capi.dwconv(a, context=context)
+    assert e.value.field == "activation"
+    # backward_data with an activation recomputes conv(x) + bias: x is needed; backward_weight: weight.
+    a = dwconv_args()
+    a.direction, a.activation = _capi.BACKWARD_DATA, _capi.ACT_SILU
+    a.x, a.y, a.dy, a.dx = None, None, 0x400000, 0x500000
+    with pytest.raises(kvtune.InvalidArgumentError, match="x is a null pointer") as e:
+        _capi.dwconv(a, context=context)
+    assert e.value.field == "x"
+    a = dwconv_args()
+    a.direction, a.activation = _capi.BACKWARD_WEIGHT, _capi.ACT_RELU
+    a.weight, a.y, a.dy, a.dweight = None, None, 0x400000, 0x500000
+    with pytest.raises(kvtune.InvalidArgumentError, match="weight is a null pointer") as e:
+        _capi.dwconv_workspace_size(a, context=context)
+    assert e.value.field == "weight"
+
+
 def test_struct_size_is_checked(context):
     a = normalize_args()
     a.struct_size = 0

@@ -105,6 +105,31 @@ def test_causal_config():
     assert kt._out_shape([2, 4, 50], kt._cfg_1d(4, 1, (0, 0), 3, True, True)) == [2, 4, 50]
 
 
+def test_activation_argument():
+    with pytest.raises(kvtune.InvalidArgumentError, match="activation must be None, 'silu'") as e:
+        kt.causal_conv1d(torch.randn(1, 3, 8), torch.randn(3, 1, 4), activation="tanh")
+    assert e.value.field == "activation"
+    with pytest.raises(ValueError, match="activation"):
+        kt.dwconv2d(torch.randn(1, 3, 8, 8), torch.randn(3, 1, 3, 3), activation=1)  # names only
+    names = {None: _capi.ACT_NONE, "none": _capi.ACT_NONE, "silu": _capi.ACT_SILU, "gelu": _capi.ACT_GELU_ERF,
+             "gelu_erf": _capi.ACT_GELU_ERF, "gelu_tanh": _capi.ACT_GELU_TANH, "relu": _capi.ACT_RELU}
+    for name, code in names.items():
+        assert kt._activation_code("t", name) == code
+    # The activation travels in the geometry list to the C ABI struct; without one, cfg[12] is 0.
+    cfg = kt._cfg_1d(4, 1, (0, 0), 1, True, True, _capi.ACT_SILU)
+    assert cfg[12] == _capi.ACT_SILU and kt._out_shape([2, 4, 50], cfg) == [2, 4, 50]
+    assert kt._dw_args(_capi.FORWARD, _capi.NCL, [2, 4, 50], torch.float32, cfg).activation == _capi.ACT_SILU
+    assert kt._cfg_2d([3, 3], [1, 1], [1, 1, 1, 1], [1, 1], True)[12] == _capi.ACT_NONE
+    assert kt._dw_args(_capi.FORWARD, _capi.NCL, [2, 4, 50], torch.float32, cfg[:12]).activation == _capi.ACT_NONE
+    # Modules: checked at construction, kept for forward; patch() leaves them without one.
+    assert knn.CausalConv1d(8, 4, activation="silu").activation == "silu"
+    assert knn.DepthwiseConv2d(8, 8, 3, groups=8, padding=1, activation="gelu").activation == "gelu"
+    assert knn.DepthwiseConv1d(8, 8, 3, groups=8).activation is None
+    with pytest.raises(ValueError, match="activation") as e:
+        knn.CausalConv1d(8, 4, activation="swish")
+    assert e.value.field == "activation"
+
+
 def test_modules_refuse_what_they_cannot_do():
     with pytest.raises(ValueError, match="not depthwise"):
         knn.DepthwiseConv2d(8, 16, 3, groups=8)

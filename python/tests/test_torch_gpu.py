@@ -276,6 +276,39 @@ def test_causal_conv1d_matches_torch(k, dilation, channels_last, dtype):
     compare(lambda x, w, b: kt.causal_conv1d(x, w, b, dilation), ref, [x, w, b], dtype)
 
 
+ACTIVATIONS = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_causal_conv1d_with_an_activation_matches_torch(activation, channels_last, dtype):
+    # Mamba's causal_conv1d(x, w, b, activation="silu"), gradients included (recomputed z, no saved tensor).
+    n, c, l, k = 2, 40, 123, 4
+    x = torch.randn(n, c, l, device="cuda")
+    if channels_last:
+        x = x.transpose(1, 2).contiguous().transpose(1, 2)
+    w = torch.randn(c, 1, k, device="cuda") / k ** 0.5
+    b = torch.randn(c, device="cuda")
+    act = ACTIVATIONS[activation]
+
+    def ref(x, w, b):
+        return act(F.conv1d(x, w, b, padding=k - 1, groups=c)[..., :l])
+
+    compare(lambda x, w, b: kt.causal_conv1d(x, w, b, activation=activation), ref, [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_dwconv2d_with_an_activation_matches_torch(activation, dtype):
+    x = torch.randn(2, 24, 15, 13, device="cuda").contiguous(memory_format=torch.channels_last)
+    w = torch.randn(24, 1, 5, 5, device="cuda") / 5
+    b = torch.randn(24, device="cuda")
+    act = ACTIVATIONS[activation]
+    compare(lambda x, w, b: kt.dwconv2d(x, w, b, 2, 2, activation=activation),
+            lambda x, w, b: act(F.conv2d(x, w, b, 2, 2, groups=24)), [x, w, b], dtype)
+
+
 def test_causal_conv1d_takes_a_2d_weight():
     x = torch.randn(1, 8, 40, device="cuda")
     w = torch.randn(8, 4, device="cuda")
@@ -320,14 +353,16 @@ def op_samples():
         (torch.ops.kvtune.layer_norm, (xn, [64], None, None, 1e-5)),
         (torch.ops.kvtune.rms_norm, (xn, [64], g, 1e-6)),
         (torch.ops.kvtune.standardize, (xn, 1e-5, 1)),
-        (torch.ops.kvtune.dwconv2d, (x4, w2, b, [1, 1], [1, 1, 1, 1], [1, 1], True)),
-        (torch.ops.kvtune.dwconv2d, (x4cl, w2, None, [2, 2], [1, 1, 1, 1], [1, 1], True)),
-        (torch.ops.kvtune.dwconv1d, (x3, w1, b, 1, [2, 1], 1, True)),
-        (torch.ops.kvtune.causal_conv1d, (x3, w1, b, 1, True)),
+        (torch.ops.kvtune.dwconv2d, (x4, w2, b, [1, 1], [1, 1, 1, 1], [1, 1], True, 0)),
+        (torch.ops.kvtune.dwconv2d, (x4cl, w2, None, [2, 2], [1, 1, 1, 1], [1, 1], True, 0)),
+        (torch.ops.kvtune.dwconv1d, (x3, w1, b, 1, [2, 1], 1, True, 0)),
+        (torch.ops.kvtune.causal_conv1d, (x3, w1, b, 1, True, 0)),
+        (torch.ops.kvtune.causal_conv1d, (x3, w1, b, 1, True, 1)),  # silu
+        (torch.ops.kvtune.dwconv2d, (x4cl, w2, b, [1, 1], [1, 1, 1, 1], [1, 1], True, 3)),  # gelu (erf)
     ]
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(10))
 def test_opcheck(index):
     op, args = op_samples()[index]
     torch.library.opcheck(op, args)
@@ -336,7 +371,7 @@ def test_opcheck(index):
 def test_ops_through_the_dispatcher_match_the_eager_path():
     x = leaf(torch.randn(4, 16, 20, 20, device="cuda"))
     w = leaf(torch.randn(16, 1, 5, 5, device="cuda"))
-    y = torch.ops.kvtune.dwconv2d(x, w, None, [1, 1], [2, 2, 2, 2], [1, 1], True)
+    y = torch.ops.kvtune.dwconv2d(x, w, None, [1, 1], [2, 2, 2, 2], [1, 1], True, 0)
     y.square().sum().backward()
     x2, w2 = leaf(x), leaf(w)
     kt.dwconv2d(x2, w2, None, 1, 2).square().sum().backward()
