@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include <fmt/format.h>
@@ -20,9 +21,13 @@
 #include "sample.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
+#include "kernel_templates/dwconv/dwconv_params.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
 #include "lib/src/cuda_check.h"
 #include "lib/src/device.h"
+#include "lib/src/embedded.h"
+#include "lib/src/module.h"
+#include "lib/src/nvrtc.h"
 #include "tuner/harness_support.h"
 
 using namespace kvtune;
@@ -271,4 +276,137 @@ TEST_CASE("dwconv with an activation through the Context: every direction and la
   cudaStreamDestroy(stream);
   CHECK(calls == 48);
   CHECK(context.counters().tunes == 0);
+}
+
+// ---- fused against unfused (a benchmark: bench/results/<date>-h100-dwconv-activation) ----------
+
+namespace {
+
+// The activation as its own elementwise kernel, vectorized (16-byte accesses), in place: the unfused
+// pair's second op, as PyTorch's vectorized silu would run it.
+constexpr const char* kElementwise = R"(
+#include "common.cuh"
+#include "dwconv_params.h"
+#include "dwconv_activation.cuh"
+template <class T, int ACT, int VC>
+__global__ void kvt_act_inplace(const KvtDwConvParams p) {
+  const long long n = p.batch * p.channels * p.dst_h * p.dst_w / VC;
+  Vec<T, VC>* y = static_cast<Vec<T, VC>*>(p.dst);
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    Vec<T, VC> v = y[i];
+#pragma unroll
+    for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(kvt_act_value<ACT>(kvt_to_float(v.v[u])));
+    y[i] = v;
+  }
+}
+)";
+
+// Median of `reps` timed launches of `run` on `stream` (after warm-up), in microseconds.
+double median_us(cudaStream_t stream, int reps, const std::function<void()>& run) {
+  for (int i = 0; i < 3; ++i) run();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(start, stream);
+    run();
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    times.push_back(ms * 1000.0);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("dwconv fused activation against plain and conv-then-activation", "[.][gpu-bench][dwconv][activation]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  ContextOptions o;
+  o.cache_path = ":memory:";
+  o.policy = Policy::tune;
+  Context context(o);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  struct Bench {
+    const char* what;
+    DwConvArgs args;
+  };
+  std::vector<Bench> benches;
+  {
+    DwConvArgs a;  // Mamba: causal conv1d K=4 + SiLU, NLC bf16 [16, 1024 channels, 4096 tokens]
+    a.layout = DwLayout::nlc, a.dtype = DType::bf16, a.n = 16, a.c = 1024, a.w = 4096, a.kernel_w = 4, a.causal = true;
+    benches.push_back({"mamba NLC bf16 16x1024x4096 K=4 silu", a});
+    a.layout = DwLayout::ncl;
+    benches.push_back({"mamba NCL bf16 16x1024x4096 K=4 silu", a});
+    DwConvArgs b;  // ConvNeXt 7x7 + GELU (in ConvNeXt a norm sits between; MobileNet-style fused act)
+    b.layout = DwLayout::nhwc, b.dtype = DType::bf16, b.n = 32, b.c = 96, b.h = b.w = 56, b.kernel_h = b.kernel_w = 7;
+    b.pad_top = b.pad_bottom = b.pad_left = b.pad_right = 3;
+    benches.push_back({"convnext NHWC bf16 32x96x56x56 7x7 gelu", b});
+    DwConvArgs m;  // MobileNetV2 3x3 + ReLU(6), NCHW f32 [32, 144, 56, 56]
+    m.layout = DwLayout::nchw, m.dtype = DType::f32, m.n = 32, m.c = 144, m.h = m.w = 56, m.kernel_h = m.kernel_w = 3;
+    m.pad_top = m.pad_bottom = m.pad_left = m.pad_right = 1;
+    benches.push_back({"mobilenetv2 NCHW f32 32x144x56x56 3x3 relu", m});
+  }
+  const Activation acts[] = {Activation::silu, Activation::silu, Activation::gelu_erf, Activation::relu};
+  for (std::size_t i = 0; i < benches.size(); ++i) {
+    DwConvArgs a = benches[i].args;
+    const Activation act = acts[i];
+    const dwconv::Problem p = dwconv::make_problem(a);
+    const std::size_t e = esize(a.dtype);
+    const std::size_t xs = std::size_t(a.n * a.c * a.h * a.w), ys = std::size_t(a.n * a.c * p.out_h() * p.out_w());
+    tuner::DeviceBuffer x(xs * e), y(ys * e), dy(ys * e), dx(xs * e), w(std::size_t(a.c * a.kernel_h * a.kernel_w) * e),
+        bias(std::size_t(a.c) * e);
+    cudaMemset(x.get(), 0x3c, xs * e), cudaMemset(dy.get(), 0x3c, ys * e), cudaMemset(w.get(), 0x30, a.c * a.kernel_h * a.kernel_w * e);
+    cudaMemset(bias.get(), 0, a.c * e);
+    a.x = x.get(), a.weight = w.get(), a.bias = bias.get(), a.y = y.get();
+    // The elementwise kernel of this dtype and activation.
+    detail::CompileRequest r;
+    r.program_name = "act_inplace.cu";
+    r.source = kElementwise;
+    r.headers = {{"common.cuh", embedded::common_cuh}, {"dwconv_params.h", embedded::dwconv_params_h},
+                 {"dwconv_activation.cuh", embedded::dwconv_activation_cuh}};
+    r.arch = fp.arch();
+    const int vc = int(16 / e);
+    r.name_expressions = {fmt::format("kvt_act_inplace<{}, {}, {}>", a.dtype == DType::f32 ? "float" : a.dtype == DType::f16 ? "kvt_f16" : "kvt_bf16",
+                                      int(act), vc)};
+    const auto compiled = detail::nvrtc_compile(r);
+    auto elementwise = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names[0]);
+    KvtDwConvParams ep{};
+    ep.dst = y.get(), ep.batch = a.n, ep.channels = a.c, ep.dst_h = p.out_h(), ep.dst_w = p.out_w();
+    const unsigned grid = unsigned(std::min<std::size_t>((ys / vc + 255) / 256, 132 * 16));
+
+    DwConvArgs fused = a;
+    fused.activation = act;
+    context.dwconv(a, stream), context.dwconv(fused, stream);  // tune both
+    const double plain_us = median_us(stream, 50, [&] { context.dwconv(a, stream); });
+    const double fused_us = median_us(stream, 50, [&] { context.dwconv(fused, stream); });
+    const double act_us = median_us(stream, 50, [&] { REQUIRE(elementwise.launch(dim3(grid), dim3(256), 0, stream, ep) == cudaSuccess); });
+    const double unfused_us = median_us(stream, 50, [&] {
+      context.dwconv(a, stream);
+      REQUIRE(elementwise.launch(dim3(grid), dim3(256), 0, stream, ep) == cudaSuccess);
+    });
+    // backward_data: plain (on dy), fused (gradient prep from x, w, bias, dy, then plain).
+    DwConvArgs bd = a;
+    bd.direction = DwDirection::backward_data, bd.dy = dy.get(), bd.dx = dx.get(), bd.y = nullptr;
+    DwConvArgs bd_fused = bd;
+    bd_fused.activation = act;
+    context.dwconv(bd, stream), context.dwconv(bd_fused, stream);
+    const double bd_us = median_us(stream, 30, [&] { context.dwconv(bd, stream); });
+    const double bd_fused_us = median_us(stream, 30, [&] { context.dwconv(bd_fused, stream); });
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    WARN(fmt::format("{} ({}): forward plain {:.1f} us [{}], fused {:.1f} us [{}] ({:+.1f} %), activation alone {:.1f} us, "
+                     "conv then activation {:.1f} us (fused {:.2f}x faster); backward_data plain {:.1f} us, with the "
+                     "activation {:.1f} us [{}]",
+                     benches[i].what, fp.name, plain_us, context.dwconv_variant(a, stream), fused_us,
+                     context.dwconv_variant(fused, stream), 100 * (fused_us / plain_us - 1), act_us, unfused_us,
+                     unfused_us / fused_us, bd_us, bd_fused_us, context.dwconv_variant(bd_fused, stream)));
+  }
+  cudaStreamDestroy(stream);
 }
