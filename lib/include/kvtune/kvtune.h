@@ -112,9 +112,10 @@ struct DwConvArgs {
   void* dx = nullptr;
   void* dweight = nullptr;
   void* dbias = nullptr;
-  /// Optional caller-owned device scratch for the directions that need one (backward_weight with
-  /// split partials), at least Context::dwconv_workspace_size(args) bytes, 256-byte aligned, used
-  /// in stream order on the call's stream. Null: kvtune's own stream-ordered pool.
+  /// Optional caller-owned device scratch for the calls that need one (backward_weight with split
+  /// partials; backward directions with an activation), at least Context::dwconv_workspace_size(args)
+  /// bytes, 256-byte aligned, used in stream order on the call's stream. Null: kvtune's own
+  /// stream-ordered pool.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };
