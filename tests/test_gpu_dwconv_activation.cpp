@@ -1,7 +1,7 @@
 // [gpu] tests of dwconv's fused activation: (1) the forward epilogues and the gradient preps of a
-// sample of each space (every kernel kind the sample meets, the heuristic's choice, the tensor-core
+// sample of each space (the kernel kinds the sample meets, the heuristic's choice, the tensor-core
 // tiles where they exist) against the float64 GPU reference, itself first checked against the CPU
-// one, for every layout x dtype x activation; (2) Context calls in every direction x layout x
+// one, for every layout x activation (dtypes rotating); (2) Context calls in every direction x layout x
 // activation, the dtype rotating so that each (layout, direction) meets all three, against the
 // float64 CPU composition; the caller's workspace honoured. Small odd sizes, quick.
 #include <catch2/catch.hpp>
@@ -119,8 +119,10 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
   const auto fp = detail::read_fingerprint(detail::current_device());
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  // Every layout x dtype x epilogue (4 activations, 4 gradient preps): the heuristic's variant, the
-  // first tensor-core tile, and a seeded sample of the rest; compiled together first.
+  // Every layout x epilogue (4 activations, 4 gradient preps), the dtype rotating so that each
+  // (layout, dtype) meets 2-3 activations both ways: the heuristic's variant, the first tensor-core
+  // tile, and a seeded sample of the rest; compiled together first. (The full dtype product costs a
+  // reference program compile per problem: 96 against 32, over a minute of NVRTC more.)
   struct Case {
     dwconv::Problem problem;
     std::vector<dwconv::Config> configs;
@@ -130,29 +132,29 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
   test::CompileMemo memo;
   const auto seed = test::sample_seed();
   for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
-    for (DType t : kDTypes)
-      for (Activation act : kActivations)
-        for (bool grad : {false, true}) {
-          DwConvArgs a = shape_of(l);
-          a.dtype = t;
-          a.activation = act;
-          dwconv::set_placeholders(a, (int(act) + int(grad)) % 2 == 0);
-          dwconv::Problem p = dwconv::make_problem(a);
-          p.n = a.n;
-          p.gradient_prep = grad;
-          const auto space = dwconv::enumerate(p);
-          REQUIRE(!space.empty());
-          std::vector<dwconv::Config> configs{dwconv::heuristic_config(p, fp.cc_major)};
-          const auto mma = std::find_if(space.begin(), space.end(), [](const auto& c) { return c.kernel == dwconv::Kernel::mma; });
-          if (mma != space.end()) configs.push_back(*mma);
-          std::mt19937_64 rng(seed + cases.size());
-          for (int k = 0; k < 2; ++k) configs.push_back(space[rng() % space.size()]);
-          std::sort(configs.begin(), configs.end(), [](const auto& x, const auto& y) { return x.label() < y.label(); });
-          configs.erase(std::unique(configs.begin(), configs.end()), configs.end());
-          Case c{p, configs, dwconv::make_candidates(p, configs, fp.arch())};
-          memo.add(c.candidates);
-          cases.push_back(std::move(c));
-        }
+    for (Activation act : kActivations)
+      for (bool grad : {false, true}) {
+        const DType t = kDTypes[std::size_t(int(l) + int(act) + int(grad)) % 3];
+        DwConvArgs a = shape_of(l);
+        a.dtype = t;
+        a.activation = act;
+        dwconv::set_placeholders(a, (int(act) + int(grad)) % 2 == 0);
+        dwconv::Problem p = dwconv::make_problem(a);
+        p.n = a.n;
+        p.gradient_prep = grad;
+        const auto space = dwconv::enumerate(p);
+        REQUIRE(!space.empty());
+        std::vector<dwconv::Config> configs{dwconv::heuristic_config(p, fp.cc_major)};
+        const auto mma = std::find_if(space.begin(), space.end(), [](const auto& c) { return c.kernel == dwconv::Kernel::mma; });
+        if (mma != space.end()) configs.push_back(*mma);
+        std::mt19937_64 rng(seed + cases.size());
+        for (int k = 0; k < 2; ++k) configs.push_back(space[rng() % space.size()]);
+        std::sort(configs.begin(), configs.end(), [](const auto& x, const auto& y) { return x.label() < y.label(); });
+        configs.erase(std::unique(configs.begin(), configs.end()), configs.end());
+        Case c{p, configs, dwconv::make_candidates(p, configs, fp.arch())};
+        memo.add(c.candidates);
+        cases.push_back(std::move(c));
+      }
   memo.compile_pending();
   std::size_t verified = 0, mma_verified = 0, skipped = 0;
   for (const Case& c : cases) {
@@ -194,7 +196,7 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
   WARN("verified " << verified << " variants of " << cases.size() << " activation and gradient-prep problems ("
                    << mma_verified << " tensor-core tiles); " << skipped << " relu-gradient elements at the kink skipped");
   CHECK(verified >= 2 * cases.size());
-  CHECK(mma_verified >= 8);  // NHWC f16 and bf16, 4 activations
+  CHECK(mma_verified >= 2);  // NHWC f16 / bf16 forward activations
   CHECK(skipped < 10);
 }
 
