@@ -103,7 +103,8 @@ Problem make_problem(const DwConvArgs& args, const detail::Buckets& buckets = {}
 /// backward_data / backward_weight with an activation: the gradient prep, a forward problem of the
 /// same convolution that stores dy * act'(z) (into workspace, so y's alignment is the workspace's).
 /// nullopt for the other calls. make_problem() of such arguments is the plain backward problem run
-/// on the prep's output (its key is the one of the same call without an activation).
+/// on the prep's output: no activation in its key, and its alignment class ignores dy (and, for
+/// backward_data, x), which it does not read.
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& args, const detail::Buckets& buckets = {});
 /// Bytes of the gradient prep's output in workspace (n x c x out_h x out_w, rounded up to 256).
 std::size_t gradient_prep_bytes(const DwConvArgs& args);
