@@ -110,6 +110,18 @@ TEST_CASE("dwconv activation keys: unchanged without one, a suffix with one, par
       CHECK(dwconv::problem_from_key(prep->key()) == *prep);
     }
   }
+  // The prep's bias is the forward's (an input), the weight gradient's its dbias output; the prep reads
+  // dy (its alignment counts), the plain backward problem reads the prep's 256-byte aligned output.
+  DwConvArgs wg = args_2d(DwDirection::backward_weight, DwLayout::nchw, Activation::gelu_tanh);
+  wg.dtype = DType::f16;
+  wg.dbias = fake(6 << 20);
+  wg.dy = fake((3 << 20) + 2);
+  CHECK(dwconv::make_problem(wg).bias);
+  CHECK(dwconv::make_problem(wg).align_bytes == 16);
+  CHECK_FALSE(dwconv::gradient_prep_problem(wg)->bias);
+  CHECK(dwconv::gradient_prep_problem(wg)->align_bytes == 2);
+  wg.activation = Activation::none;
+  CHECK(dwconv::make_problem(wg).align_bytes == 2);  // without an activation the kernel reads dy itself
   // Keys the library would never build.
   const std::string base = dwconv::make_problem(plain).key();
   CHECK_FALSE(dwconv::problem_from_key(base + ",act=none"));
