@@ -88,6 +88,10 @@ void keys_corpus(const fs::path& out) {
        "dwconv,forward,nlc,f16,n<=4,c=10,h=1,w=33,k=1x5,s=1x2,d=1x3,pad=0,0,12,0,bias=0,det=0,align=4\n{}"},
       {"dwconv-huge", "dwconv,backward_weight,nhwc,bf16,n<=1,c=999999999999999999,h=1,w=1,k=63x63,s=1x1,d=1x1,"
                       "pad=0,0,0,0,bias=1,det=0,align=2\n{\"kernel\": \"wgrad\"}"},
+      {"dwconv-activation", "dwconv,forward,nlc,bf16,n<=16,c=1024,h=1,w=4096,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,"
+                            "align=16,act=silu"},
+      {"dwconv-gradient-prep", "dwconv,forward,nhwc,f16,n<=8,c=24,h=15,w=14,k=5x5,s=1x1,d=1x1,pad=2,2,2,2,bias=0,det=1,"
+                               "align=16,act=gelu_erf_grad\n{\"kernel\": \"mma\"}"},
       {"empty", ""},
   };
   for (const auto& [name, text] : near) write(out, std::string("near-") + name + ".txt", text);
