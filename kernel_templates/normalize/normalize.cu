@@ -43,26 +43,25 @@ struct RowGroup {
     return v;
   }
 
-  // Sums of a and b over the row group at once (one barrier pair instead of two).
-  __device__ __forceinline__ static void sum2(float& a, float& b, float* scratch) {
+  // Sums of N values over the row group at once (one barrier pair instead of N; N <= 3).
+  template <int N>
+  __device__ __forceinline__ static void sums(float (&v)[N], float* scratch) {
+    static_assert(N <= 3, "the scratch holds three values per warp");
 #pragma unroll
-    for (int o = kShuffleWidth / 2; o > 0; o >>= 1) {
-      a += __shfl_xor_sync(0xffffffffu, a, o);
-      b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    for (int o = kShuffleWidth / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
     if constexpr (kWarps > 1) {
       const int base = (threadIdx.x / TPR) * kWarps;
-      if ((threadIdx.x & 31) == 0) {
-        scratch[base + (threadIdx.x % TPR) / 32] = a;
-        scratch[kScratch + base + (threadIdx.x % TPR) / 32] = b;
-      }
-      __syncthreads();
-      a = 0.f;
-      b = 0.f;
+      if ((threadIdx.x & 31) == 0)
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        a += scratch[base + w];
-        b += scratch[kScratch + base + w];
+        for (int i = 0; i < N; ++i) scratch[i * kScratch + base + (threadIdx.x % TPR) / 32] = v[i];
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        v[i] = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) v[i] += scratch[i * kScratch + base + w];
       }
       __syncthreads();
     }
@@ -421,7 +420,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     auto in_row = [&](long long j) { return FULL ? active : j < cols; };
 
     // Pass 1: load (and keep) x and dy; the statistics' first sum when recomputing.
-    const float shift = (RECOMPUTE && MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
+    // Statistics relative to shift: the row's first element when recomputing, the saved mean otherwise.
+    float shift = (RECOMPUTE && MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
     float sum = 0.f;
     if constexpr (KEEP != 2 || RECOMPUTE) {
       for_each_vector([&](int i, long long j) {
@@ -477,13 +477,17 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       }
     } else if (active) {
       s = p.rstd[row];
-      if constexpr (MODE != 2) mean = p.mean[row];
+      if constexpr (MODE != 2) shift = p.mean[row];
       if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
     }
     auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
 
-    // Pass 2: A = sum(g), B = sum(g * xhat).
-    float a = 0.f, b = 0.f;
+    // Pass 2: A = sum(g), B = sum(g * xhat) and, from a saved mean, C = sum(x - mean): the saved
+    // mean is rounded to f32, which is coarse against the spread of rows with |mean| >> std; the
+    // row's exact centre is mean + C / n (the forward's shifted statistics had it), so xhat and B
+    // are corrected by it.
+    constexpr bool kCentre = !RECOMPUTE && MODE != 2;
+    float a = 0.f, b = 0.f, centre = 0.f;
     for_each_vector([&](int i, long long j) {
       const V vx = kept_x(i, j);
       const V vd = kept_dy(i, j);
@@ -496,9 +500,22 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         if constexpr (GAMMA) g *= kvt_to_float(vg.v[k]);
         a += g;
         b += g * xhat_of(kvt_to_float(vx.v[k]));
+        if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
       }
     });
-    Group::sum2(a, b, scratch);
+    if constexpr (kCentre) {
+      float v[3] = {a, b, centre};
+      Group::sums(v, scratch);
+      const float c = v[2] / n_cols;
+      a = v[0];
+      b = v[1] - c * s * a;  // sum(g * (x - shift - c) * s)
+      mean = c;              // kept apart from shift: their f32 sum would round c away
+    } else {
+      float v[2] = {a, b};
+      Group::sums(v, scratch);
+      a = v[0];
+      b = v[1];
+    }
     const float ca = MODE == 2 ? 0.f : a / n_cols;
     const float cb = MODE == 0 ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : s * b / n_cols;
 
