@@ -336,6 +336,22 @@ __global__ void kvt_normalize_reference(const KvtNormalizeParams p) {
 // p.group_blocks blocks sums their partial rows into a level-1 row, and the last of those sums the
 // level-1 rows into dgamma/dbeta. Every sum runs in row order: the result does not depend on the
 // order in which blocks finish.
+// Sum of rows [0, n) of a column (row stride `stride`) in row order, eight loads in flight: the
+// same result as one load at a time, without a dependent L2 round trip per row.
+__device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride, long long n) {
+  float t = 0.f;
+  long long r = 0;
+  for (; r + 8 <= n; r += 8) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = __ldcg(src + (r + u) * stride);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t += v[u];
+  }
+  for (; r < n; ++r) t += __ldcg(src + r * stride);
+  return t;
+}
+
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
           bool FULL = false>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
@@ -497,7 +513,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       for (int k = 0; k < VW; ++k) {
         if (!in_row(j + k)) continue;
         float g = kvt_to_float(vd.v[k]);
-        if constexpr (GAMMA) g *= kvt_to_float(vg.v[k]);
+        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
         a += g;
         b += g * xhat_of(kvt_to_float(vx.v[k]));
         if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
@@ -517,7 +533,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       b = v[1];
     }
     const float ca = MODE == 2 ? 0.f : a / n_cols;
-    const float cb = MODE == 0 ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : s * b / n_cols;
+    // Standardize of a constant row (sigma = 0): the sigma term is taken as 0, as PyTorch's std
+    // backward does (its gradient masks std == 0), so the gradient stays finite.
+    const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
+                               : s * b / n_cols;
 
     // Pass 3: dx, and this row's share of dgamma/dbeta.
     for_each_vector([&](int i, long long j) {
@@ -531,7 +550,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       for (int k = 0; k < VW; ++k) {
         const float d = kvt_to_float(vd.v[k]);
         float g = d;
-        if constexpr (GAMMA) g *= kvt_to_float(vg.v[k]);
+        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
         const float xhat = xhat_of(kvt_to_float(vx.v[k]));
         out.v[k] = kvt_from_float<T>(s * (g - ca) - xhat * cb);
         if (FULL || j + k < cols) {
@@ -576,9 +595,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     for (int grad = 0; grad < kGrads; ++grad)
       for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
         const float* src = p.partials + grad * slab + (long long)first * RPB * p.cols + j;
-        float t = 0.f;
-        for (long long r = 0; r < (long long)members * RPB; ++r) t += __ldcg(src + r * p.cols);
-        p.level1[grad * slab1 + (long long)level1 * p.cols + j] = t;
+        p.level1[grad * slab1 + (long long)level1 * p.cols + j] = kvt_sum_rows(src, p.cols, (long long)members * RPB);
       }
     // Level 2: the last level-1 block sums the level-1 rows into dgamma / dbeta.
     __threadfence();
@@ -590,9 +607,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     for (int grad = 0; grad < kGrads; ++grad) {
       T* out = static_cast<T*>(grad == 0 && (GRADS & 1) != 0 ? p.dgamma : p.dbeta);
       for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
-        float t = 0.f;
-        for (int r = 0; r < p.level1_rows; ++r) t += __ldcg(p.level1 + grad * slab1 + (long long)r * p.cols + j);
-        out[j] = kvt_from_float<T>(t);
+        out[j] = kvt_from_float<T>(kvt_sum_rows(p.level1 + grad * slab1 + j, p.cols, p.level1_rows));
       }
     }
   }
@@ -636,7 +651,7 @@ __global__ void kvt_normalize_backward_reference(const KvtNormalizeBackwardParam
     b += g * ((double)kvt_to_float(x[j]) - mean) * s;
   }
   const double ca = MODE == 2 ? 0.0 : a / n;
-  const double cb = MODE == 0 ? b / (sigma * (n - p.ddof)) : s * b / n;
+  const double cb = MODE == 0 ? (sigma > 0.0 ? b / (sigma * (n - p.ddof)) : 0.0) : s * b / n;
   for (long long j = 0; j < p.cols; ++j) {
     const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
     dx[j] = (float)(s * (g - ca) - ((double)kvt_to_float(x[j]) - mean) * s * cb);

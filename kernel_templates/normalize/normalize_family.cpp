@@ -672,7 +672,16 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double chain = kLatency * (c.keep == Keep::reread ? 2 : 1) + reductions * reduction +
                        double(iterations) * kIteration * (c.stat == Stat::welford ? kWelford : 1.0) +
                        (c.keep == Keep::shared ? kSharedPass : 0);
-  return std::max(memory, std::ceil(waves) * c.row_loop * chain) + chain;
+  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows (eight
+  // L2 loads in flight per column) over the columns its threads cover.
+  double tail = 0;
+  if (p.backward && (p.dgamma || p.dbeta)) {
+    const double group = std::ceil(std::sqrt(blocks));
+    const double column_passes = std::ceil(cols / double(block)) * (p.dgamma + p.dbeta);
+    tail = (std::ceil(group * c.rows_per_block / 8) + std::ceil(std::ceil(blocks / group) / 8)) * kLatency * 0.5 *
+           column_passes;
+  }
+  return std::max(memory, std::ceil(waves) * c.row_loop * chain) + chain + tail;
 }
 
 }  // namespace kvtune::normalize

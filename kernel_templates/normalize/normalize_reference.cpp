@@ -65,7 +65,11 @@ BackwardReferenceResult reference_backward(const std::vector<double>& x, const s
     // s = 1 / (sigma + eps) with sigma = sqrt(sum (x - mean)^2 / (n - ddof)).
     const double ca = mode == NormMode::rmsnorm ? 0.0 : a / n;
     double cb = s * b / n;
-    if (mode == NormMode::standardize) cb = b / ((1.0 / s - eps) * (n - ddof));
+    // A constant row (sigma = 0) takes the sigma term as 0, as PyTorch's std backward does.
+    if (mode == NormMode::standardize) {
+      const double sigma = 1.0 / s - eps;
+      cb = sigma > 0 ? b / (sigma * (n - ddof)) : 0.0;
+    }
     for (std::int64_t j = 0; j < cols; ++j) {
       const double xhat = (xr[j] - mean) * s;
       r.dx[static_cast<std::size_t>(i * cols + j)] = s * (g(j) - ca) - xhat * cb;

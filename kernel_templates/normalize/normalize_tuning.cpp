@@ -252,22 +252,24 @@ class NormalizeBackwardHarness final : public tuner::Harness {
       return v;
     double worst = tuner::compare_on_device(kernels_[kCompare], dx_[0].get(), ld_, ref_dx_.as<float>(), problem_.cols,
                                             problem_.rows, problem_.cols, &v.bad_elements, stream);
-    if (problem_.dgamma)
-      worst = std::max(worst, tuner::compare_on_device(kernels_[kCompare], dgamma_.get(), problem_.cols,
-                                                       ref_dgamma_.as<float>(), problem_.cols, 1, problem_.cols,
-                                                       &v.bad_elements, stream));
-    if (problem_.dbeta)
-      worst = std::max(worst, tuner::compare_on_device(kernels_[kCompare], dbeta_.get(), problem_.cols,
-                                                       ref_dbeta_.as<float>(), problem_.cols, 1, problem_.cols,
-                                                       &v.bad_elements, stream));
+    const char* worst_output = "dx";
+    const auto also = [&](bool asked, const DeviceBuffer& out, const DeviceBuffer& ref, const char* name) {
+      if (!asked) return;
+      const double e = tuner::compare_on_device(kernels_[kCompare], out.get(), problem_.cols, ref.as<float>(),
+                                                problem_.cols, 1, problem_.cols, &v.bad_elements, stream);
+      if (e > worst) worst = e, worst_output = name;
+    };
+    also(problem_.dgamma, dgamma_, ref_dgamma_, "dgamma");
+    also(problem_.dbeta, dbeta_, ref_dbeta_, "dbeta");
     v.relative_error = worst;
     // RMSNorm of one element: dx = s * g * (1 - xhat^2) with xhat^2 = x^2 / (x^2 + eps), a difference
     // of nearly equal terms that loses digits in any f32 evaluation (PyTorch's too).
-    const double tol = tolerance(problem_.dtype, true) * (problem_.mode == NormMode::rmsnorm && problem_.cols == 1 ? 10 : 1);
+    // (1 - xhat^2 ~ eps / x^2: one f32 rounding of xhat^2 is a relative error of x^2 / eps * 6e-8.)
+    const double tol = tolerance(problem_.dtype, true) * (problem_.mode == NormMode::rmsnorm && problem_.cols == 1 ? 100 : 1);
     v.ok = v.bad_elements == 0 && worst <= tol;
     if (!v.ok)
-      v.message = fmt::format("wrong result: relative error {:.3g} (tolerance {:.3g}), {} bad elements", worst, tol,
-                              v.bad_elements);
+      v.message = fmt::format("wrong result: relative error {:.3g} in {} (tolerance {:.3g}), {} bad elements", worst,
+                              worst_output, tol, v.bad_elements);
     return v;
   }
 
