@@ -160,6 +160,55 @@ TEST_CASE("C ABI: invalid normalize arguments name the field", "[c_api]") {
   CHECK(std::string(label) == "unchanged");
 }
 
+TEST_CASE("C ABI: the normalize backward, its defaults and invalid arguments naming the field", "[c_api]") {
+  kvt_normalize_backward_args init;
+  std::memset(&init, 0xff, sizeof init);
+  kvt_normalize_backward_args_init(&init);
+  const kvtune::NormalizeBackwardArgs cpp;
+  CHECK(init.struct_size == sizeof init);
+  CHECK(sizeof init == 144);  // LP64: python/kvtune/_capi.py mirrors it
+  CHECK(init.eps == cpp.eps);
+  CHECK((init.x == nullptr && init.dgamma == nullptr && init.workspace == nullptr && init.workspace_bytes == 0));
+
+  TestContext t;
+  const auto valid = [] {
+    kvt_normalize_backward_args a;
+    kvt_normalize_backward_args_init(&a);
+    a.mode = KVT_NORM_LAYERNORM;
+    a.x = fake(0x100000), a.dy = fake(0x200000), a.dx = fake(0x300000);
+    a.rows = 64, a.cols = 128;
+    return a;
+  };
+  check_error(kvt_normalize_backward(t.context, nullptr, nullptr), KVT_ERROR_INVALID_ARGUMENT, "args",
+              "args is a null pointer");
+  auto a = valid();
+  a.dy = nullptr;
+  check_error(kvt_normalize_backward(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "dy", "dy is a null pointer");
+  a = valid();
+  a.dgamma = fake(0x400000);
+  check_error(kvt_normalize_backward(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "dgamma", "needs the forward's gamma");
+  a = valid();
+  a.mode = 9;
+  check_error(kvt_normalize_backward(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "mode", "mode");
+  a = valid();
+  a.rstd = static_cast<const float*>(fake(0x400000));
+  check_error(kvt_normalize_backward(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "mean", "together");
+  size_t bytes = 5;
+  a = valid();
+  a.ld_dx = 7;
+  check_error(kvt_normalize_backward_workspace_size(t.context, &a, nullptr, &bytes), KVT_ERROR_INVALID_ARGUMENT,
+              "ld_dx", "ld_dx");
+  CHECK(bytes == 0);
+  check_error(kvt_normalize_backward_workspace_size(t.context, &a, nullptr, nullptr), KVT_ERROR_INVALID_ARGUMENT,
+              "bytes", "null pointer");
+  char label[16] = "unchanged";
+  a = valid();
+  a.x = nullptr;
+  check_error(kvt_normalize_backward_variant(t.context, &a, nullptr, label, sizeof label, nullptr),
+              KVT_ERROR_INVALID_ARGUMENT, "x", "null pointer");
+  CHECK(std::string(label) == "unchanged");
+}
+
 TEST_CASE("C ABI: invalid dwconv arguments name the field", "[c_api]") {
   TestContext t;
   auto a = valid_dwconv();

@@ -442,3 +442,259 @@ TEST_CASE("rows covered exactly by register slices (FULL) in every mode, affine 
           "[.][gpu-exhaustive][exhaustive-3][normalize]") {
   check_full_variants(test::kEveryVariant);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
+
+namespace {
+
+struct BackwardSetup {
+  NormMode mode;
+  bool gamma, dgamma, dbeta, saved;
+  int ddof;
+};
+const BackwardSetup kBackwardSetups[] = {
+    {NormMode::layernorm, true, true, true, true, 0},     // training LayerNorm, saved stats
+    {NormMode::layernorm, false, false, true, false, 0},  // no gamma, dbeta only, recomputed
+    {NormMode::rmsnorm, true, true, false, true, 0},
+    {NormMode::rmsnorm, false, false, false, false, 0},
+    {NormMode::standardize, false, false, false, true, 1},  // the packet standardization, torch.std
+    {NormMode::standardize, true, true, true, false, 0},
+};
+
+normalize::Problem backward_problem(DType d, const BackwardSetup& s, std::int64_t cols, int align) {
+  normalize::Problem p;
+  p.backward = true;
+  p.dtype = d;
+  p.mode = s.mode;
+  p.cols = cols;
+  p.align_bytes = align;
+  p.gamma = s.gamma;
+  p.dgamma = s.dgamma;
+  p.dbeta = s.dbeta;
+  p.saved_stats = s.saved;
+  return p;
+}
+
+// One backward call through a Context on caller buffers, against the CPU float64 closed form
+// (itself checked against finite differences in the CPU tests). ld > cols when `pad`, dx == dy
+// when `in_place`, the caller's workspace when `own_workspace`. Returns the dgamma bytes.
+std::vector<unsigned char> check_backward_call(Context& context, DType d, const BackwardSetup& s, std::int64_t rows,
+                                               std::int64_t cols, bool pad, bool in_place, bool own_workspace,
+                                               double x_offset = 0.5, double x_scale = 2.0) {
+  const std::size_t e = elem_size(d);
+  const std::int64_t ld = pad ? cols + 3 : cols;
+  const auto x = random_tensor(d, std::size_t(rows * ld), 91 + cols, x_offset, x_scale);
+  const auto dy = random_tensor(d, std::size_t(rows * ld), 92 + cols, 0.0, 1.0);
+  const auto g = random_tensor(d, std::size_t(cols), 93, 1.0, 0.5);
+  Buffer bx(x.bytes.size()), bdy(dy.bytes.size()), bdx(dy.bytes.size()), bg(g.bytes.size()), bdg(g.bytes.size()),
+      bdb(g.bytes.size()), bstats(std::size_t(rows) * 8);
+  cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bdy.ptr, dy.bytes.data(), dy.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  // The saved statistics as the forward writes them.
+  std::vector<double> xv(std::size_t(rows * cols)), dyv(xv.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      xv[std::size_t(r * cols + c)] = x.values[std::size_t(r * ld + c)];
+      dyv[std::size_t(r * cols + c)] = dy.values[std::size_t(r * ld + c)];
+    }
+  if (s.saved) {
+    NormalizeArgs f;
+    f.x = bx.ptr;
+    f.y = bdx.ptr;  // scratch: overwritten by the backward
+    f.rows = rows;
+    f.cols = cols;
+    f.ld_x = f.ld_y = ld;
+    f.dtype = d;
+    f.mode = s.mode;
+    f.ddof = s.ddof;
+    f.mean = s.mode == NormMode::rmsnorm ? nullptr : bstats.as<float>();
+    f.rstd = bstats.as<float>(std::size_t(rows) * 4);
+    context.normalize(f);
+  }
+  NormalizeBackwardArgs a;
+  a.x = bx.ptr;
+  a.dy = bdy.ptr;
+  a.dx = in_place ? bdy.ptr : bdx.ptr;
+  a.rows = rows;
+  a.cols = cols;
+  a.ld_x = a.ld_dy = a.ld_dx = ld;
+  a.dtype = d;
+  a.mode = s.mode;
+  a.ddof = s.ddof;
+  a.gamma = s.gamma ? bg.ptr : nullptr;
+  a.dgamma = s.dgamma ? bdg.ptr : nullptr;
+  a.dbeta = s.dbeta ? bdb.ptr : nullptr;
+  if (s.saved) {
+    a.mean = s.mode == NormMode::rmsnorm ? nullptr : bstats.as<float>();
+    a.rstd = bstats.as<float>(std::size_t(rows) * 4);
+  }
+  std::unique_ptr<Buffer> workspace;
+  if (own_workspace) {
+    const std::size_t bytes = context.normalize_backward_workspace_size(a);
+    workspace = std::make_unique<Buffer>(bytes);
+    a.workspace = workspace->ptr;
+    a.workspace_bytes = bytes;
+  }
+  context.normalize_backward(a);
+  detail::cuda_check(cudaDeviceSynchronize(), "normalize_backward");
+  const auto ref = normalize::reference_backward(xv, dyv, rows, cols, cols, s.mode, 1e-5, s.ddof,
+                                                 s.gamma ? g.values : std::vector<double>{});
+  INFO(to_string(d) << " " << to_string(s.mode) << " rows=" << rows << " cols=" << cols << (pad ? " ld+3" : "")
+                    << (in_place ? " dx=dy" : "") << (s.saved ? " saved" : " recomputed") << " variant "
+                    << context.normalize_backward_variant(a));
+  // Relative L2 against float64: the forward's tolerance, 10x for f32 (the row sums cancel).
+  const double tol = (d == DType::f32 ? 1e-4 : tolerance(d)) * (s.mode == NormMode::rmsnorm && cols == 1 ? 100 : 1);
+  CHECK(relative_error(d, a.dx, rows, cols, ld, ref.dx) < tol);
+  if (s.dgamma) CHECK(relative_error(d, bdg.ptr, 1, cols, cols, ref.dgamma) < tol);
+  if (s.dbeta) CHECK(relative_error(d, bdb.ptr, 1, cols, cols, ref.dbeta) < tol);
+  std::vector<unsigned char> dgamma(g.bytes.size());
+  cudaMemcpy(dgamma.data(), s.dgamma ? bdg.ptr : bdb.ptr, dgamma.size(), cudaMemcpyDeviceToHost);
+  return dgamma;
+}
+
+}  // namespace
+
+TEST_CASE("backward: the float64 reference kernel matches the CPU closed form", "[gpu][normalize][backward]") {
+  KVTUNE_REQUIRE_GPU();
+  const std::string arch = arch_of_current_device();
+  for (DType d : {DType::f32, DType::bf16})
+    for (const auto& s : kBackwardSetups)
+      for (std::int64_t cols : {1, 37, 1024}) {
+        const std::int64_t rows = 9;
+        const auto x = random_tensor(d, std::size_t(rows * cols), 5, 0.5, 2.0);
+        const auto dy = random_tensor(d, std::size_t(rows * cols), 6, 0.0, 1.0);
+        const auto g = random_tensor(d, std::size_t(cols), 7, 1.0, 0.5);
+        Buffer bx(x.bytes.size()), bdy(dy.bytes.size()), bg(g.bytes.size()), dx(std::size_t(rows * cols) * 4),
+            dg(std::size_t(cols) * 4), db(std::size_t(cols) * 4);
+        cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(bdy.ptr, dy.bytes.data(), dy.bytes.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+        const auto p = backward_problem(d, s, cols, int(elem_size(d)));
+        normalize::BackwardLaunchArgs a{bx.ptr, bdy.ptr, dx.ptr, s.gamma ? bg.ptr : nullptr, nullptr, nullptr,
+                                        dg.ptr, db.ptr,  nullptr, rows,  cols,  cols,  cols, 1e-5f, s.ddof};
+        normalize::run_backward_reference(p, arch, a, nullptr);
+        const auto ref = normalize::reference_backward(x.values, dy.values, rows, cols, cols, s.mode, 1e-5, s.ddof,
+                                                       s.gamma ? g.values : std::vector<double>{});
+        INFO(p.key());
+        CHECK(relative_error(DType::f32, dx.ptr, rows, cols, cols, ref.dx) < 1e-6);
+        CHECK(relative_error(DType::f32, dg.ptr, 1, cols, cols, ref.dgamma) < 1e-6);
+        CHECK(relative_error(DType::f32, db.ptr, 1, cols, cols, ref.dbeta) < 1e-6);
+      }
+}
+
+// Every dtype, setup and width class (1, odd, 2^k, 2^k + 1, wide), aligned and scalar-only; the
+// variants (all, or `sample`'s choice with the heuristic's) on 1, 7 and 3000 rows.
+static void check_backward_variants(const test::Sample& sample) {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  std::size_t checked = 0;
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  test::CompileMemo memo;
+  for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {
+    const bool collecting = pass == 0;
+    if (pass == 1 && !sample.all()) memo.compile_pending();
+    for (DType d : {DType::f32, DType::f16, DType::bf16})
+      for (const auto& s : kBackwardSetups)
+        for (std::int64_t cols : {1, 37, 1024, 1025, 65536})
+          for (int align : {16, int(elem_size(d))}) {
+            if (align == int(elem_size(d)) && cols != 37 && cols != 1025) continue;
+            auto p = backward_problem(d, s, cols, align);
+            p.rows = 4096;  // the space of the largest row count checked
+            auto configs = normalize::enumerate(p);
+            if (!sample.all()) {
+              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major);
+              configs = sample.apply(configs, p.key(),
+                                     std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
+            }
+            const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
+            if (collecting) {
+              memo.add(candidates);
+              continue;
+            }
+            const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
+            std::vector<detail::LoadedKernel> kernels;
+            for (std::size_t i = 0; i < compiled.size(); ++i) {
+              INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+              REQUIRE(compiled[i].status == tuner::Status::ok);
+              kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+              kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
+            }
+            for (std::int64_t rows : {1, 7, 3000}) {
+              if (cols == 65536 && rows == 3000) continue;  // 0.8 GB of references for one width: 7 rows cover it
+              p.rows = rows;
+              auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
+              for (std::size_t i = 0; i < candidates.size(); ++i) {
+                if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
+                    std::size_t(fingerprint.max_smem_per_block_optin))
+                  continue;
+                const auto verdict = harness->verify(candidates[i], kernels[i], stream);
+                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+                CHECK(verdict.ok);
+                ++checked;
+              }
+            }
+          }
+  }
+  cudaStreamDestroy(stream);
+  WARN("verified " << checked << " backward (variant, rows) pairs");
+  CHECK(checked > 2000 / sample.every);
+}
+
+TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu][normalize][backward]") {
+  check_backward_variants(test::Sample{24});
+}
+
+TEST_CASE("backward: every variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-3][normalize]") {
+  check_backward_variants(test::kEveryVariant);
+}
+
+TEST_CASE("backward: tuned and heuristic calls, every mode and dtype, ld, dx == dy, caller workspace, deterministic",
+          "[gpu][normalize][backward]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::heuristic;
+  Context heuristic(o);
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& s : kBackwardSetups)
+      for (std::int64_t cols : {1, 37, 1024, 4097}) check_backward_call(heuristic, d, s, 33, cols, false, false, false);
+  // Strided rows, in place, the caller's workspace; the same call twice gives the same bits.
+  for (const auto& s : kBackwardSetups) {
+    const auto first = check_backward_call(heuristic, DType::bf16, s, 1000, 768, true, true, true);
+    const auto again = check_backward_call(heuristic, DType::bf16, s, 1000, 768, true, true, false);
+    CHECK(first == again);
+  }
+  // |mean| >> std: the saved f32 mean is coarse against the spread; the kernel re-centres.
+  for (const auto& s : kBackwardSetups)
+    if (s.mode != NormMode::rmsnorm) check_backward_call(heuristic, DType::f32, s, 64, 1000, false, false, false, 1000.0, 0.01);
+  // Tuned: a transformer-sized LayerNorm and RMSNorm, and the packet standardization.
+  o.policy = Policy::tune;
+  Context tuned(o);
+  check_backward_call(tuned, DType::bf16, kBackwardSetups[0], 4096, 1024, false, false, false);
+  check_backward_call(tuned, DType::f32, kBackwardSetups[2], 2048, 4096, false, false, false);
+  check_backward_call(tuned, DType::f32, kBackwardSetups[4], 16384, 128, false, false, false);
+  CHECK(tuned.counters().tunes == 6);  // three backward problems and the forwards that saved statistics for them
+  // A workspace that is too small is refused, naming the field.
+  const auto x = random_tensor(DType::f32, 64 * 128, 1, 0.5, 2.0);
+  Buffer bx(x.bytes.size()), bdy(x.bytes.size()), bdx(x.bytes.size()), bg(512), bdg(512), small(256);
+  NormalizeBackwardArgs a;
+  a.x = bx.ptr;
+  a.dy = bdy.ptr;
+  a.dx = bdx.ptr;
+  a.rows = 64;
+  a.cols = 128;
+  a.mode = NormMode::layernorm;
+  a.gamma = bg.ptr;
+  a.dgamma = bdg.ptr;
+  a.workspace = small.ptr;
+  a.workspace_bytes = 16;
+  try {
+    heuristic.normalize_backward(a);
+    FAIL("a 16-byte workspace was accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace_bytes");
+  }
+}

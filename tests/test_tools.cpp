@@ -607,7 +607,7 @@ TEST_CASE("tools: bad shapes files are refused with the reason", "[tools]") {
   bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "align": 2}])", "below the 4-byte element");
   bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "mode": "rmsnorm", "beta": true}])", "rmsnorm takes no beta");
   bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "gamma": "yes"}])", "'gamma' must be true or false");
-  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "direction": "backward_data"}])", "direction 'forward' only");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "direction": "backward_data"}])", "directions 'forward' and 'backward'");
   bad(R"({"problems": [], "extra": 1})", "unknown top-level field 'extra'");
   bad(R"("just a string")", "expected an array");
   bad(R"([42])", "problems[0]: expected an object");
@@ -631,6 +631,41 @@ TEST_CASE("tools: shapes entries round-trip and keep alignment", "[tools]") {
     CHECK(again.front()->key() == p->key());
     CHECK(again.front()->to_json() == p->to_json());
   }
+}
+
+TEST_CASE("tools: backward shapes entries, their suite and their checks", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, R"({"problems": [
+    {"op": "normalize", "direction": "backward", "rows": 4096, "cols": 1024, "dtype": "bf16", "mode": "layernorm",
+     "gamma": true, "dgamma": true, "dbeta": true, "saved": true},
+    {"op": "normalize", "direction": "backward", "rows": 100, "cols": 37, "mode": "standardize", "ddof": 1}]})");
+  const auto problems = kvtune::tools::load_shapes(shapes);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0]->key() ==
+        "normalize,bf16,layernorm,backward,cols=1024,rows<=4096,align=16,gamma=g,grads=gb,stats=saved");
+  CHECK(problems[1]->key() ==
+        "normalize,f32,standardize,backward,cols=37,rows<=128,align=4,gamma=,grads=,stats=recompute");
+  for (const auto& p : problems) {
+    const auto again = kvtune::tools::parse_entries(json::array({p->to_json()}), "again");
+    CHECK(again.front()->key() == p->key());
+    CHECK(again.front()->to_json() == p->to_json());
+    CHECK(p->space().tuned > 0);
+    CHECK_FALSE(p->variants("sm_90").empty());
+  }
+  const auto bad = [&](const std::string& text, const std::string& what) {
+    INFO(text);
+    CHECK_THROWS_WITH(kvtune::tools::parse_entries(json::parse(text), "shapes"), Catch::Contains(what));
+  };
+  bad(R"([{"op": "normalize", "direction": "backward", "rows": 8, "cols": 8, "dgamma": true}])", "dgamma needs gamma");
+  bad(R"([{"op": "normalize", "direction": "backward", "rows": 8, "cols": 8, "mode": "rmsnorm", "dbeta": true}])",
+      "rmsnorm has no dbeta");
+  bad(R"([{"op": "normalize", "direction": "backward", "rows": 8, "cols": 8, "mean": true}])", "forward field");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "saved": true}])", "backward field");
+  // kvtune-tune sizes the backward suite's spaces without a GPU.
+  const auto r = tune({"--suite", "backward", "--dry-run"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("layernorm backward"));
 }
 
 TEST_CASE("tools: a cache file that is not a kvtune database is refused, not replaced", "[tools]") {

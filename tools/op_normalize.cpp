@@ -25,8 +25,9 @@ namespace nz = kvtune::normalize;
 constexpr std::int64_t kMaxDimension = std::int64_t(1) << 31;
 constexpr std::int64_t kMaxElements = std::int64_t(1) << 34;
 
-const std::set<std::string> kFields = {"op",   "direction", "layout", "rows", "cols", "dtype", "mode",
-                                       "gamma", "beta",     "mean",   "rstd", "align", "eps",  "ddof"};
+const std::set<std::string> kFields = {"op",   "direction", "layout", "rows", "cols", "dtype", "mode",   "gamma",
+                                       "beta", "mean",      "rstd",   "align", "eps", "ddof",  "dgamma", "dbeta",
+                                       "saved"};
 
 struct Entry {
   nz::Problem problem;     // rows is the bucket, as in the library
@@ -59,8 +60,9 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
       throw InputError(fmt::format("{}: unknown field '{}' for operator normalize (known: {})", where, name, known));
     }
   }
-  if (const std::string d = json_string(entry, "direction", where, "forward"); d != "forward")
-    throw InputError(fmt::format("{}: normalize has direction 'forward' only, got '{}'", where, d));
+  const std::string direction = json_string(entry, "direction", where, "forward");
+  if (direction != "forward" && direction != "backward")
+    throw InputError(fmt::format("{}: normalize has directions 'forward' and 'backward', got '{}'", where, direction));
   if (const std::string l = json_string(entry, "layout", where, "row_major"); l != "row_major")
     throw InputError(fmt::format("{}: normalize has layout 'row_major' only, got '{}'", where, l));
   for (const char* field : {"rows", "cols"})
@@ -82,10 +84,27 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   p.mode = parse_mode(json_string(entry, "mode", where, "standardize"), where);
   p.cols = cols;
   p.rows = nz::rows_bucket(e.rows);
+  p.backward = direction == "backward";
   p.gamma = json_bool(entry, "gamma", where, false);
   p.beta = json_bool(entry, "beta", where, false);
   p.mean_out = json_bool(entry, "mean", where, false);
   p.rstd_out = json_bool(entry, "rstd", where, false);
+  p.dgamma = json_bool(entry, "dgamma", where, false);
+  p.dbeta = json_bool(entry, "dbeta", where, false);
+  p.saved_stats = json_bool(entry, "saved", where, false);
+  if (p.backward) {
+    // The backward reads gamma (the forward's), optionally the saved statistics, and writes dx,
+    // dgamma and dbeta: beta, mean and rstd as outputs belong to the forward.
+    for (const char* field : {"beta", "mean", "rstd"})
+      if (entry.contains(field) && json_bool(entry, field, where, false))
+        throw InputError(fmt::format("{}: '{}' is a forward field; the backward takes gamma, dgamma, dbeta, saved",
+                                     where, field));
+    if (p.dgamma && !p.gamma) throw InputError(fmt::format("{}: dgamma needs gamma", where));
+    if (p.mode == NormMode::rmsnorm && p.dbeta) throw InputError(fmt::format("{}: rmsnorm has no dbeta", where));
+  } else {
+    for (const char* field : {"dgamma", "dbeta", "saved"})
+      if (entry.contains(field)) throw InputError(fmt::format("{}: '{}' is a backward field", where, field));
+  }
   if (p.mode == NormMode::rmsnorm && p.beta) throw InputError(fmt::format("{}: rmsnorm takes no beta", where));
   if (p.mode == NormMode::rmsnorm && p.mean_out) throw InputError(fmt::format("{}: rmsnorm has no mean output", where));
   p.align_bytes = natural_align(p.dtype, cols);
@@ -115,8 +134,12 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
 }
 
 std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
-  std::string s = fmt::format("{}x{} {} {}", rows, p.cols, dtype_name(p.dtype), to_string(p.mode));
+  std::string s = fmt::format("{}x{} {} {}{}", rows, p.cols, dtype_name(p.dtype), to_string(p.mode),
+                              p.backward ? " backward" : "");
   if (p.gamma) s += " +gamma";
+  if (p.dgamma) s += " +dgamma";
+  if (p.dbeta) s += " +dbeta";
+  if (p.backward) s += p.saved_stats ? " saved" : " recompute";
   if (p.beta) s += " +beta";
   if (p.mean_out) s += " +mean";
   if (p.rstd_out) s += " +rstd";
@@ -157,6 +180,15 @@ class NormalizeProblem final : public OpProblem {
                         {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)}, {"gamma", p.gamma},
                         {"beta", p.beta},      {"mean", p.mean_out},     {"rstd", p.rstd_out},
                         {"align", p.align_bytes}};
+    if (p.backward) {
+      j["direction"] = "backward";
+      j.erase("beta");
+      j.erase("mean");
+      j.erase("rstd");
+      j["dgamma"] = p.dgamma;
+      j["dbeta"] = p.dbeta;
+      j["saved"] = p.saved_stats;
+    }
     if (e_.eps != 1e-5f) j["eps"] = e_.eps;
     if (e_.ddof != 0) j["ddof"] = e_.ddof;
     return j;
@@ -164,25 +196,34 @@ class NormalizeProblem final : public OpProblem {
 
   SpaceSize space() const override {
     // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
-    // width 2..16 bytes, three places to keep the row, two statistics algorithms.
+    // width 2..16 bytes, three places to keep the row, two statistics algorithms; the backward:
+    // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four).
     const nz::Problem& p = e_.problem;
     SpaceSize s;
+    const std::vector<nz::Stat> stats = p.backward ? std::vector<nz::Stat>{nz::Stat::two_pass}
+                                                   : std::vector<nz::Stat>{nz::Stat::two_pass, nz::Stat::welford};
+    const std::vector<int> loops = p.backward ? std::vector<int>{1, 4, 16, 64, 256} : std::vector<int>{1};
+    const std::vector<bool> recomputes = p.backward ? std::vector<bool>{false, true} : std::vector<bool>{false};
     for (int tpr = 1; tpr <= 1024; tpr *= 2)
       for (int rpb = 1; rpb <= 1024; rpb *= 2)
         for (int vb = 2; vb <= 16; vb *= 2)
           for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
-            for (nz::Stat stat : {nz::Stat::two_pass, nz::Stat::welford}) {
-              nz::Config c;
-              c.threads_per_row = tpr;
-              c.rows_per_block = rpb;
-              c.vector_bytes = vb;
-              c.keep = keep;
-              c.stat = stat;
-              const std::int64_t ve = std::max(1, vb / p.element_bytes());
-              c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
-              ++s.total;
-              if (nz::is_runnable(p, c)) ++s.runnable;
-            }
+            for (nz::Stat stat : stats)
+              for (int loop : loops)
+                for (bool recompute : recomputes) {
+                  nz::Config c;
+                  c.threads_per_row = tpr;
+                  c.rows_per_block = rpb;
+                  c.vector_bytes = vb;
+                  c.keep = keep;
+                  c.stat = stat;
+                  c.row_loop = loop;
+                  c.recompute = recompute;
+                  const std::int64_t ve = std::max(1, vb / p.element_bytes());
+                  c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
+                  ++s.total;
+                  if (nz::is_runnable(p, c)) ++s.runnable;
+                }
     s.tuned = static_cast<std::int64_t>(detail::tuning_configs<detail::NormalizeFamily>(p, 0).size());
     return s;
   }
@@ -197,6 +238,7 @@ class NormalizeProblem final : public OpProblem {
   double model_bytes() const override { return nz::model_bytes(e_.problem, e_.problem.rows); }
 
   std::string run_library(Context& context) const override {
+    if (e_.problem.backward) return run_backward(context);
     const nz::Problem& p = e_.problem;
     const std::int64_t elem = p.element_bytes();
     // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
@@ -240,8 +282,59 @@ class NormalizeProblem final : public OpProblem {
   }
 
  private:
+  // The backward's call: zero-filled buffers (finite statistics: constant rows take the sigma
+  // term as 0), the saved statistics when the entry says so.
+  std::string run_backward(Context& context) const {
+    const nz::Problem& p = e_.problem;
+    const std::int64_t elem = p.element_bytes();
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
+    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
+    const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
+    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    DeviceMemory x(plane), dy(plane), dx(plane), stats(static_cast<std::size_t>(e_.rows) * 8);
+    std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes);
+    NormalizeBackwardArgs args;
+    args.x = x.bytes() + offset;
+    args.dy = dy.bytes() + offset;
+    args.dx = dx.bytes() + offset;
+    args.rows = e_.rows;
+    args.cols = p.cols;
+    args.ld_x = args.ld_dy = args.ld_dx = ld;
+    args.dtype = p.dtype;
+    args.mode = p.mode;
+    args.eps = e_.eps;
+    args.ddof = e_.ddof;
+    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
+    args.dgamma = dgamma ? dgamma->bytes() : nullptr;
+    args.dbeta = dbeta ? dbeta->bytes() : nullptr;
+    if (p.saved_stats) {
+      args.rstd = reinterpret_cast<const float*>(stats.bytes());
+      if (p.mode != NormMode::rmsnorm) args.mean = reinterpret_cast<const float*>(stats.bytes() + e_.rows * 4);
+    }
+    nz::validate(args);
+    const std::string got = nz::make_problem(args, detail::Buckets::parse(buckets())).key();
+    if (got != key())
+      throw Error(Error::Context{"normalize", key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.normalize_backward_variant(args);
+    context.normalize_backward(args);
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
+  }
+
   Entry e_;
 };
+
+nlohmann::json backward_entry(std::int64_t rows, std::int64_t cols, const char* dtype, const char* mode, bool gamma,
+                              bool dgamma, bool dbeta, bool saved) {
+  return {{"op", "normalize"}, {"direction", "backward"}, {"rows", rows},     {"cols", cols},
+          {"dtype", dtype},    {"mode", mode},            {"gamma", gamma},   {"dgamma", dgamma},
+          {"dbeta", dbeta},    {"saved", saved}};
+}
 
 nlohmann::json entry(std::int64_t rows, std::int64_t cols, const char* dtype, const char* mode, bool gamma = false,
                      bool beta = false, bool mean = false, bool rstd = false) {
@@ -254,7 +347,7 @@ class NormalizeHandler final : public OpHandler {
   std::string name() const override { return "normalize"; }
   std::string template_hash() const override { return nz::template_hash(); }
 
-  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow"}; }
+  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward"}; }
 
   std::vector<nlohmann::json> suite(const std::string& name) const override {
     if (name == "ids") {
@@ -288,12 +381,25 @@ class NormalizeHandler final : public OpHandler {
               entry(16384, 63, "bf16", "rmsnorm", true),
               entry(1000000, 8, "f32", "standardize")};
     }
+    if (name == "backward") {
+      // Training: LayerNorm / RMSNorm gradients of transformer widths from the saved statistics,
+      // and the packet standardization's (recomputed, no affine).
+      return {backward_entry(4096, 1024, "bf16", "layernorm", true, true, true, true),
+              backward_entry(16384, 768, "bf16", "layernorm", true, true, true, true),
+              backward_entry(8192, 4096, "bf16", "layernorm", true, true, true, true),
+              backward_entry(8192, 1024, "f32", "layernorm", true, true, true, true),
+              backward_entry(8192, 4096, "bf16", "rmsnorm", true, true, false, true),
+              backward_entry(4096, 1024, "f32", "rmsnorm", true, true, false, false),
+              backward_entry(16384, 128, "f32", "standardize", false, false, false, false),
+              backward_entry(1024, 128, "f32", "standardize", false, false, false, true)};
+    }
     throw InputError(fmt::format("normalize has no suite '{}'", name));
   }
 
   std::string fields() const override {
     return "rows, cols (required), dtype (f32|f16|bf16), mode (standardize|layernorm|rmsnorm), gamma, beta, mean, "
-           "rstd (booleans), align (2|4|8|16), eps, ddof, direction (forward), layout (row_major)";
+           "rstd (booleans), align (2|4|8|16), eps, ddof, direction (forward|backward; backward: gamma, dgamma, "
+           "dbeta, saved), layout (row_major)";
   }
 
   std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
@@ -325,10 +431,15 @@ class NormalizeHandler final : public OpHandler {
     if (!p) return fail("not a normalize problem key this build can read");
     // The shapes entry of a call of the key's size, so that the entry checks (sizes, alignment)
     // apply; its rows key is then made the stored one (exact or a bucket of custom bounds).
-    const nlohmann::json entry = {{"op", "normalize"}, {"rows", p->rows},        {"cols", p->cols},
-                                  {"dtype", dtype_name(p->dtype)}, {"mode", to_string(p->mode)},
-                                  {"gamma", p->gamma}, {"beta", p->beta},        {"mean", p->mean_out},
-                                  {"rstd", p->rstd_out}, {"align", p->align_bytes}};
+    nlohmann::json entry = {{"op", "normalize"}, {"rows", p->rows},        {"cols", p->cols},
+                            {"dtype", dtype_name(p->dtype)}, {"mode", to_string(p->mode)},
+                            {"gamma", p->gamma}, {"beta", p->beta},        {"mean", p->mean_out},
+                            {"rstd", p->rstd_out}, {"align", p->align_bytes}};
+    if (p->backward) {
+      entry = backward_entry(p->rows, p->cols, dtype_name(p->dtype).c_str(), to_string(p->mode), p->gamma, p->dgamma,
+                             p->dbeta, p->saved_stats);
+      entry["align"] = p->align_bytes;
+    }
     Entry e;
     try {
       e = parse_entry(entry, "its problem");

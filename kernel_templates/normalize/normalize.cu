@@ -43,6 +43,30 @@ struct RowGroup {
     return v;
   }
 
+  // Sums of N values over the row group at once (one barrier pair instead of N; N <= 3).
+  template <int N>
+  __device__ __forceinline__ static void sums(float (&v)[N], float* scratch) {
+    static_assert(N <= 3, "the scratch holds three values per warp");
+#pragma unroll
+    for (int o = kShuffleWidth / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+    if constexpr (kWarps > 1) {
+      const int base = (threadIdx.x / TPR) * kWarps;
+      if ((threadIdx.x & 31) == 0)
+#pragma unroll
+        for (int i = 0; i < N; ++i) scratch[i * kScratch + base + (threadIdx.x % TPR) / 32] = v[i];
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        v[i] = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) v[i] += scratch[i * kScratch + base + w];
+      }
+      __syncthreads();
+    }
+  }
+
   __device__ __forceinline__ static void merge(float& n, float& mean, float& m2, float nb, float meanb,
                                                float m2b) {
     const float total = n + nb;
@@ -293,4 +317,364 @@ __global__ void kvt_normalize_reference(const KvtNormalizeParams p) {
   }
   if (p.mean != nullptr) p.mean[row] = (float)mean;
   if (p.rstd != nullptr) p.rstd[row] = (float)scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward: dx (and dgamma/dbeta) from x, dy and the row statistics. Template arguments as the
+// forward's, and
+//   GAMMA      1: the forward had gamma (g = dy * gamma), 0: g = dy
+//   GRADS      bit 0: dgamma, bit 1: dbeta
+//   RECOMPUTE  1: statistics recomputed from x (two-pass, shifted), 0: read from p.mean / p.rstd
+// With s the forward's row scale, xhat = (x - mean) * s (rmsnorm: x * s), A = sum(g),
+// B = sum(g * xhat) and n = cols:
+//   layernorm    dx = s * (g - A / n) - xhat * s * B / n
+//   rmsnorm      dx = s * g - xhat * s * B / n
+//   standardize  dx = s * (g - A / n) - xhat * B / (sigma * (n - ddof)),  s = 1 / (sigma + eps)
+// dgamma = sum over rows of dy * xhat, dbeta = sum of dy. Block b handles p.row_loop rows per row
+// group; each group sums its rows' contributions into its own partial row (registers, or in place
+// in the workspace when the row is not kept in registers); the last block of each group of
+// p.group_blocks blocks sums their partial rows into a level-1 row, and the last of those sums the
+// level-1 rows into dgamma/dbeta. Every sum runs in row order: the result does not depend on the
+// order in which blocks finish.
+// Sum of rows [0, n) of a column (row stride `stride`) in row order, eight loads in flight: the
+// same result as one load at a time, without a dependent L2 round trip per row.
+__device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride, long long n) {
+  float t = 0.f;
+  long long r = 0;
+  for (; r + 8 <= n; r += 8) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = __ldcg(src + (r + u) * stride);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t += v[u];
+  }
+  for (; r < n; ++r) t += __ldcg(src + r * stride);
+  return t;
+}
+
+template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
+          bool FULL = false>
+__global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
+  using V = Vec<T, VW>;
+  using Group = RowGroup<TPR, RPB>;
+  static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
+  static_assert(!FULL || KEEP == 0, "FULL needs the row in registers");
+  constexpr long long kStride = (long long)TPR * VW;
+  constexpr int kKept = KEEP == 0 ? ITEMS : 1;
+  constexpr int kAcc = (KEEP == 0 && GRADS != 0) ? ITEMS : 1;
+  constexpr int kGrads = (GRADS & 1) + ((GRADS >> 1) & 1);
+  __shared__ float scratch[3 * Group::kScratch];
+  __shared__ unsigned ticket;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+
+  const int group = threadIdx.x / TPR;
+  const int lane = threadIdx.x % TPR;
+  const long long padded = (p.cols + VW - 1) / VW * VW;
+  T* sx = reinterpret_cast<T*>(dynamic_smem) + group * 2 * padded;
+  T* sdy = sx + padded;
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const float n_cols = static_cast<float>(p.cols);
+  // This group's partial rows: dgamma in slab 0, dbeta in the next (or slab 0 without dgamma).
+  const long long slab = (long long)gridDim.x * RPB * p.cols;
+  float* part_g = p.partials + ((long long)blockIdx.x * RPB + group) * p.cols;
+  float* part_b = part_g + ((GRADS & 1) != 0 ? slab : 0);
+
+  float acc_g[kAcc][VW], acc_b[kAcc][VW];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i)
+#pragma unroll
+    for (int k = 0; k < VW; ++k) acc_g[i][k] = acc_b[i][k] = 0.f;
+  if constexpr (KEEP != 0 && GRADS != 0) {  // partials accumulate in place: start from zero
+    for (long long j = lane * (long long)VW; j < p.cols; j += kStride)
+#pragma unroll
+      for (int k = 0; k < VW; ++k)
+        if (j + k < p.cols) {
+          if constexpr ((GRADS & 1) != 0) part_g[j + k] = 0.f;
+          if constexpr ((GRADS & 2) != 0) part_b[j + k] = 0.f;
+        }
+  }
+
+  for (int it = 0; it < p.row_loop; ++it) {
+    const long long row = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+    const bool active = row < p.rows;
+    const long long cols = active ? p.cols : 0;
+    const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
+    const T* dy = static_cast<const T*>(p.dy) + (active ? row : 0) * p.ld_dy;
+    T* dx = static_cast<T*>(p.dx) + (active ? row : 0) * p.ld_dx;
+    V xr[kKept], dyr[kKept];
+    auto for_each_vector = [&](auto&& visit) {
+      if constexpr (KEEP == 0) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) visit(i, lane * (long long)VW + i * kStride);
+      } else {
+        int i = 0;
+        for (long long j = lane * (long long)VW; j < cols; j += kStride, ++i) visit(i, j);
+      }
+    };
+    auto load = [&](const T* src, long long j) -> V {
+      V v;
+      if constexpr (FULL) {
+        if (active) v = *reinterpret_cast<const V*>(src + j);
+#pragma unroll
+        for (int k = 0; k < VW; ++k)
+          if (!active) v.v[k] = kvt_from_float<T>(0.f);
+      } else {
+        v = load_masked<T, VW>(src, j, cols);
+      }
+      return v;
+    };
+    auto kept_x = [&](int i, long long j) -> V {
+      if constexpr (KEEP == 0) return xr[i];
+      else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(sx + j);
+      else return load_masked<T, VW>(x, j, cols);
+    };
+    auto kept_dy = [&](int i, long long j) -> V {
+      if constexpr (KEEP == 0) return dyr[i];
+      else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(sdy + j);
+      else return load_masked<T, VW>(dy, j, cols);
+    };
+    auto in_row = [&](long long j) { return FULL ? active : j < cols; };
+
+    // Pass 1: load (and keep) x and dy; the statistics' first sum when recomputing.
+    // Statistics relative to shift: the row's first element when recomputing, the saved mean otherwise.
+    float shift = (RECOMPUTE && MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
+    float sum = 0.f;
+    if constexpr (KEEP != 2 || RECOMPUTE) {
+      for_each_vector([&](int i, long long j) {
+        const V vx = load(x, j);
+        if constexpr (KEEP == 0) {
+          xr[i] = vx;
+          dyr[i] = load(dy, j);
+        }
+        if constexpr (KEEP == 1) {
+          if (j < cols) {
+            *reinterpret_cast<V*>(sx + j) = vx;
+            *reinterpret_cast<V*>(sdy + j) = load(dy, j);
+          }
+        }
+        if constexpr (RECOMPUTE) {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) {
+            const float f = kvt_to_float(vx.v[k]) - shift;
+            if constexpr (MODE == 2) sum += f * f;  // masked-off elements are zero
+            else if (in_row(j + k)) sum += f;
+          }
+        }
+      });
+    }
+
+    // The row's statistics: mean (relative to shift), scale s and, for standardize, sigma.
+    float mean = 0.f, s = 0.f, sigma = 0.f;
+    if constexpr (RECOMPUTE) {
+      if constexpr (MODE == 2) {
+        s = rsqrtf(Group::sum(sum, scratch) / n_cols + p.eps);
+      } else {
+        mean = Group::sum(sum, scratch) / n_cols;
+        float centred = 0.f;
+        for_each_vector([&](int i, long long j) {
+          const V v = kept_x(i, j);
+#pragma unroll
+          for (int k = 0; k < VW; ++k) {
+            const float d = (kvt_to_float(v.v[k]) - shift) - mean;
+            if (in_row(j + k)) centred += d * d;
+          }
+        });
+        const float m2 = Group::sum(centred, scratch);
+        if constexpr (MODE == 0) {
+          float var = m2 / (n_cols - static_cast<float>(p.ddof));
+          var = var < 0.f ? 0.f : var;
+          sigma = sqrtf(var);
+          s = 1.f / (sigma + p.eps);
+        } else {
+          float var = m2 / n_cols;
+          var = var < 0.f ? 0.f : var;
+          s = rsqrtf(var + p.eps);
+        }
+      }
+    } else if (active) {
+      s = p.rstd[row];
+      if constexpr (MODE != 2) shift = p.mean[row];
+      if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
+    }
+    auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
+
+    // Pass 2: A = sum(g), B = sum(g * xhat) and, from a saved mean, C = sum(x - mean): the saved
+    // mean is rounded to f32, which is coarse against the spread of rows with |mean| >> std; the
+    // row's exact centre is mean + C / n (the forward's shifted statistics had it), so xhat and B
+    // are corrected by it.
+    constexpr bool kCentre = !RECOMPUTE && MODE != 2;
+    float a = 0.f, b = 0.f, centre = 0.f;
+    for_each_vector([&](int i, long long j) {
+      const V vx = kept_x(i, j);
+      const V vd = kept_dy(i, j);
+      V vg;
+      if constexpr (GAMMA) vg = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        if (!in_row(j + k)) continue;
+        float g = kvt_to_float(vd.v[k]);
+        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
+        a += g;
+        b += g * xhat_of(kvt_to_float(vx.v[k]));
+        if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
+      }
+    });
+    if constexpr (kCentre) {
+      float v[3] = {a, b, centre};
+      Group::sums(v, scratch);
+      const float c = v[2] / n_cols;
+      a = v[0];
+      b = v[1] - c * s * a;  // sum(g * (x - shift - c) * s)
+      mean = c;              // kept apart from shift: their f32 sum would round c away
+    } else {
+      float v[2] = {a, b};
+      Group::sums(v, scratch);
+      a = v[0];
+      b = v[1];
+    }
+    const float ca = MODE == 2 ? 0.f : a / n_cols;
+    // Standardize of a constant row (sigma = 0): the sigma term is taken as 0, as PyTorch's std
+    // backward does (its gradient masks std == 0), so the gradient stays finite.
+    const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
+                               : s * b / n_cols;
+
+    // Pass 3: dx, and this row's share of dgamma/dbeta.
+    for_each_vector([&](int i, long long j) {
+      if (!in_row(j)) return;
+      const V vx = kept_x(i, j);
+      const V vd = kept_dy(i, j);
+      V vg;
+      if constexpr (GAMMA) vg = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+      V out;
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        const float d = kvt_to_float(vd.v[k]);
+        float g = d;
+        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
+        const float xhat = xhat_of(kvt_to_float(vx.v[k]));
+        out.v[k] = kvt_from_float<T>(s * (g - ca) - xhat * cb);
+        if (FULL || j + k < cols) {
+          if constexpr (KEEP == 0) {
+            acc_g[KEEP == 0 && GRADS != 0 ? i : 0][k] += d * xhat;
+            acc_b[KEEP == 0 && GRADS != 0 ? i : 0][k] += d;
+          } else {
+            if constexpr ((GRADS & 1) != 0) part_g[j + k] += d * xhat;
+            if constexpr ((GRADS & 2) != 0) part_b[j + k] += d;
+          }
+        }
+      }
+      if constexpr (FULL) *reinterpret_cast<V*>(dx + j) = out;
+      else store_masked<T, VW>(dx, j, cols, out);
+    });
+  }
+
+  if constexpr (GRADS != 0) {
+    if constexpr (KEEP == 0) {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const long long j = lane * (long long)VW + i * kStride;
+#pragma unroll
+        for (int k = 0; k < VW; ++k)
+          if (j + k < p.cols) {
+            if constexpr ((GRADS & 1) != 0) part_g[j + k] = acc_g[i][k];
+            if constexpr ((GRADS & 2) != 0) part_b[j + k] = acc_b[i][k];
+          }
+      }
+    }
+    // Level 1: the last block to finish in this group of blocks sums their partial rows.
+    __threadfence();
+    __syncthreads();
+    const int level1 = blockIdx.x / p.group_blocks;
+    if (threadIdx.x == 0) ticket = atomicAdd(p.counters + level1, 1u);
+    __syncthreads();
+    const int first = level1 * p.group_blocks;
+    const int members = min(p.group_blocks, static_cast<int>(gridDim.x) - first);
+    if (ticket != static_cast<unsigned>(members - 1)) return;
+    __threadfence();
+    const long long slab1 = (long long)p.level1_rows * p.cols;
+    for (int grad = 0; grad < kGrads; ++grad)
+      for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
+        const float* src = p.partials + grad * slab + (long long)first * RPB * p.cols + j;
+        p.level1[grad * slab1 + (long long)level1 * p.cols + j] = kvt_sum_rows(src, p.cols, (long long)members * RPB);
+      }
+    // Level 2: the last level-1 block sums the level-1 rows into dgamma / dbeta.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(p.counters + p.level1_rows, 1u);
+    __syncthreads();
+    if (ticket != static_cast<unsigned>(p.level1_rows - 1)) return;
+    __threadfence();
+    for (int grad = 0; grad < kGrads; ++grad) {
+      T* out = static_cast<T*>(grad == 0 && (GRADS & 1) != 0 ? p.dgamma : p.dbeta);
+      for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
+        out[j] = kvt_from_float<T>(kvt_sum_rows(p.level1 + grad * slab1 + j, p.cols, p.level1_rows));
+      }
+    }
+  }
+}
+
+// The backward's float64 reference, one thread per row: dx as f32 into p.dx (ld_dx), the row's
+// mean and scale as doubles into stats[2 * row], and the forward's f32 mean / rstd into
+// saved_mean / saved_rstd (what the forward kernel saves, for candidates that read them).
+template <class T, int MODE, int GAMMA>
+__global__ void kvt_normalize_backward_reference(const KvtNormalizeBackwardParams p, double* stats, float* saved_mean,
+                                                 float* saved_rstd) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= p.rows) return;
+  const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+  const T* dy = static_cast<const T*>(p.dy) + row * p.ld_dy;
+  float* dx = static_cast<float*>(p.dx) + row * p.ld_dx;
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const double n = static_cast<double>(p.cols);
+  double mean = 0.0, m2 = 0.0, s, sigma = 0.0;
+  if (MODE == 2) {
+    for (long long j = 0; j < p.cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
+    s = 1.0 / sqrt(m2 / n + (double)p.eps);
+  } else {
+    for (long long j = 0; j < p.cols; ++j) mean += (double)kvt_to_float(x[j]);
+    mean /= n;
+    for (long long j = 0; j < p.cols; ++j) {
+      const double d = (double)kvt_to_float(x[j]) - mean;
+      m2 += d * d;
+    }
+    if (MODE == 0) {
+      sigma = sqrt(m2 / (n - p.ddof));
+      s = 1.0 / (sigma + (double)p.eps);
+    } else {
+      s = 1.0 / sqrt(m2 / n + (double)p.eps);
+    }
+  }
+  double a = 0.0, b = 0.0;
+  for (long long j = 0; j < p.cols; ++j) {
+    const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
+    a += g;
+    b += g * ((double)kvt_to_float(x[j]) - mean) * s;
+  }
+  const double ca = MODE == 2 ? 0.0 : a / n;
+  const double cb = MODE == 0 ? (sigma > 0.0 ? b / (sigma * (n - p.ddof)) : 0.0) : s * b / n;
+  for (long long j = 0; j < p.cols; ++j) {
+    const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
+    dx[j] = (float)(s * (g - ca) - ((double)kvt_to_float(x[j]) - mean) * s * cb);
+  }
+  stats[2 * row] = mean;
+  stats[2 * row + 1] = s;
+  if (saved_mean != nullptr) saved_mean[row] = (float)mean;
+  if (saved_rstd != nullptr) saved_rstd[row] = (float)s;
+}
+
+// The column half of the backward's reference, one thread per column: dgamma / dbeta as f32 into
+// p.dgamma / p.dbeta (either may be null), from the rows' float64 statistics.
+template <class T>
+__global__ void kvt_normalize_backward_reference_columns(const KvtNormalizeBackwardParams p, const double* stats) {
+  const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.cols) return;
+  double dg = 0.0, db = 0.0;
+  for (long long row = 0; row < p.rows; ++row) {
+    const double d = (double)kvt_to_float(static_cast<const T*>(p.dy)[row * p.ld_dy + j]);
+    const double xv = (double)kvt_to_float(static_cast<const T*>(p.x)[row * p.ld_x + j]);
+    dg += d * (xv - stats[2 * row]) * stats[2 * row + 1];
+    db += d;
+  }
+  if (p.dgamma != nullptr) static_cast<float*>(p.dgamma)[j] = (float)dg;
+  if (p.dbeta != nullptr) static_cast<float*>(p.dbeta)[j] = (float)db;
 }

@@ -18,7 +18,7 @@ namespace kvtune::normalize {
 namespace {
 
 // Bump when this description changes in a way that changes generated code or its meaning.
-constexpr int kDescriptionVersion = 2;
+constexpr int kDescriptionVersion = 3;
 constexpr std::int64_t kMaxIterations = 64;          // vectors one thread handles per row
 constexpr int kMaxRegisterRowBytes = 128;            // row bytes one thread may keep in registers
 constexpr std::size_t kMaxSharedBytes = 160 * 1024;  // the device limit is checked again when tuning
@@ -53,6 +53,18 @@ Error invalid(const NormalizeArgs& args, const char* field, const std::string& w
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
+// The largest vector access (bytes, down to one element) that every pointer and every row start allows.
+int common_alignment(std::int64_t elem, std::initializer_list<const void*> pointers,
+                     std::initializer_list<std::int64_t> leading_dimensions) {
+  for (int v = 16; v > elem; v /= 2) {
+    bool ok = true;
+    for (const void* ptr : pointers) ok = ok && (ptr == nullptr || address(ptr) % v == 0);
+    for (const std::int64_t ld : leading_dimensions) ok = ok && (ld * elem) % v == 0;
+    if (ok) return v;
+  }
+  return static_cast<int>(elem);
+}
+
 int mode_index(NormMode m) { return static_cast<int>(m); }
 int affine_bits(const Problem& p) { return (p.gamma ? 1 : 0) | (p.beta ? 2 : 0); }
 int stats_bits(const Problem& p) { return (p.mean_out ? 1 : 0) | (p.rstd_out ? 2 : 0); }
@@ -65,17 +77,25 @@ std::vector<detail::HeaderSource> headers() {
 
 bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
-         vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat;
+         vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
+         row_loop == o.row_loop && recompute == o.recompute;
 }
 
 std::string Config::label() const {
-  return fmt::format("tpr={},rpb={},vw={}B,keep={},stat={}", threads_per_row, rows_per_block, vector_bytes,
-                     keep_name(keep), stat_name(stat));
+  std::string label = fmt::format("tpr={},rpb={},vw={}B,keep={},stat={}", threads_per_row, rows_per_block,
+                                  vector_bytes, keep_name(keep), stat_name(stat));
+  if (row_loop != 1) label += fmt::format(",loop={}", row_loop);
+  if (recompute) label += ",recompute";
+  return label;
 }
 
 nlohmann::json Config::to_json() const {
-  return {{"tpr", threads_per_row}, {"rpb", rows_per_block}, {"vw", vector_bytes},
-          {"items", items},         {"keep", keep_name(keep)}, {"stat", stat_name(stat)}};
+  nlohmann::json j = {{"tpr", threads_per_row}, {"rpb", rows_per_block}, {"vw", vector_bytes},
+                      {"items", items},         {"keep", keep_name(keep)}, {"stat", stat_name(stat)}};
+  // The backward's fields only where they differ from the forward's (stored forward configs keep their form).
+  if (row_loop != 1) j["loop"] = row_loop;
+  if (recompute) j["recompute"] = true;
+  return j;
 }
 
 Config Config::from_json(const nlohmann::json& j) {
@@ -94,6 +114,8 @@ Config Config::from_json(const nlohmann::json& j) {
     if (stat == "twopass") c.stat = Stat::two_pass;
     else if (stat == "welford") c.stat = Stat::welford;
     else throw Error("unknown stat '" + stat + "'");
+    if (j.contains("loop")) c.row_loop = detail::json_int(j, "loop");
+    if (j.contains("recompute")) c.recompute = j.at("recompute").get<bool>();
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -102,10 +124,15 @@ Config Config::from_json(const nlohmann::json& j) {
 
 bool Problem::operator==(const Problem& o) const {
   return dtype == o.dtype && mode == o.mode && cols == o.cols && rows == o.rows && rows_exact == o.rows_exact &&
-         align_bytes == o.align_bytes && gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out;
+         align_bytes == o.align_bytes && gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out &&
+         backward == o.backward && dgamma == o.dgamma && dbeta == o.dbeta && saved_stats == o.saved_stats;
 }
 
 std::string Problem::key() const {
+  if (backward)
+    return fmt::format("normalize,{},{},backward,cols={},rows{}{},align={},gamma={},grads={}{},stats={}",
+                       to_string(dtype), to_string(mode), cols, rows_exact ? "=" : "<=", rows, align_bytes,
+                       gamma ? "g" : "", dgamma ? "g" : "", dbeta ? "b" : "", saved_stats ? "saved" : "recompute");
   return fmt::format("normalize,{},{},cols={},rows{}{},align={},affine={}{},stats={}{}", to_string(dtype),
                      to_string(mode), cols, rows_exact ? "=" : "<=", rows, align_bytes, gamma ? "g" : "", beta ? "b" : "",
                      mean_out ? "m" : "", rstd_out ? "r" : "");
@@ -119,7 +146,9 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
   const std::uint64_t small = static_cast<std::uint64_t>(p.dtype) | (static_cast<std::uint64_t>(p.mode) << 4) |
                               (static_cast<std::uint64_t>(p.align_bytes) << 8) | (std::uint64_t(p.gamma) << 16) |
                               (std::uint64_t(p.beta) << 17) | (std::uint64_t(p.mean_out) << 18) |
-                              (std::uint64_t(p.rstd_out) << 19) | (std::uint64_t(p.rows_exact) << 20);
+                              (std::uint64_t(p.rstd_out) << 19) | (std::uint64_t(p.rows_exact) << 20) |
+                              (std::uint64_t(p.backward) << 21) | (std::uint64_t(p.dgamma) << 22) |
+                              (std::uint64_t(p.dbeta) << 23) | (std::uint64_t(p.saved_stats) << 24);
   h ^= small + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return static_cast<std::size_t>(h);
 }
@@ -200,17 +229,101 @@ Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
   p.beta = a.beta != nullptr;
   p.mean_out = a.mean != nullptr;
   p.rstd_out = a.rstd != nullptr;
-  const std::int64_t elem = p.element_bytes();
+  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.y, a.gamma, a.beta},
+                                   {a.ld_x == 0 ? a.cols : a.ld_x, a.ld_y == 0 ? a.cols : a.ld_y});
+  return p;
+}
+
+void validate(const NormalizeBackwardArgs& a) {
+  const auto invalid = [&a](const char* field, const std::string& why) {
+    return Error(Error::Context{"normalize_backward",
+                                fmt::format("rows={} cols={} dtype={} mode={}", a.rows, a.cols,
+                                            to_string(a.dtype), to_string(a.mode)),
+                                "", "", field},
+                 why);
+  };
+  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
+    throw invalid("dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
+  if (static_cast<unsigned>(a.mode) > static_cast<unsigned>(NormMode::rmsnorm))
+    throw invalid("mode", fmt::format("unknown mode value {}", static_cast<int>(a.mode)));
+  if (a.x == nullptr) throw invalid("x", "x is a null pointer");
+  if (a.dy == nullptr) throw invalid("dy", "dy is a null pointer");
+  if (a.dx == nullptr) throw invalid("dx", "dx is a null pointer");
+  if (a.rows <= 0) throw invalid("rows", fmt::format("rows must be positive, got {}", a.rows));
+  if (a.cols <= 0) throw invalid("cols", fmt::format("cols must be positive, got {}", a.cols));
+  if (a.cols > (std::int64_t(1) << 31)) throw invalid("cols", "cols above 2^31 are not supported");
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
-  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
-  p.align_bytes = static_cast<int>(elem);
-  for (int v = 16; v > elem; v /= 2) {
-    const auto ok = [v](const void* ptr) { return ptr == nullptr || address(ptr) % v == 0; };
-    if (ok(a.x) && ok(a.y) && ok(a.gamma) && ok(a.beta) && (ld_x * elem) % v == 0 && (ld_y * elem) % v == 0) {
-      p.align_bytes = v;
-      break;
-    }
+  const std::int64_t ld_dy = a.ld_dy == 0 ? a.cols : a.ld_dy;
+  const std::int64_t ld_dx = a.ld_dx == 0 ? a.cols : a.ld_dx;
+  if (ld_x < a.cols) throw invalid("ld_x", fmt::format("ld_x ({}) must be 0 or >= cols ({})", a.ld_x, a.cols));
+  if (ld_dy < a.cols) throw invalid("ld_dy", fmt::format("ld_dy ({}) must be 0 or >= cols ({})", a.ld_dy, a.cols));
+  if (ld_dx < a.cols) throw invalid("ld_dx", fmt::format("ld_dx ({}) must be 0 or >= cols ({})", a.ld_dx, a.cols));
+  constexpr std::int64_t kMaxElements = std::int64_t(1) << 56;
+  if (std::max({ld_x, ld_dy, ld_dx}) > kMaxElements / a.rows)
+    throw invalid("rows", "rows x leading dimension overflows the addressable element count");
+  if (!(a.eps >= 0.f) || !std::isfinite(a.eps))
+    throw invalid("eps", fmt::format("eps must be finite and >= 0, got {}", a.eps));
+  if (a.ddof != 0 && a.ddof != 1) throw invalid("ddof", fmt::format("ddof must be 0 or 1, got {}", a.ddof));
+  if (a.ddof != 0 && a.mode != NormMode::standardize) throw invalid("ddof", "ddof applies to standardize only");
+  if (a.dgamma != nullptr && a.gamma == nullptr)
+    throw invalid("dgamma", "dgamma needs the forward's gamma (without gamma there is no dgamma)");
+  if (a.mode == NormMode::rmsnorm && a.dbeta != nullptr) throw invalid("dbeta", "rmsnorm has no beta, so no dbeta");
+  if (a.mode == NormMode::rmsnorm && a.mean != nullptr) throw invalid("mean", "rmsnorm saves no mean");
+  if (a.mode != NormMode::rmsnorm && (a.mean == nullptr) != (a.rstd == nullptr))
+    throw invalid(a.mean == nullptr ? "mean" : "rstd", "the saved mean and rstd are given together (or neither)");
+  const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
+  const auto check_aligned = [&](const void* p, std::int64_t to, const char* field) {
+    if (p != nullptr && address(p) % static_cast<std::uintptr_t>(to) != 0)
+      throw invalid(field, fmt::format("{} must be aligned to {} bytes", field, to));
+  };
+  check_aligned(a.x, elem, "x");
+  check_aligned(a.dy, elem, "dy");
+  check_aligned(a.dx, elem, "dx");
+  check_aligned(a.gamma, elem, "gamma");
+  check_aligned(a.dgamma, elem, "dgamma");
+  check_aligned(a.dbeta, elem, "dbeta");
+  check_aligned(a.mean, 4, "mean");
+  check_aligned(a.rstd, 4, "rstd");
+  using detail::byte_range;
+  const auto span = [&](std::int64_t ld) { return ((a.rows - 1) * ld + a.cols) * elem; };
+  const auto dx = byte_range("dx", a.dx, span(ld_dx));
+  const auto dy = byte_range("dy", a.dy, span(ld_dy));
+  // dx may be dy itself (each element is read before it is written), never a part of it.
+  if (a.dx == a.dy) {
+    if (ld_dx != ld_dy) throw invalid("ld_dx", "dx == dy needs ld_dx == ld_dy");
+  } else if (dx.overlaps(dy)) {
+    throw invalid("dx", "dx partially overlaps dy (only dx == dy is allowed)");
   }
+  const auto inputs = {byte_range("x", a.x, span(ld_x)), byte_range("gamma", a.gamma, a.cols * elem),
+                       byte_range("mean", a.mean, a.rows * 4), byte_range("rstd", a.rstd, a.rows * 4)};
+  if (const auto hit = detail::first_overlap({dx}, inputs))
+    throw invalid("dx", fmt::format("dx overlaps {}", hit->second.field));
+  for (const auto& out : {byte_range("dgamma", a.dgamma, a.cols * elem), byte_range("dbeta", a.dbeta, a.cols * elem)}) {
+    for (const auto& other : inputs)
+      if (out.overlaps(other)) throw invalid(out.field, fmt::format("{} overlaps {}", out.field, other.field));
+    for (const auto& other : {dx, dy})
+      if (out.overlaps(other)) throw invalid(out.field, fmt::format("{} overlaps {}", out.field, other.field));
+  }
+  if (byte_range("dgamma", a.dgamma, a.cols * elem).overlaps(byte_range("dbeta", a.dbeta, a.cols * elem)))
+    throw invalid("dbeta", "dbeta overlaps dgamma");
+}
+
+Problem make_problem(const NormalizeBackwardArgs& a, const detail::Buckets& buckets) {
+  Problem p;
+  p.backward = true;
+  p.dtype = a.dtype;
+  p.mode = a.mode;
+  p.cols = a.cols;
+  p.rows = buckets.bucket(a.rows);
+  p.rows_exact = buckets.exact();
+  p.gamma = a.gamma != nullptr;
+  p.dgamma = a.dgamma != nullptr;
+  p.dbeta = a.dbeta != nullptr;
+  p.saved_stats = a.rstd != nullptr;
+  // dgamma/dbeta are written element by element: their alignment does not limit the vectors.
+  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.dy, a.dx, a.gamma},
+                                   {a.ld_x == 0 ? a.cols : a.ld_x, a.ld_dy == 0 ? a.cols : a.ld_dy,
+                                    a.ld_dx == 0 ? a.cols : a.ld_dx});
   return p;
 }
 
@@ -231,6 +344,17 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
     return fail("vector width: 1..16 bytes, at least one element");
   if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
+  if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
+  if (p.backward) {
+    if (c.stat != Stat::two_pass) return fail("the backward recomputes statistics in two passes");
+    if (!is_pow2(c.row_loop) || c.row_loop > 1024) return fail("row loop: power of two <= 1024");
+    if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
+    const std::int64_t blocks = ceil_div(p.rows, std::int64_t(c.rows_per_block) * c.row_loop);
+    if (prune && (p.dgamma || p.dbeta) && blocks > 2048) return fail("more than 2048 blocks of dgamma/dbeta partials");
+    if (prune && c.row_loop > 1 && blocks < 128) return fail("a row loop that leaves fewer than 128 blocks");
+  }
+  // The backward keeps x and dy (and, in registers, two accumulators): half the row per thread.
+  const int kept_rows = p.backward ? 2 : 1;
   if (prune && c.vector_bytes < std::min(4, p.align_bytes) && p.cols >= 4)
     return fail("2-byte accesses only where alignment forces them");
   const std::int64_t vector_elems = c.vector_bytes / elem;
@@ -243,12 +367,13 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return fail("rmsnorm needs no variance algorithm");
   if (c.keep == Keep::registers) {
     if (c.items != iterations) return fail("items must equal the vectors per thread");
-    if (c.items * c.vector_bytes > kMaxRegisterRowBytes) return fail("row slice too large for registers");
+    if (c.items * c.vector_bytes * kept_rows > kMaxRegisterRowBytes) return fail("row slice too large for registers");
   } else if (c.items != 0) {
     return fail("items apply to register keep only");
   }
   if (c.keep == Keep::shared &&
-      std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem >
+      std::size_t(kept_rows) * std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) *
+              elem >
           kMaxSharedBytes)
     return fail("rows do not fit in shared memory");
   return true;
@@ -259,6 +384,19 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
 bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
 bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
 
+namespace {
+
+// The backward's rows per row group: 1 without dgamma/dbeta, else the fewest (from 1, 4, 16, ...)
+// that leave at most 1,024 blocks of partials.
+int default_row_loop(const Problem& p, int rows_per_block) {
+  if (!p.backward || !(p.dgamma || p.dbeta)) return 1;
+  int loop = 1;
+  while (loop < 1024 && ceil_div(p.rows, std::int64_t(rows_per_block) * loop) > 1024) loop *= 4;
+  return loop;
+}
+
+}  // namespace
+
 Config seed_config(const Problem& p) {
   Config c;
   c.threads_per_row = 256;
@@ -266,7 +404,9 @@ Config seed_config(const Problem& p) {
   c.vector_bytes = std::min(16, p.align_bytes);
   c.items = 0;
   c.keep = Keep::reread;
-  c.stat = p.mode == NormMode::rmsnorm ? Stat::two_pass : Stat::welford;
+  c.stat = p.mode == NormMode::rmsnorm || p.backward ? Stat::two_pass : Stat::welford;
+  c.row_loop = default_row_loop(p, c.rows_per_block);
+  c.recompute = p.backward && !p.saved_stats;
   return c;
 }
 
@@ -283,14 +423,20 @@ std::vector<Config> enumerate(const Problem& p) {
         if (block < tpr || (block == 1024 && tpr != 1024) || (tpr >= 512 && block != tpr)) continue;
         for (Keep keep : {Keep::registers, Keep::shared, Keep::reread}) {
           for (Stat stat : {Stat::two_pass, Stat::welford}) {
-            Config c;
-            c.threads_per_row = tpr;
-            c.rows_per_block = block / tpr;
-            c.vector_bytes = vb;
-            c.items = keep == Keep::registers ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20)) : 0;
-            c.keep = keep;
-            c.stat = stat;
-            if (is_valid(p, c) && c != seed) out.push_back(c);
+            for (int loop : {1, 4, 16, 64, 256}) {
+              for (bool recompute : {false, true}) {
+                Config c;
+                c.threads_per_row = tpr;
+                c.rows_per_block = block / tpr;
+                c.vector_bytes = vb;
+                c.items = keep == Keep::registers ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20)) : 0;
+                c.keep = keep;
+                c.stat = stat;
+                c.row_loop = loop;
+                c.recompute = recompute;
+                if (is_valid(p, c) && c != seed) out.push_back(c);
+              }
+            }
           }
         }
       }
@@ -314,6 +460,8 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.threads_per_row = tpr;
     c.rows_per_block = std::max(1, 256 / tpr);
     c.stat = Stat::two_pass;
+    c.row_loop = default_row_loop(p, c.rows_per_block);
+    c.recompute = p.backward && !p.saved_stats;
     c.keep = Keep::registers;
     c.items = static_cast<int>(ceil_div(p.cols, tpr * ve));
     if (is_valid(p, c)) return c;
@@ -331,16 +479,34 @@ Config heuristic_config(const Problem& p, int cc_major) {
 Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   Geometry g;
   g.block = static_cast<unsigned>(c.threads_per_row * c.rows_per_block);
-  g.grid = static_cast<unsigned>(ceil_div(rows, c.rows_per_block));
+  const std::int64_t blocks = ceil_div(rows, std::int64_t(c.rows_per_block) * c.row_loop);
+  g.grid = static_cast<unsigned>(blocks);
   if (c.keep == Keep::shared) {
     const std::int64_t ve = c.vector_bytes / p.element_bytes();
-    g.dynamic_smem = std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
+    g.dynamic_smem = std::size_t(p.backward ? 2 : 1) * std::size_t(c.rows_per_block) *
+                     std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
+  }
+  if (p.backward && (p.dgamma || p.dbeta)) {
+    const auto align256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const std::size_t grads = std::size_t(p.dgamma) + std::size_t(p.dbeta);
+    g.group_blocks = static_cast<int>(std::ceil(std::sqrt(double(blocks))));
+    g.level1_rows = static_cast<int>(ceil_div(blocks, g.group_blocks));
+    const std::size_t partial_rows = std::size_t(blocks) * std::size_t(c.rows_per_block);
+    g.level1_offset = align256(grads * partial_rows * std::size_t(p.cols) * 4);
+    g.counter_offset = align256(g.level1_offset + grads * std::size_t(g.level1_rows) * std::size_t(p.cols) * 4);
+    g.workspace_bytes = align256(g.counter_offset + std::size_t(g.level1_rows + 1) * 4);
   }
   return g;
 }
 
 double model_bytes(const Problem& p, std::int64_t rows) {
   const double elem = p.element_bytes();
+  if (p.backward) {
+    double bytes = 3.0 * double(rows) * double(p.cols) * elem;
+    bytes += (p.gamma + p.dgamma + p.dbeta) * double(p.cols) * elem;
+    if (p.saved_stats) bytes += (p.mode == NormMode::rmsnorm ? 4.0 : 8.0) * double(rows);
+    return bytes;
+  }
   double bytes = 2.0 * double(rows) * double(p.cols) * elem;
   bytes += (p.gamma + p.beta) * double(p.cols) * elem;
   bytes += (p.mean_out + p.rstd_out) * double(rows) * 4.0;
@@ -348,6 +514,7 @@ double model_bytes(const Problem& p, std::int64_t rows) {
 }
 
 double model_flops(const Problem& p, std::int64_t rows) {
+  if (p.backward) return 14.0 * double(rows) * double(p.cols);
   return 7.0 * double(rows) * double(p.cols) + 2.0 * (p.gamma + p.beta) * double(rows) * double(p.cols);
 }
 
@@ -360,6 +527,14 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
   const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
+  if (p.backward) {
+    r.name_expressions = {fmt::format("kvt_normalize_backward<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                                      kernel_type(p.dtype), c.threads_per_row, c.rows_per_block, ve, c.items,
+                                      static_cast<int>(c.keep), mode_index(p.mode), p.gamma ? 1 : 0,
+                                      (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
+                                      full ? "true" : "false")};
+    return r;
+  }
   r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
                                     c.threads_per_row, c.rows_per_block, ve, c.items, static_cast<int>(c.keep),
                                     static_cast<int>(c.stat), mode_index(p.mode), affine_bits(p), stats_bits(p),
@@ -373,6 +548,12 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
   r.source = embedded::normalize_cu;
   r.headers = headers();
   r.arch = arch;
+  if (p.backward) {
+    r.name_expressions = {fmt::format("kvt_normalize_backward_reference<{}, {}, {}>", kernel_type(p.dtype),
+                                      mode_index(p.mode), p.gamma ? 1 : 0),
+                          fmt::format("kvt_compare<{}>", kernel_type(p.dtype)), "kvt_compare<float>"};
+    return r;
+  }
   r.name_expressions = {
       fmt::format("kvt_normalize_reference<{}, {}, {}>", kernel_type(p.dtype), mode_index(p.mode), affine_bits(p)),
       fmt::format("kvt_compare<{}>", kernel_type(p.dtype)), "kvt_compare<float>"};
@@ -394,10 +575,39 @@ namespace kvtune::normalize {
 std::optional<Problem> problem_from_key(const std::string& key) {
   using detail::key_number;
   using detail::key_value;
-  const std::vector<std::string> parts = detail::split_key(key);
-  if (parts.size() != 8 || parts[0] != "normalize") return std::nullopt;
+  std::vector<std::string> parts = detail::split_key(key);
   static constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
   static constexpr NormMode kModes[] = {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm};
+  if (parts.size() == 10 && parts[0] == "normalize" && parts[3] == "backward") {
+    const auto dtype = detail::key_enum(parts[1], kDTypes);
+    const auto mode = detail::key_enum(parts[2], kModes);
+    const auto cols = key_number(key_value(parts[4], "cols="));
+    auto rows = key_number(key_value(parts[5], "rows<="));
+    const bool exact = !rows;
+    if (exact) rows = key_number(key_value(parts[5], "rows="));
+    const auto align = key_number(key_value(parts[6], "align="));
+    const auto gamma = key_value(parts[7], "gamma=");
+    const auto grads = key_value(parts[8], "grads=");
+    const auto stats = key_value(parts[9], "stats=");
+    if (!dtype || !mode || !cols || !rows || !align || !gamma || !grads || !stats || *cols <= 0 || *rows <= 0 ||
+        *align > 16)
+      return std::nullopt;
+    Problem p;
+    p.backward = true;
+    p.dtype = *dtype;
+    p.mode = *mode;
+    p.cols = *cols;
+    p.rows = *rows;
+    p.rows_exact = exact;
+    p.align_bytes = static_cast<int>(*align);
+    p.gamma = *gamma == "g";
+    p.dgamma = grads->find('g') != std::string::npos;
+    p.dbeta = grads->find('b') != std::string::npos;
+    p.saved_stats = *stats == "saved";
+    if (p.key() != key) return std::nullopt;
+    return p;
+  }
+  if (parts.size() != 8 || parts[0] != "normalize") return std::nullopt;
   const auto dtype = detail::key_enum(parts[1], kDTypes);
   const auto mode = detail::key_enum(parts[2], kModes);
   const auto cols = key_number(key_value(parts[3], "cols="));
@@ -441,21 +651,37 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
   const std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
   if (blocks_per_sm == 0) return 1.0;  // cannot be resident: last
-  const double blocks = std::ceil(rows / c.rows_per_block);
+  const double blocks = std::ceil(rows / (c.rows_per_block * c.row_loop));
   const double resident_blocks = std::min(blocks, double(sm_count * blocks_per_sm));
   const double waves = blocks / double(sm_count * blocks_per_sm);
-  double bytes = 2 * rows * cols * elem;
-  if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction;
+  // The backward reads x and dy and writes dx; re-read variants read x (and dy) again; partials
+  // not kept in registers are updated in place (in L2) once per row.
+  const double tensors = p.backward ? 3 : 2;
+  double bytes = tensors * rows * cols * elem;
+  if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
+  if (p.backward && c.keep != Keep::registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
+  if (p.backward && (p.dgamma || p.dbeta))
+    bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) * c.rows_per_block;
   const double unrolled = c.keep == Keep::registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
   const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
   const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
   const double reduction = std::log2(double(c.threads_per_row)) * kShuffle + (c.threads_per_row > 32 ? kBlockSync : 0);
-  const int reductions = p.mode == NormMode::rmsnorm ? 1 : c.stat == Stat::two_pass ? 2 : 1;
+  int reductions = p.mode == NormMode::rmsnorm ? 1 : c.stat == Stat::two_pass ? 2 : 1;
+  if (p.backward) reductions = (c.recompute ? reductions : 0) + 1;
   const double chain = kLatency * (c.keep == Keep::reread ? 2 : 1) + reductions * reduction +
                        double(iterations) * kIteration * (c.stat == Stat::welford ? kWelford : 1.0) +
                        (c.keep == Keep::shared ? kSharedPass : 0);
-  return std::max(memory, std::ceil(waves) * chain) + chain;
+  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows (eight
+  // L2 loads in flight per column) over the columns its threads cover.
+  double tail = 0;
+  if (p.backward && (p.dgamma || p.dbeta)) {
+    const double group = std::ceil(std::sqrt(blocks));
+    const double column_passes = std::ceil(cols / double(block)) * (p.dgamma + p.dbeta);
+    tail = (std::ceil(group * c.rows_per_block / 8) + std::ceil(std::ceil(blocks / group) / 8)) * kLatency * 0.5 *
+           column_passes;
+  }
+  return std::max(memory, std::ceil(waves) * c.row_loop * chain) + chain + tail;
 }
 
 }  // namespace kvtune::normalize

@@ -29,10 +29,13 @@ struct Config {
   int items = 0;             // vectors per thread kept in registers (Keep::registers), else 0
   Keep keep = Keep::registers;
   Stat stat = Stat::two_pass;
+  int row_loop = 1;         // backward: rows each row group handles in turn (grid = rows / (rpb * row_loop))
+  bool recompute = false;   // backward: statistics recomputed from x instead of read from mean/rstd
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
-  /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown).
+  /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
+  /// variants add ",loop=N" (row_loop above 1) and ",recompute".
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
@@ -51,10 +54,16 @@ struct Problem {
   bool beta = false;
   bool mean_out = false;
   bool rstd_out = false;
+  // The backward direction: dx from x and dy (gamma above: the forward had one).
+  bool backward = false;
+  bool dgamma = false;       // backward: dgamma requested
+  bool dbeta = false;        // backward: dbeta requested
+  bool saved_stats = false;  // backward: the forward's mean/rstd are given (else recomputed)
 
   bool operator==(const Problem& o) const;
   /// Canonical text used as the cache key, e.g.
-  /// "normalize,f32,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=mr".
+  /// "normalize,f32,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=mr"; the backward:
+  /// "normalize,f32,layernorm,backward,cols=1024,rows<=4096,align=16,gamma=g,grads=gb,stats=saved".
   std::string key() const;
   int element_bytes() const;
 };
@@ -65,8 +74,10 @@ struct ProblemHash {
 
 /// Checks every field (before touching the GPU); throws kvtune::Error naming the field.
 void validate(const NormalizeArgs& args);
+void validate(const NormalizeBackwardArgs& args);
 /// The key of validated arguments; rows bucketed by `buckets` (powers of two by default).
 Problem make_problem(const NormalizeArgs& args, const detail::Buckets& buckets = {});
+Problem make_problem(const NormalizeBackwardArgs& args, const detail::Buckets& buckets = {});
 /// Smallest power of two >= rows (the default rows bucket).
 std::int64_t rows_bucket(std::int64_t rows);
 /// The problem whose key() is `key`; nullopt for anything else (never throws).
@@ -88,11 +99,18 @@ struct Geometry {
   unsigned grid = 0;
   unsigned block = 0;
   std::size_t dynamic_smem = 0;
+  // Backward with dgamma/dbeta: the workspace (partials, level-1 rows, arrival counters).
+  std::size_t workspace_bytes = 0;
+  std::size_t level1_offset = 0;   // bytes from the workspace's start
+  std::size_t counter_offset = 0;  // bytes; (level1_rows + 1) counters, zeroed before each launch
+  int group_blocks = 1;
+  int level1_rows = 1;
 };
 /// The one place that computes grid, block and dynamic shared memory of a launch.
 Geometry geometry(const Problem& problem, const Config& config, std::int64_t rows);
 
-/// Bytes a call must move at least: x read once, y written once, gamma/beta, per-row stats.
+/// Bytes a call must move at least: x read once, y written once, gamma/beta, per-row stats; the
+/// backward: x and dy read once, dx written once, gamma, saved stats, dgamma/dbeta.
 double model_bytes(const Problem& problem, std::int64_t rows);
 /// Floating-point operations of a call (about 7 per element), for the roofline.
 double model_flops(const Problem& problem, std::int64_t rows);

@@ -16,3 +16,30 @@ struct KvtNormalizeParams {
   float eps;
   int ddof;
 };
+
+// Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or
+// recomputed); dgamma/dbeta reduced over all rows through per-row-group partials in `workspace`
+// and a two-level arrival tree (deterministic: every sum runs in a fixed order).
+struct KvtNormalizeBackwardParams {
+  const void* x;      // [rows x cols], ld_x
+  const void* dy;     // [rows x cols], ld_dy
+  void* dx;           // [rows x cols], ld_dx; may equal dy
+  const void* gamma;  // [cols] or null
+  const float* mean;  // saved per-row mean, or null (recomputed; rmsnorm has none)
+  const float* rstd;  // saved per-row scale, or null (recomputed)
+  void* dgamma;       // [cols] in x's dtype, or null
+  void* dbeta;        // [cols] in x's dtype, or null
+  float* partials;    // [grads][blocks * rows per block][cols] f32
+  float* level1;      // [grads][level1_rows][cols] f32
+  unsigned* counters; // [level1_rows + 1], zero at launch
+  long long rows;
+  long long cols;
+  long long ld_x;
+  long long ld_dy;
+  long long ld_dx;
+  float eps;
+  int ddof;
+  int row_loop;       // rows per row group: block b, pass it, group g has row (b * row_loop + it) * RPB + g
+  int group_blocks;   // blocks per first-level group of the arrival tree
+  int level1_rows;    // ceil(blocks / group_blocks)
+};

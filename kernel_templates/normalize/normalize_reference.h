@@ -20,4 +20,16 @@ ReferenceResult reference(const std::vector<double>& x, std::int64_t rows, std::
                           NormMode mode, double eps, int ddof, const std::vector<double>& gamma,
                           const std::vector<double>& beta);
 
+struct BackwardReferenceResult {
+  std::vector<double> dx;      // rows x cols, dense
+  std::vector<double> dgamma;  // cols
+  std::vector<double> dbeta;   // cols
+};
+
+/// The gradients of `reference` for the upstream gradient dy (rows x cols, leading dimension ld):
+/// dx, dgamma (as if gamma were given; gamma empty means 1) and dbeta, in closed form.
+BackwardReferenceResult reference_backward(const std::vector<double>& x, const std::vector<double>& dy,
+                                           std::int64_t rows, std::int64_t cols, std::int64_t ld, NormMode mode,
+                                           double eps, int ddof, const std::vector<double>& gamma);
+
 }  // namespace kvtune::normalize

@@ -15,9 +15,9 @@ namespace {
 
 // Relative L2 error a candidate may have against the float64 reference: f32 arithmetic, or the
 // rounding of the 16-bit output.
-double tolerance(DType dtype) {
+double tolerance(DType dtype, bool backward) {
   switch (dtype) {
-    case DType::f32: return 1e-5;
+    case DType::f32: return backward ? 1e-4 : 1e-5;  // the backward's row sums cancel more
     case DType::f16: return 2e-3;
     case DType::bf16: return 1e-2;
   }
@@ -30,9 +30,11 @@ detail::CompileRequest support_request(const Problem& p, const std::string& arch
   const char* type = p.dtype == DType::f32 ? "float" : p.dtype == DType::f16 ? "kvt_f16" : "kvt_bf16";
   request.name_expressions.push_back(fmt::format("kvt_fill_random<{}>", type));
   request.name_expressions.push_back("kvt_fill_random<float>");
+  if (p.backward) request.name_expressions.push_back(fmt::format("kvt_normalize_backward_reference_columns<{}>", type));
   return request;
 }
-enum SupportKernel { kReference, kCompare, kCompareF32, kFill, kFillF32 };
+// kColumns: the backward's column reference (backward problems only).
+enum SupportKernel { kReference, kCompare, kCompareF32, kFill, kFillF32, kColumns };
 
 using tuner::DeviceBuffer;
 
@@ -115,10 +117,10 @@ class NormalizeHarness final : public tuner::Harness {
       worst = std::max(worst, tuner::compare_on_device(kernels_[kCompareF32], rstd_.get(), 1, ref_rstd_.as<float>(), 1,
                                                        rows, 1, &v.bad_elements, stream));
     v.relative_error = worst;
-    v.ok = v.bad_elements == 0 && worst <= tolerance(problem_.dtype);
+    v.ok = v.bad_elements == 0 && worst <= tolerance(problem_.dtype, false);
     if (!v.ok)
       v.message = fmt::format("wrong result: relative error {:.3g} (tolerance {:.3g}), {} bad elements", worst,
-                              tolerance(problem_.dtype), v.bad_elements);
+                              tolerance(problem_.dtype, false), v.bad_elements);
     return v;
   }
 
@@ -155,6 +157,185 @@ class NormalizeHarness final : public tuner::Harness {
   DeviceBuffer gamma_, beta_, mean_, rstd_, ref_, ref_mean_, ref_rstd_;
 };
 
+// The backward's harness: rotation slots of (x, dy, dx), the forward's saved statistics and the
+// float64 reference of dx, dgamma and dbeta (from slot 0, which verification uses).
+class NormalizeBackwardHarness final : public tuner::Harness {
+ public:
+  NormalizeBackwardHarness(const Problem& p, std::vector<Config> configs, const std::string& arch,
+                           std::int64_t l2_bytes, cudaStream_t stream)
+      : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(support_request(p, arch))) {
+    const std::int64_t elem = p.element_bytes();
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    ld_ = (p.cols + align_elems - 1) / align_elems * align_elems;
+    const std::size_t plane = std::size_t(p.rows) * std::size_t(ld_) * std::size_t(elem);
+    std::size_t workspace_bytes = 0;
+    for (const Config& c : configs_) workspace_bytes = std::max(workspace_bytes, geometry(p, c, p.rows).workspace_bytes);
+    const std::size_t fixed = std::size_t(p.rows) * std::size_t(p.cols) * 4 + std::size_t(p.rows) * 24 +
+                              std::size_t(p.cols) * 16 + workspace_bytes;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    detail::cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    if (3 * plane + fixed > free_bytes / 2)
+      throw Error(Error::Context{"normalize", p.key(), "", "", ""},
+                  fmt::format("not enough free GPU memory to tune: need {} MiB, {} MiB free",
+                              (3 * plane + fixed) >> 20, free_bytes >> 20));
+    std::size_t slots = std::size_t(std::ceil(2.0 * double(l2_bytes) / double(3 * plane)));
+    slots = std::clamp<std::size_t>(slots, 1, 64);
+    while (slots > 1 && slots * 3 * plane + fixed > free_bytes / 4) --slots;
+    for (std::size_t s = 0; s < slots; ++s) {
+      x_.emplace_back(plane);
+      dy_.emplace_back(plane);
+      dx_.emplace_back(plane);
+      fill(x_.back().get(), std::int64_t(plane / elem), 1000 + s, 0.5f, 2.0f, false, stream);
+      fill(dy_.back().get(), std::int64_t(plane / elem), 3000 + s, 0.0f, 1.0f, false, stream);
+    }
+    if (p.gamma) {
+      gamma_ = DeviceBuffer(std::size_t(p.cols) * elem);
+      fill(gamma_.get(), p.cols, 7, 1.0f, 0.5f, false, stream);
+    }
+    dgamma_ = DeviceBuffer(std::size_t(p.cols) * elem);
+    dbeta_ = DeviceBuffer(std::size_t(p.cols) * elem);
+    if (workspace_bytes > 0) workspace_ = DeviceBuffer(workspace_bytes);
+    mean_ = DeviceBuffer(std::size_t(p.rows) * 4);
+    rstd_ = DeviceBuffer(std::size_t(p.rows) * 4);
+    stats_ = DeviceBuffer(std::size_t(p.rows) * 16);
+    ref_dx_ = DeviceBuffer(std::size_t(p.rows) * std::size_t(p.cols) * 4);
+    ref_dgamma_ = DeviceBuffer(std::size_t(p.cols) * 4);
+    ref_dbeta_ = DeviceBuffer(std::size_t(p.cols) * 4);
+
+    KvtNormalizeBackwardParams params = base_params(0);
+    params.dx = ref_dx_.get();
+    params.ld_dx = p.cols;
+    params.dgamma = ref_dgamma_.get();
+    params.dbeta = ref_dbeta_.get();
+    double* stats = stats_.as<double>();
+    float* mean = problem_.mode == NormMode::rmsnorm ? nullptr : mean_.as<float>();
+    float* rstd = rstd_.as<float>();
+    tuner::launch_raw(kernels_[kReference], unsigned((p.rows + 127) / 128), 128, stream, {&params, &stats, &mean, &rstd},
+                      "normalize backward reference kernel");
+    tuner::launch_raw(kernels_[kColumns], unsigned((p.cols + 127) / 128), 128, stream, {&params, &stats},
+                      "normalize backward reference kernel (columns)");
+    detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (reference)");
+  }
+
+  int slots() const override { return static_cast<int>(x_.size()); }
+
+  cudaError_t launch(const tuner::Candidate& c, const detail::LoadedKernel& kernel, int slot,
+                     cudaStream_t stream) override {
+    const auto s = std::size_t(slot);
+    const BackwardLaunchArgs args{x_[s].get(),
+                                  dy_[s].get(),
+                                  dx_[s].get(),
+                                  gamma_.get(),
+                                  problem_.saved_stats && problem_.mode != NormMode::rmsnorm ? mean_.as<float>() : nullptr,
+                                  problem_.saved_stats ? rstd_.as<float>() : nullptr,
+                                  problem_.dgamma ? dgamma_.get() : nullptr,
+                                  problem_.dbeta ? dbeta_.get() : nullptr,
+                                  workspace_.get(),
+                                  problem_.rows,
+                                  ld_,
+                                  ld_,
+                                  ld_,
+                                  1e-5f,
+                                  0};
+    return normalize::launch_backward(kernel, problem_, configs_.at(static_cast<std::size_t>(c.index)), args, stream);
+  }
+
+  tuner::Verdict verify(const tuner::Candidate& c, const detail::LoadedKernel& kernel, cudaStream_t stream) override {
+    tuner::Verdict v;
+    const std::size_t elem = std::size_t(problem_.element_bytes());
+    const std::size_t plane = std::size_t(problem_.rows) * std::size_t(ld_) * elem;
+    detail::cuda_check(cudaMemsetAsync(dx_[0].get(), 0xFF, plane, stream), "cudaMemsetAsync (poison)");
+    detail::cuda_check(cudaMemsetAsync(dgamma_.get(), 0xFF, std::size_t(problem_.cols) * elem, stream), "cudaMemsetAsync");
+    detail::cuda_check(cudaMemsetAsync(dbeta_.get(), 0xFF, std::size_t(problem_.cols) * elem, stream), "cudaMemsetAsync");
+    if (!tuner::finish_candidate(launch(c, kernel, 0, stream), stream,
+                                 Error::Context{"normalize", problem_.key(), c.label, "", ""}, v))
+      return v;
+    double worst = tuner::compare_on_device(kernels_[kCompare], dx_[0].get(), ld_, ref_dx_.as<float>(), problem_.cols,
+                                            problem_.rows, problem_.cols, &v.bad_elements, stream);
+    const char* worst_output = "dx";
+    const auto also = [&](bool asked, const DeviceBuffer& out, const DeviceBuffer& ref, const char* name) {
+      if (!asked) return;
+      const double e = tuner::compare_on_device(kernels_[kCompare], out.get(), problem_.cols, ref.as<float>(),
+                                                problem_.cols, 1, problem_.cols, &v.bad_elements, stream);
+      if (e > worst) worst = e, worst_output = name;
+    };
+    also(problem_.dgamma, dgamma_, ref_dgamma_, "dgamma");
+    also(problem_.dbeta, dbeta_, ref_dbeta_, "dbeta");
+    v.relative_error = worst;
+    // RMSNorm of one element: dx = s * g * (1 - xhat^2) with xhat^2 = x^2 / (x^2 + eps), a difference
+    // of nearly equal terms that loses digits in any f32 evaluation (PyTorch's too).
+    // (1 - xhat^2 ~ eps / x^2: one f32 rounding of xhat^2 is a relative error of x^2 / eps * 6e-8.)
+    const double tol = tolerance(problem_.dtype, true) * (problem_.mode == NormMode::rmsnorm && problem_.cols == 1 ? 100 : 1);
+    v.ok = v.bad_elements == 0 && worst <= tol;
+    if (!v.ok)
+      v.message = fmt::format("wrong result: relative error {:.3g} in {} (tolerance {:.3g}), {} bad elements", worst,
+                              worst_output, tol, v.bad_elements);
+    return v;
+  }
+
+  double model_bytes() const override { return normalize::model_bytes(problem_, problem_.rows); }
+
+ private:
+  KvtNormalizeBackwardParams base_params(int slot) const {
+    KvtNormalizeBackwardParams params{};
+    params.x = x_[std::size_t(slot)].get();
+    params.dy = dy_[std::size_t(slot)].get();
+    params.dx = dx_[std::size_t(slot)].get();
+    params.gamma = gamma_.get();
+    params.rows = problem_.rows;
+    params.cols = problem_.cols;
+    params.ld_x = ld_;
+    params.ld_dy = ld_;
+    params.ld_dx = ld_;
+    params.eps = 1e-5f;
+    params.ddof = 0;
+    params.row_loop = 1;
+    params.group_blocks = 1;
+    params.level1_rows = 1;
+    return params;
+  }
+
+  void fill(void* out, std::int64_t n, unsigned long long seed, float offset, float scale, bool f32,
+            cudaStream_t stream) {
+    tuner::fill_random(kernels_[f32 ? kFillF32 : kFill], out, n, seed, offset, scale, stream);
+  }
+
+  Problem problem_;
+  std::vector<Config> configs_;
+  const std::vector<detail::LoadedKernel>& kernels_;
+  std::int64_t ld_ = 0;
+  std::vector<DeviceBuffer> x_, dy_, dx_;
+  DeviceBuffer gamma_, dgamma_, dbeta_, workspace_, mean_, rstd_, stats_, ref_dx_, ref_dgamma_, ref_dbeta_;
+};
+
+KvtNormalizeBackwardParams backward_params(const Problem& problem, const Config& config, const Geometry& g,
+                                           const BackwardLaunchArgs& a) {
+  KvtNormalizeBackwardParams params{};
+  params.x = a.x;
+  params.dy = a.dy;
+  params.dx = a.dx;
+  params.gamma = a.gamma;
+  params.mean = a.mean;
+  params.rstd = a.rstd;
+  params.dgamma = a.dgamma;
+  params.dbeta = a.dbeta;
+  auto* base = static_cast<unsigned char*>(a.workspace);
+  params.partials = reinterpret_cast<float*>(base);
+  params.level1 = base == nullptr ? nullptr : reinterpret_cast<float*>(base + g.level1_offset);
+  params.counters = base == nullptr ? nullptr : reinterpret_cast<unsigned*>(base + g.counter_offset);
+  params.rows = a.rows;
+  params.cols = problem.cols;
+  params.ld_x = a.ld_x;
+  params.ld_dy = a.ld_dy;
+  params.ld_dx = a.ld_dx;
+  params.eps = a.eps;
+  params.ddof = a.ddof;
+  params.row_loop = config.row_loop;
+  params.group_blocks = g.group_blocks;
+  params.level1_rows = g.level1_rows;
+  return params;
+}
+
 }  // namespace
 
 std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vector<Config>& configs,
@@ -180,6 +361,8 @@ std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vecto
 
 std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector<Config> configs,
                                              const std::string& arch, std::int64_t l2_bytes, cudaStream_t stream) {
+  if (problem.backward)
+    return std::make_unique<NormalizeBackwardHarness>(problem, std::move(configs), arch, l2_bytes, stream);
   return std::make_unique<NormalizeHarness>(problem, std::move(configs), arch, l2_bytes, stream);
 }
 
@@ -196,6 +379,50 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   const KvtNormalizeParams params{a.x,    a.y,          a.gamma, a.beta, a.mean, a.rstd,
                                   a.rows, problem.cols, a.ld_x,  a.ld_y, a.eps,  a.ddof};
   return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
+}
+
+}  // namespace kvtune::normalize
+
+namespace kvtune::normalize {
+
+cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
+                            const BackwardLaunchArgs& a, cudaStream_t stream) {
+  const Geometry g = geometry(problem, config, a.rows);
+  const KvtNormalizeBackwardParams params = backward_params(problem, config, g, a);
+  if (g.workspace_bytes > 0) {
+    if (a.workspace == nullptr) return cudaErrorInvalidValue;
+    const cudaError_t s =
+        cudaMemsetAsync(params.counters, 0, std::size_t(g.level1_rows + 1) * sizeof(unsigned), stream);
+    if (s != cudaSuccess) return s;
+  }
+  return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
+}
+
+void run_backward_reference(const Problem& problem, const std::string& arch, const BackwardLaunchArgs& a,
+                            cudaStream_t stream) {
+  const auto& kernels = tuner::support_kernels(support_request(problem, arch));
+  KvtNormalizeBackwardParams params{};
+  params.x = a.x;
+  params.dy = a.dy;
+  params.dx = a.dx;
+  params.gamma = a.gamma;
+  params.dgamma = a.dgamma;
+  params.dbeta = a.dbeta;
+  params.rows = a.rows;
+  params.cols = problem.cols;
+  params.ld_x = a.ld_x;
+  params.ld_dy = a.ld_dy;
+  params.ld_dx = a.ld_dx;
+  params.eps = a.eps;
+  params.ddof = a.ddof;
+  DeviceBuffer stats(std::size_t(a.rows) * 16);
+  double* stats_ptr = stats.as<double>();
+  float* none = nullptr;
+  tuner::launch_raw(kernels[kReference], unsigned((a.rows + 127) / 128), 128, stream,
+                    {&params, &stats_ptr, &none, &none}, "normalize backward reference kernel");
+  tuner::launch_raw(kernels[kColumns], unsigned((problem.cols + 127) / 128), 128, stream, {&params, &stats_ptr},
+                    "normalize backward reference kernel (columns)");
+  detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (backward reference)");
 }
 
 }  // namespace kvtune::normalize

@@ -39,4 +39,27 @@ void run_reference(const Problem& problem, const std::string& arch, const Launch
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& args, cudaStream_t stream);
 
+/// Launch arguments of a backward call. `workspace` holds geometry().workspace_bytes (null when 0).
+struct BackwardLaunchArgs {
+  const void* x;
+  const void* dy;
+  void* dx;
+  const void* gamma;
+  const float* mean;
+  const float* rstd;
+  void* dgamma;
+  void* dbeta;
+  void* workspace;
+  std::int64_t rows, ld_x, ld_dy, ld_dx;
+  float eps;
+  int ddof;
+};
+/// Zeroes the workspace's arrival counters (dgamma/dbeta) and launches the backward variant.
+cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
+                            const BackwardLaunchArgs& args, cudaStream_t stream);
+/// The backward's float64 reference: dx as f32 (ld_dx), dgamma/dbeta as f32 when non-null; its
+/// own statistics (the given mean/rstd are not read). For tests.
+void run_backward_reference(const Problem& problem, const std::string& arch, const BackwardLaunchArgs& args,
+                            cudaStream_t stream);
+
 }  // namespace kvtune::normalize

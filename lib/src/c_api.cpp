@@ -131,6 +131,33 @@ kvtune::NormalizeArgs to_cpp(const kvt_normalize_args* in) {
   return out;
 }
 
+kvtune::NormalizeBackwardArgs to_cpp(const kvt_normalize_backward_args* in) {
+  static const kvt_normalize_backward_args kDefaults =
+      defaults<kvt_normalize_backward_args, kvt_normalize_backward_args_init>();
+  const kvt_normalize_backward_args a = read_struct(in, kDefaults, "normalize_backward", "args");
+  kvtune::NormalizeBackwardArgs out;
+  out.dtype = enum_field<kvtune::DType>(a.dtype, KVT_BF16, "normalize_backward", "dtype");
+  out.mode = enum_field<kvtune::NormMode>(a.mode, KVT_NORM_RMSNORM, "normalize_backward", "mode");
+  out.x = a.x;
+  out.dy = a.dy;
+  out.dx = a.dx;
+  out.rows = a.rows;
+  out.cols = a.cols;
+  out.ld_x = a.ld_x;
+  out.ld_dy = a.ld_dy;
+  out.ld_dx = a.ld_dx;
+  out.eps = a.eps;
+  out.ddof = a.ddof;
+  out.gamma = a.gamma;
+  out.mean = a.mean;
+  out.rstd = a.rstd;
+  out.dgamma = a.dgamma;
+  out.dbeta = a.dbeta;
+  out.workspace = a.workspace;
+  out.workspace_bytes = a.workspace_bytes;
+  return out;
+}
+
 kvtune::DwConvArgs to_cpp(const kvt_dwconv_args* in) {
   static const kvt_dwconv_args kDefaults = defaults<kvt_dwconv_args, kvt_dwconv_args_init>();
   const kvt_dwconv_args a = read_struct(in, kDefaults, "dwconv", "args");
@@ -190,6 +217,13 @@ void kvt_normalize_args_init(kvt_normalize_args* args) {
   if (args == nullptr) return;
   *args = kvt_normalize_args{};
   args->struct_size = sizeof(kvt_normalize_args);
+  args->eps = 1e-5f;
+}
+
+void kvt_normalize_backward_args_init(kvt_normalize_backward_args* args) {
+  if (args == nullptr) return;
+  *args = kvt_normalize_backward_args{};
+  args->struct_size = sizeof(kvt_normalize_backward_args);
   args->eps = 1e-5f;
 }
 
@@ -262,6 +296,27 @@ kvt_status kvt_default_context(kvt_context** out) {
 
 kvt_status kvt_normalize(kvt_context* context, const kvt_normalize_args* args, void* stream) {
   return guarded([&] { context_of(context).normalize(to_cpp(args), stream_of(stream)); });
+}
+
+kvt_status kvt_normalize_backward(kvt_context* context, const kvt_normalize_backward_args* args, void* stream) {
+  return guarded([&] { context_of(context).normalize_backward(to_cpp(args), stream_of(stream)); });
+}
+
+kvt_status kvt_normalize_backward_workspace_size(kvt_context* context, const kvt_normalize_backward_args* args,
+                                                 void* stream, size_t* bytes) {
+  return guarded([&] {
+    if (bytes == nullptr) throw invalid("normalize_backward", "bytes", "bytes is a null pointer");
+    *bytes = 0;
+    *bytes = context_of(context).normalize_backward_workspace_size(to_cpp(args), stream_of(stream));
+  });
+}
+
+kvt_status kvt_normalize_backward_variant(kvt_context* context, const kvt_normalize_backward_args* args, void* stream,
+                                          char* label, size_t capacity, size_t* length) {
+  return guarded([&] {
+    write_label(context_of(context).normalize_backward_variant(to_cpp(args), stream_of(stream)), label, capacity,
+                length);
+  });
 }
 
 kvt_status kvt_dwconv(kvt_context* context, const kvt_dwconv_args* args, void* stream) {

@@ -903,6 +903,93 @@ std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream)
       .config.label();
 }
 
+namespace {
+
+// The scratch of one call: the caller's workspace when given (a framework's allocator owns all
+// memory), checked for size and alignment, else an allocation from the device's stream-ordered
+// pool, freed in stream order when this goes: no synchronization, capture-safe (a captured
+// allocation becomes a graph memory node).
+class CallWorkspace {
+ public:
+  CallWorkspace(Context::Impl& impl, std::size_t bytes, void* given, std::size_t given_bytes, cudaStream_t stream,
+                const Error::Context& where, const char* size_query)
+      : stream_(stream) {
+    if (bytes == 0) return;
+    if (given != nullptr) {
+      Error::Context at = where;
+      at.field = "workspace_bytes";
+      if (given_bytes < bytes)
+        throw Error(at, fmt::format("the workspace holds {} bytes; this variant needs {} ({})", given_bytes, bytes,
+                                    size_query));
+      at.field = "workspace";
+      if (reinterpret_cast<std::uintptr_t>(given) % 256 != 0) throw Error(at, "workspace must be aligned to 256 bytes");
+      pointer_ = given;
+      return;
+    }
+    int ordinal = 0;
+    if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) detail::cuda_check(s, "cudaGetDevice", where);
+    const cudaMemPool_t pool = impl.workspace_pool(ordinal);
+    const cudaError_t s = pool != nullptr ? cudaMallocFromPoolAsync(&pointer_, bytes, pool, stream)
+                                          : cudaMallocAsync(&pointer_, bytes, stream);
+    if (s != cudaSuccess) detail::cuda_check(s, "cudaMallocAsync (workspace)", where);
+    owned_ = true;
+  }
+  ~CallWorkspace() {
+    if (owned_) cudaFreeAsync(pointer_, stream_);
+  }
+  CallWorkspace(const CallWorkspace&) = delete;
+  CallWorkspace& operator=(const CallWorkspace&) = delete;
+  void* get() const { return pointer_; }
+
+ private:
+  cudaStream_t stream_;
+  void* pointer_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace
+
+void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream stream) {
+  normalize::validate(args);
+  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
+  const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+  const Error::Context where{"normalize_backward", problem.key(), entry.config.label(), "", ""};
+  const CallWorkspace workspace(*impl_, normalize::geometry(problem, entry.config, args.rows).workspace_bytes,
+                                args.workspace, args.workspace_bytes, cuda_stream, where,
+                                "normalize_backward_workspace_size");
+  const normalize::BackwardLaunchArgs launch_args{args.x,
+                                                  args.dy,
+                                                  args.dx,
+                                                  args.gamma,
+                                                  args.mean,
+                                                  args.rstd,
+                                                  args.dgamma,
+                                                  args.dbeta,
+                                                  workspace.get(),
+                                                  args.rows,
+                                                  args.ld_x == 0 ? args.cols : args.ld_x,
+                                                  args.ld_dy == 0 ? args.cols : args.ld_dy,
+                                                  args.ld_dx == 0 ? args.cols : args.ld_dx,
+                                                  args.eps,
+                                                  args.ddof};
+  const cudaError_t status = normalize::launch_backward(entry.kernel, problem, entry.config, launch_args, cuda_stream);
+  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
+}
+
+std::string Context::normalize_backward_variant(const NormalizeBackwardArgs& args, Stream stream) {
+  normalize::validate(args);
+  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args, impl_->buckets), args.rows, stream)
+      .config.label();
+}
+
+std::size_t Context::normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream) {
+  normalize::validate(args);
+  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
+  return normalize::geometry(problem, entry.config, args.rows).workspace_bytes;
+}
+
 void Context::dwconv(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
   const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
@@ -915,48 +1002,25 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
   const std::size_t prep_bytes = prep ? dwconv::gradient_prep_bytes(args) : 0;
   const std::size_t variant_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
-  const std::size_t workspace_bytes = prep_bytes + variant_bytes;
   const std::string label = prep ? prep_entry->config.label() + " then " + entry.config.label() : entry.config.label();
-  auto fail = [&](cudaError_t status, const char* what) {
-    detail::cuda_check(status, what, Error::Context{"dwconv", problem.key(), label, "", ""});
-  };
-  // backward_weight partials and the gradient prep's output come from the caller's workspace when
-  // given (a framework's allocator owns all memory), else from a stream-ordered pool: no
-  // synchronization, capture-safe (a captured allocation becomes a graph memory node).
-  void* workspace = nullptr;
-  const bool own_workspace = workspace_bytes > 0 && args.workspace == nullptr;
-  if (workspace_bytes > 0 && !own_workspace) {
-    const Error::Context where{"dwconv", problem.key(), label, "", "workspace_bytes"};
-    if (args.workspace_bytes < workspace_bytes)
-      throw Error(where, fmt::format("the workspace holds {} bytes; this variant needs {} (dwconv_workspace_size)",
-                                     args.workspace_bytes, workspace_bytes));
-    if (reinterpret_cast<std::uintptr_t>(args.workspace) % 256 != 0)
-      throw Error(Error::Context{"dwconv", problem.key(), label, "", "workspace"},
-                  "workspace must be aligned to 256 bytes");
-    workspace = args.workspace;
-  }
-  if (own_workspace) {
-    int ordinal = 0;
-    if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) fail(s, "cudaGetDevice");
-    const cudaMemPool_t pool = impl_->workspace_pool(ordinal);
-    const cudaError_t s = pool != nullptr ? cudaMallocFromPoolAsync(&workspace, workspace_bytes, pool, cuda_stream)
-                                          : cudaMallocAsync(&workspace, workspace_bytes, cuda_stream);
-    if (s != cudaSuccess) fail(s, "cudaMallocAsync (dwconv workspace)");
-  }
-  if (variant_bytes > 0) launch_args.workspace = static_cast<char*>(workspace) + prep_bytes;
+  const Error::Context where{"dwconv", problem.key(), label, "", ""};
+  // backward_weight partials, and in front of them an activation's gradient prep output (its
+  // size rounded to 256 bytes): the caller's workspace or the context's pool.
+  const CallWorkspace workspace(*impl_, prep_bytes + variant_bytes, args.workspace, args.workspace_bytes, cuda_stream,
+                                where, "dwconv_workspace_size");
+  if (variant_bytes > 0) launch_args.workspace = static_cast<char*>(workspace.get()) + prep_bytes;
   cudaError_t status = cudaSuccess;
   if (prep) {
     // The forward convolution of x, weight and bias, reading dy, writing dy * act'(z) to the workspace.
     dwconv::LaunchArgs prep_args{};
-    prep_args.src = args.x, prep_args.dst = workspace, prep_args.weight = args.weight, prep_args.bias = args.bias;
+    prep_args.src = args.x, prep_args.dst = workspace.get(), prep_args.weight = args.weight, prep_args.bias = args.bias;
     prep_args.aux = args.dy, prep_args.batch = args.n;
     status = dwconv::launch(prep_entry->kernel, *prep, prep_entry->config, prep_args, cuda_stream);
-    if (args.direction == DwDirection::backward_data) launch_args.src = workspace;
-    else launch_args.aux = workspace;
+    if (args.direction == DwDirection::backward_data) launch_args.src = workspace.get();
+    else launch_args.aux = workspace.get();
   }
   if (status == cudaSuccess) status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
-  if (own_workspace) cudaFreeAsync(workspace, cuda_stream);
-  if (status != cudaSuccess) fail(status, "cudaLaunchKernel");
+  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
 }
 
 std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
@@ -1016,6 +1080,14 @@ Context& default_context() {
 }
 
 void tuned_normalize(const NormalizeArgs& args, Stream stream) { default_context().normalize(args, stream); }
+
+void tuned_normalize_backward(const NormalizeBackwardArgs& args, Stream stream) {
+  default_context().normalize_backward(args, stream);
+}
+
+std::size_t tuned_normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream) {
+  return default_context().normalize_backward_workspace_size(args, stream);
+}
 
 void tuned_dwconv(const DwConvArgs& args, Stream stream) { default_context().dwconv(args, stream); }
 

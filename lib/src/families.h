@@ -54,7 +54,8 @@ struct NormalizeFamily {
   /// stand in (another dtype, mode, alignment or set of optional tensors).
   static double distance(const Problem& p, const Problem& q) {
     if (p.dtype != q.dtype || p.mode != q.mode || p.align_bytes != q.align_bytes || p.gamma != q.gamma ||
-        p.beta != q.beta || p.mean_out != q.mean_out || p.rstd_out != q.rstd_out)
+        p.beta != q.beta || p.mean_out != q.mean_out || p.rstd_out != q.rstd_out || p.backward != q.backward ||
+        p.dgamma != q.dgamma || p.dbeta != q.dbeta || p.saved_stats != q.saved_stats)
       return std::numeric_limits<double>::infinity();
     return 4 * std::fabs(std::log2(double(p.cols) / double(q.cols))) + std::fabs(std::log2(double(p.rows) / double(q.rows)));
   }

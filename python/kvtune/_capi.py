@@ -19,8 +19,9 @@ import threading
 
 __all__ = [
     "KvtuneError", "InvalidArgumentError", "NoGpuError", "CaptureError", "LibraryNotFoundError",
-    "NormalizeArgs", "DwConvArgs", "Context", "library", "library_path", "version", "abi_version",
-    "normalize", "dwconv", "dwconv_workspace_size", "normalize_variant", "dwconv_variant", "counters",
+    "NormalizeArgs", "NormalizeBackwardArgs", "DwConvArgs", "Context", "library", "library_path", "version", "abi_version",
+    "normalize", "normalize_backward", "normalize_backward_workspace_size", "normalize_backward_variant",
+    "dwconv", "dwconv_workspace_size", "normalize_variant", "dwconv_variant", "counters",
     "get_context", "set_context",
     "F32", "F16", "BF16", "STANDARDIZE", "LAYERNORM", "RMSNORM", "NCL", "NLC", "NCHW", "NHWC",
     "FORWARD", "BACKWARD_DATA", "BACKWARD_WEIGHT",
@@ -83,6 +84,20 @@ class NormalizeArgs(ctypes.Structure):
         ("x", ctypes.c_void_p), ("y", ctypes.c_void_p),
         ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("ld_x", ctypes.c_int64), ("ld_y", ctypes.c_int64),
         ("gamma", ctypes.c_void_p), ("beta", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+    ]
+
+
+class NormalizeBackwardArgs(ctypes.Structure):
+    """kvt_normalize_backward_args (144 bytes on LP64)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32),
+        ("ddof", ctypes.c_int32), ("eps", ctypes.c_float), ("reserved0", ctypes.c_int32),
+        ("x", ctypes.c_void_p), ("dy", ctypes.c_void_p), ("dx", ctypes.c_void_p),
+        ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("ld_x", ctypes.c_int64), ("ld_dy", ctypes.c_int64),
+        ("ld_dx", ctypes.c_int64),
+        ("gamma", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+        ("dgamma", ctypes.c_void_p), ("dbeta", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
     ]
 
 
@@ -162,6 +177,12 @@ def _declare(lib):
         "kvt_context_options_init": (None, [ctypes.POINTER(ContextOptions)]),
         "kvt_normalize_args_init": (None, [ctypes.POINTER(NormalizeArgs)]),
         "kvt_dwconv_args_init": (None, [ctypes.POINTER(DwConvArgs)]),
+        "kvt_normalize_backward_args_init": (None, [ctypes.POINTER(NormalizeBackwardArgs)]),
+        "kvt_normalize_backward": (c_status, [vp, ctypes.POINTER(NormalizeBackwardArgs), vp]),
+        "kvt_normalize_backward_workspace_size": (c_status, [vp, ctypes.POINTER(NormalizeBackwardArgs), vp,
+                                                             ctypes.POINTER(ctypes.c_size_t)]),
+        "kvt_normalize_backward_variant": (c_status, [vp, ctypes.POINTER(NormalizeBackwardArgs), vp, ctypes.c_char_p,
+                                                      ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
         "kvt_context_create": (c_status, [ctypes.POINTER(ContextOptions), ctypes.POINTER(vp)]),
         "kvt_context_destroy": (None, [vp]),
         "kvt_default_context": (c_status, [ctypes.POINTER(vp)]),
@@ -227,12 +248,14 @@ def library_path():
 
 
 # Bound function pointers of the hot path (set by _bind).
-_normalize_fn = _dwconv_fn = _workspace_fn = None
+_normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = None
 
 
 def _bind(lib):
-    global _normalize_fn, _dwconv_fn, _workspace_fn
+    global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn
     _normalize_fn = lib.kvt_normalize
+    _backward_fn = lib.kvt_normalize_backward
+    _backward_workspace_fn = lib.kvt_normalize_backward_workspace_size
     _dwconv_fn = lib.kvt_dwconv
     _workspace_fn = lib.kvt_dwconv_workspace_size
 
@@ -374,6 +397,15 @@ def normalize_args():
     return a
 
 
+def normalize_backward_args():
+    """This thread's reusable NormalizeBackwardArgs, reset to the defaults."""
+    a = getattr(_tls, "normalize_backward", None)
+    if a is None:
+        a = _tls.normalize_backward = NormalizeBackwardArgs()
+    library().kvt_normalize_backward_args_init(ctypes.byref(a))
+    return a
+
+
 def dwconv_args():
     """This thread's reusable DwConvArgs, reset to the defaults."""
     a = getattr(_tls, "dwconv", None)
@@ -390,6 +422,30 @@ def normalize(args, stream=None, context=None):
     status = _normalize_fn(_handle_of(context), ctypes.byref(args), stream)
     if status:
         raise_error(status)
+
+
+def normalize_backward(args, stream=None, context=None):
+    """kvt_normalize_backward; raises on failure."""
+    if _backward_fn is None:
+        library()
+    status = _backward_fn(_handle_of(context), ctypes.byref(args), stream)
+    if status:
+        raise_error(status)
+
+
+def normalize_backward_workspace_size(args, stream=None, context=None):
+    """kvt_normalize_backward_workspace_size: bytes of scratch the dispatched variant needs."""
+    if _backward_workspace_fn is None:
+        library()
+    size = ctypes.c_size_t(0)
+    status = _backward_workspace_fn(_handle_of(context), ctypes.byref(args), stream, ctypes.byref(size))
+    if status:
+        raise_error(status)
+    return size.value
+
+
+def normalize_backward_variant(args, stream=None, context=None):
+    return _variant(library().kvt_normalize_backward_variant, args, stream, context)
 
 
 def dwconv(args, stream=None, context=None):

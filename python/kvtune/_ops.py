@@ -4,6 +4,7 @@
   kvtune::layer_norm(Tensor x, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor y, Tensor mean, Tensor rstd)
   kvtune::rms_norm(Tensor x, int[] normalized_shape, Tensor? weight, float eps) -> (Tensor y, Tensor mean (empty), Tensor rstd)
   kvtune::standardize(Tensor x, float eps, int ddof) -> (Tensor y, Tensor mean, Tensor rstd)
+  kvtune::norm_backward(Tensor x, Tensor dy, Tensor? weight, Tensor mean, Tensor rstd, int mode, int cols, float eps, int ddof, bool need_weight, bool need_bias) -> (Tensor dx, Tensor dweight (flat, empty unless asked), Tensor dbias (same))
   kvtune::dwconv1d(Tensor x, Tensor weight, Tensor? bias, int stride, int[] padding, int dilation, bool deterministic, int activation) -> Tensor
   kvtune::causal_conv1d(Tensor x, Tensor weight, Tensor? bias, int dilation, bool deterministic, int activation) -> Tensor
   kvtune::dwconv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool deterministic, int activation) -> Tensor
@@ -56,6 +57,28 @@ def register(kt):
 
     # ---- normalization ----
 
+    # The backward as an op of its own, so that AOTAutograd traces the registered autograd formulas
+    # below with fake tensors (its fake kernel) and runs kvtune's kernel in the compiled graph.
+    @custom_op("kvtune::norm_backward", mutates_args=())
+    def norm_backward_op(x: Tensor, dy: Tensor, weight: Optional[Tensor], mean: Tensor, rstd: Tensor, mode: int,
+                         cols: int, eps: float, ddof: int, need_weight: bool,
+                         need_bias: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        dx, dw, db = norm_backward(mode, norm_input(x, cols), cols, weight, mean, rstd, eps, ddof, dy, True,
+                                   need_weight, need_bias)
+        empty = x.new_empty((0,))
+        return dx, empty if dw is None else dw, empty.clone() if db is None else db
+
+    @norm_backward_op.register_fake
+    def _(x, dy, weight, mean, rstd, mode, cols, eps, ddof, need_weight, need_bias):
+        return (x.new_empty(x.shape), x.new_empty((cols if need_weight and weight is not None else 0,)),
+                x.new_empty((cols if need_bias else 0,)))
+
+    def run_norm_backward(mode, ctx, x, dy, weight, mean, rstd, cols, eps, ddof, need_weight, need_bias):
+        need_weight = bool(need_weight and weight is not None)
+        dx, dw, db = torch.ops.kvtune.norm_backward(x, dy, weight, mean, rstd, mode, cols, eps, ddof, need_weight,
+                                                    bool(need_bias))
+        return dx, dw.view(weight.shape) if need_weight else None, db if need_bias else None
+
     @custom_op("kvtune::layer_norm", mutates_args=())
     def layer_norm(x: Tensor, normalized_shape: List[int], weight: Optional[Tensor], bias: Optional[Tensor],
                    eps: float) -> Tuple[Tensor, Tensor, Tensor]:
@@ -78,9 +101,9 @@ def register(kt):
     def layer_norm_backward(ctx, dy, _dmean, _drstd):
         x, weight, mean, rstd = ctx.saved_tensors
         need = needs(ctx, 5)
-        dx, dw, db = norm_backward(_capi.LAYERNORM, x, ctx.cols, weight, mean, rstd, ctx.eps, 0, dy, need[0],
-                                   need[2], need[3] and ctx.bias_shape is not None)
-        return dx, None, dw, None if db is None else db.view(ctx.bias_shape), None
+        dx, dw, db = run_norm_backward(_capi.LAYERNORM, ctx, x, dy, weight, mean, rstd, ctx.cols, ctx.eps, 0, need[2],
+                                       need[3] and ctx.bias_shape is not None)
+        return dx if need[0] else None, None, dw, None if db is None else db.view(ctx.bias_shape), None
 
     layer_norm.register_autograd(layer_norm_backward, setup_context=layer_norm_setup)
 
@@ -104,9 +127,9 @@ def register(kt):
     def rms_norm_backward(ctx, dy, _dmean, _drstd):
         x, weight, mean, rstd = ctx.saved_tensors
         need = needs(ctx, 4)
-        dx, dw, _ = norm_backward(_capi.RMSNORM, x, ctx.cols, weight, mean, rstd, ctx.eps, 0, dy, need[0], need[2],
-                                  False)
-        return dx, None, dw, None
+        dx, dw, _ = run_norm_backward(_capi.RMSNORM, ctx, x, dy, weight, mean, rstd, ctx.cols, ctx.eps, 0, need[2],
+                                      False)
+        return dx if need[0] else None, None, dw, None
 
     rms_norm.register_autograd(rms_norm_backward, setup_context=rms_norm_setup)
 
@@ -127,8 +150,8 @@ def register(kt):
 
     def standardize_backward(ctx, dy, _dmean, _drstd):
         x, mean, rstd = ctx.saved_tensors
-        dx, _, _ = norm_backward(_capi.STANDARDIZE, x, x.shape[-1], None, mean, rstd, ctx.eps, ctx.ddof, dy, True,
-                                 False, False)
+        dx, _, _ = run_norm_backward(_capi.STANDARDIZE, ctx, x, dy, None, mean, rstd, x.shape[-1], ctx.eps, ctx.ddof,
+                                     False, False)
         return dx, None, None
 
     standardize.register_autograd(standardize_backward, setup_context=standardize_setup)

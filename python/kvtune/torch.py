@@ -18,9 +18,9 @@ Each call runs on the tensors' CUDA device and the current stream. Three routes,
   - autograd needed, eager: a torch.autograd.Function over the same calls;
   - under torch.compile (or with tensor subclasses such as FakeTensor): the torch.library custom ops,
     with fake (meta) kernels and registered autograd, so fullgraph=True traces them without a break.
-Normalization backward is, for now, composed of torch ops from the mean and rstd the kvtune forward
-saves (exact, not a tuned kernel); depthwise convolution backward runs kvtune's backward_data and
-backward_weight kernels.
+Normalization backward runs kvtune's tuned normalize backward kernel from the mean and rstd the
+forward saves (dx, and dweight/dbias summed deterministically); depthwise convolution backward runs
+kvtune's backward_data and backward_weight kernels.
 """
 
 import math
@@ -194,30 +194,75 @@ _EMPTY_STATS = {}
 
 
 def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, need_w, need_b):
-    """Interim backward of the three modes, composed of torch ops in f32 from the saved statistics
-    (to be replaced by kvtune's normalize backward kernel)."""
-    shape, dtype = x.shape, x.dtype
-    x2 = x.reshape(-1, cols).float()
-    g = dy.reshape(-1, cols).float()
-    r = rstd.unsqueeze(1)
-    xhat = x2 * r if mode == _capi.RMSNORM else (x2 - mean.unsqueeze(1)) * r
-    dw = (g * xhat).sum(0).view(weight.shape).to(weight.dtype) if need_w and weight is not None else None
-    db = g.sum(0).to(dtype) if need_b else None  # flat: the caller views it as the bias
-    dx = None
-    if need_x:
-        if weight is not None:
-            g = g * weight.reshape(1, cols).float()
-        if mode == _capi.LAYERNORM:
-            dx = r * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
-        elif mode == _capi.RMSNORM:
-            dx = r * (g - xhat * (g * xhat).mean(1, keepdim=True))
-        else:  # y = d / (s + eps), d = x - mean, s = sqrt(sum(d^2) / (cols - ddof))
-            d = x2 - mean.unsqueeze(1)
-            s = (d * d).sum(1, keepdim=True).div(cols - ddof).sqrt()
-            coef = torch.where(s > 0, r * r * (g * d).sum(1, keepdim=True) / ((cols - ddof) * s), torch.zeros_like(s))
-            dx = r * (g - g.mean(1, keepdim=True)) - coef * d
-        dx = dx.to(dtype).view(shape)
+    """The gradients through kvtune's tuned backward kernel, from the forward's saved statistics:
+    (dx, dweight [cols] or None, dbias [cols] or None), dweight/dbias summed over the rows in a fixed
+    order (deterministic). dx is computed whether or not need_x asks for it (it is the kernel's main
+    output; dweight alone is not a separate variant)."""
+    op = _OP_OF_MODE[mode] + "_backward"
+    rows = x.numel() // cols if cols else 0
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+    dw = x.new_empty((cols,)) if need_w and weight is not None else None
+    db = x.new_empty((cols,)) if need_b else None
+    if rows == 0:
+        for t in (dw, db):
+            if t is not None:
+                t.zero_()
+        return dx, dw, db
+    if dy.dtype != x.dtype:
+        dy = dy.to(x.dtype)
+    if not norm_strides_supported(dy, cols):
+        dy = dy.contiguous()
+    a = _capi.normalize_backward_args()
+    a.dtype = _DTYPES[x.dtype]
+    a.mode = mode
+    a.ddof = ddof
+    a.eps = eps
+    a.x = x.data_ptr()
+    a.dy = dy.data_ptr()
+    a.dx = dx.data_ptr()
+    a.rows = rows
+    a.cols = cols
+    a.ld_x = _row_stride(op, x, cols, rows)
+    a.ld_dy = _row_stride(op, dy, cols, rows)
+    if weight is not None:
+        weight = weight.contiguous()
+        a.gamma = weight.data_ptr()
+    if mode != _capi.RMSNORM:
+        a.mean = mean.data_ptr()
+    a.rstd = rstd.data_ptr()
+    if dw is not None:
+        a.dgamma = dw.data_ptr()
+    if db is not None:
+        a.dbeta = db.data_ptr()
+    _run(_norm_backward_call, a, x.get_device())
     return dx, dw, db
+
+
+def _call_with_workspace(size_fn, call_fn, a, stream):
+    """call_fn(a, stream) with the workspace the dispatched variant needs (size_fn), allocated from
+    PyTorch's caching allocator (a graph allocation under capture; PyTorch owns all memory) on the
+    current stream; none for most variants."""
+    for attempt in (0, 1):
+        workspace_bytes = size_fn(a, stream)
+        workspace = None
+        if workspace_bytes:
+            workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
+            a.workspace = workspace.data_ptr()
+            a.workspace_bytes = workspace_bytes
+        try:
+            call_fn(a, stream)
+            return
+        except InvalidArgumentError as e:
+            # The dispatched variant changed between the query and the call (a background tuning
+            # swapped its winner in): ask again, once.
+            if e.field != "workspace_bytes" or attempt == 1:
+                raise
+        finally:
+            del workspace  # freed in stream order after the launch
+
+
+def _norm_backward_call(a, stream):
+    _call_with_workspace(_capi.normalize_backward_workspace_size, _capi.normalize_backward, a, stream)
 
 
 class _NormFunction(torch.autograd.Function):
@@ -235,7 +280,8 @@ class _NormFunction(torch.autograd.Function):
         need = ctx.needs_input_grad
         dx, dw, db = _norm_backward(ctx.mode, x, ctx.cols, weight, mean, rstd, ctx.eps, ctx.ddof, dy,
                                     need[1], need[3], need[4] and ctx.bias_shape is not None)
-        return None, dx, None, dw, None if db is None else db.view(ctx.bias_shape), None, None
+        return (None, dx if need[1] else None, None, None if dw is None else dw.view(weight.shape),
+                None if db is None else db.view(ctx.bias_shape), None, None)
 
 
 def _needs_grad(*tensors):
@@ -483,25 +529,8 @@ def _dw_backward_weight(x, dy, cfg, with_bias, weight=None, bias=None):
 
 
 def _workspace_call(a, stream):
-    # The workspace comes from PyTorch's caching allocator (so it is a graph allocation under
-    # capture, and PyTorch owns all memory), on the current stream; size 0 for most variants.
-    for attempt in (0, 1):
-        workspace_bytes = _capi.dwconv_workspace_size(a, stream)
-        workspace = None
-        if workspace_bytes:
-            workspace = torch.empty((workspace_bytes,), dtype=torch.uint8, device="cuda")
-            a.workspace = workspace.data_ptr()
-            a.workspace_bytes = workspace_bytes
-        try:
-            _capi.dwconv(a, stream)
-            return
-        except InvalidArgumentError as e:
-            # The dispatched variant changed between the query and the call (a background tuning
-            # swapped its winner in): ask again, once.
-            if e.field != "workspace_bytes" or attempt == 1:
-                raise
-        finally:
-            del workspace  # freed in stream order after the launch
+    # backward_weight's partials and an activation's gradient prep: scratch from PyTorch's allocator.
+    _call_with_workspace(_capi.dwconv_workspace_size, _capi.dwconv, a, stream)
 
 
 class _DwConvFunction(torch.autograd.Function):

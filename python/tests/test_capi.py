@@ -56,6 +56,20 @@ def test_struct_layouts_match_the_header():
     assert _capi.DwConvArgs.activation.offset == 176
     assert ctypes.sizeof(_capi.ContextOptions) == 72
     assert ctypes.sizeof(_capi.Counters) == 144
+    assert ctypes.sizeof(_capi.NormalizeBackwardArgs) == 144
+    assert _capi.NormalizeBackwardArgs.x.offset == 24 and _capi.NormalizeBackwardArgs.workspace_bytes.offset == 136
+
+
+def test_normalize_backward_arguments_name_the_field():
+    b = _capi.normalize_backward_args()
+    assert b.struct_size == 144 and abs(b.eps - 1e-5) < 1e-12 and b.dgamma is None
+    b.mode = _capi.LAYERNORM
+    b.x, b.dy, b.dx = 0x100000, 0x200000, 0x300000
+    b.rows, b.cols = 64, 128
+    b.dgamma = 0x400000
+    with pytest.raises(_capi.InvalidArgumentError) as e:
+        _capi.normalize_backward(b)
+    assert e.value.field == "dgamma" and "needs the forward's gamma" in str(e.value)
 
 
 def test_init_functions_set_the_defaults():

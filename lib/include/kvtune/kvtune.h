@@ -65,6 +65,37 @@ struct NormalizeArgs {
   float* rstd = nullptr;         ///< optional per-row 1/(std+eps) or rsqrt(var+eps) output (f32)
 };
 
+/// Arguments of tuned_normalize_backward: the gradients of tuned_normalize with the same x, dtype,
+/// mode, eps, ddof and gamma. From dy (the gradient of y) it computes dx, and the gradients of
+/// gamma and beta, summed over all rows, when asked. The forward's saved mean and rstd may be
+/// passed (both, or rstd alone for rmsnorm); without them the statistics are recomputed from x.
+/// dx may equal dy (same leading dimension); no other output overlaps anything. dgamma/dbeta are
+/// deterministic: per-row-group partials summed in a fixed order, in a workspace (see
+/// Context::normalize_backward_workspace_size) taken from `workspace` or kvtune's pool.
+struct NormalizeBackwardArgs {
+  const void* x = nullptr;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld_x = 0;   ///< 0 means cols
+  std::int64_t ld_dy = 0;  ///< 0 means cols
+  std::int64_t ld_dx = 0;  ///< 0 means cols
+  DType dtype = DType::f32;
+  NormMode mode = NormMode::standardize;
+  float eps = 1e-5f;
+  int ddof = 0;
+  const void* gamma = nullptr;  ///< the forward's gamma, or null
+  const float* mean = nullptr;  ///< the forward's saved mean (f32 per row), or null
+  const float* rstd = nullptr;  ///< the forward's saved rstd (f32 per row), or null
+  void* dgamma = nullptr;       ///< optional [cols] in x's dtype (needs gamma)
+  void* dbeta = nullptr;        ///< optional [cols] in x's dtype (not with rmsnorm)
+  /// Optional caller-owned scratch of at least normalize_backward_workspace_size(args) bytes,
+  /// 256-byte aligned, used in stream order. Null: kvtune's stream-ordered pool.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
 /// Depthwise convolution layouts: 1D (NCL, NLC) and 2D (NCHW, NHWC). Tensors are dense.
 enum class DwLayout : std::uint8_t { ncl, nlc, nchw, nhwc };
 /// Depthwise convolution directions.
@@ -215,6 +246,14 @@ class Context {
   /// the policy says so. Throws kvtune::Error on invalid arguments or a failed launch.
   void normalize(const NormalizeArgs& args, Stream stream = nullptr);
 
+  /// The gradients of normalize (see NormalizeBackwardArgs), tuned per problem as the forward.
+  void normalize_backward(const NormalizeBackwardArgs& args, Stream stream = nullptr);
+  /// The config label dispatched for these arguments (tunes or loads as a call would).
+  std::string normalize_backward_variant(const NormalizeBackwardArgs& args, Stream stream = nullptr);
+  /// Bytes of workspace the dispatched variant needs (0 without dgamma/dbeta); tunes or loads as a
+  /// call would.
+  std::size_t normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream = nullptr);
+
   /// Depthwise convolution on `stream` (see DwConvArgs). backward_weight with more than one split
   /// takes its scratch from args.workspace when given, else from the device's stream-ordered
   /// memory pool (cudaMallocAsync).
@@ -248,6 +287,12 @@ Context& default_context();
 
 /// tuned_normalize on the default context.
 void tuned_normalize(const NormalizeArgs& args, Stream stream = nullptr);
+
+/// Context::normalize_backward on the default context.
+void tuned_normalize_backward(const NormalizeBackwardArgs& args, Stream stream = nullptr);
+
+/// Context::normalize_backward_workspace_size on the default context.
+std::size_t tuned_normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream = nullptr);
 
 /// tuned_dwconv on the default context.
 void tuned_dwconv(const DwConvArgs& args, Stream stream = nullptr);

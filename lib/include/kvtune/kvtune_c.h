@@ -122,6 +122,32 @@ typedef struct kvt_normalize_args {
   float* rstd;              /**< optional per-row f32 output */
 } kvt_normalize_args;
 
+/** Arguments of kvt_normalize_backward (kvtune::NormalizeBackwardArgs). */
+typedef struct kvt_normalize_backward_args {
+  uint32_t struct_size;
+  int32_t dtype;            /**< kvt_dtype */
+  int32_t mode;             /**< kvt_norm_mode */
+  int32_t ddof;             /**< standardize: 0 or 1, as in the forward */
+  float eps;                /**< as in the forward; default 1e-5 */
+  int32_t reserved0;        /**< 0 */
+  const void* x;            /**< the forward's input */
+  const void* dy;           /**< the gradient of the forward's output */
+  void* dx;                 /**< may equal dy (same leading dimension) */
+  int64_t rows;
+  int64_t cols;
+  int64_t ld_x;             /**< 0: cols */
+  int64_t ld_dy;            /**< 0: cols */
+  int64_t ld_dx;            /**< 0: cols */
+  const void* gamma;        /**< the forward's gamma, or NULL */
+  const float* mean;        /**< the forward's saved mean, or NULL (recomputed) */
+  const float* rstd;        /**< the forward's saved rstd, or NULL (recomputed) */
+  void* dgamma;             /**< optional [cols] output in x's dtype (needs gamma) */
+  void* dbeta;              /**< optional [cols] output in x's dtype (not rmsnorm) */
+  void* workspace;          /**< optional caller scratch (kvt_normalize_backward_workspace_size bytes,
+                                 256-byte aligned); NULL: kvtune's own pool */
+  size_t workspace_bytes;
+} kvt_normalize_backward_args;
+
 /** Arguments of kvt_dwconv (kvtune::DwConvArgs). */
 typedef struct kvt_dwconv_args {
   uint32_t struct_size;
@@ -169,6 +195,7 @@ KVT_API uint32_t kvt_abi_version(void);
 KVT_API void kvt_context_options_init(kvt_context_options* options);
 KVT_API void kvt_normalize_args_init(kvt_normalize_args* args);
 KVT_API void kvt_dwconv_args_init(kvt_dwconv_args* args);
+KVT_API void kvt_normalize_backward_args_init(kvt_normalize_backward_args* args);
 
 /** Creates a context (options NULL: the environment's defaults). *out is NULL on failure. */
 KVT_API kvt_status kvt_context_create(const kvt_context_options* options, kvt_context** out);
@@ -179,6 +206,14 @@ KVT_API kvt_status kvt_default_context(kvt_context** out);
 
 /** Row normalization on `stream` (kvtune::Context::normalize). */
 KVT_API kvt_status kvt_normalize(kvt_context* context, const kvt_normalize_args* args, void* stream);
+
+/** The gradients of kvt_normalize: dx, and dgamma/dbeta when asked (kvtune::Context::normalize_backward). */
+KVT_API kvt_status kvt_normalize_backward(kvt_context* context, const kvt_normalize_backward_args* args, void* stream);
+/** Bytes of workspace the backward variant dispatched for `args` needs (0 without dgamma/dbeta). */
+KVT_API kvt_status kvt_normalize_backward_workspace_size(kvt_context* context, const kvt_normalize_backward_args* args,
+                                                         void* stream, size_t* bytes);
+KVT_API kvt_status kvt_normalize_backward_variant(kvt_context* context, const kvt_normalize_backward_args* args,
+                                                  void* stream, char* label, size_t capacity, size_t* length);
 
 /** Depthwise convolution on `stream` (kvtune::Context::dwconv), any direction. */
 KVT_API kvt_status kvt_dwconv(kvt_context* context, const kvt_dwconv_args* args, void* stream);
