@@ -1,6 +1,6 @@
 #pragma once
 // kvtune's persistent store: the only module that talks to SQLite (sqlite3.h is included by
-// store.cpp alone; the SQL text lives in sql.h). One database file per user by default, WAL mode,
+// cache/database.h alone; the SQL text lives in sql.h). One database file per user by default, WAL mode,
 // a busy timeout, every write one transaction, safe with several processes at once.
 //
 // Failure model: opening never fails the caller. A file that is corrupt, not a kvtune database,
