@@ -1,6 +1,6 @@
 #pragma once
-// Fixtures of the tests that work on cache files: a private temporary directory, a log recorder,
-// byte and SQL access to a file the way another program would have it.
+// Fixtures of the tests that work on files (cache, tools, bench): a private temporary directory, a
+// log recorder, byte and SQL access to a file the way another program would have it.
 
 #include <sqlite3.h>
 #include <sys/stat.h>
