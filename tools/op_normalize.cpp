@@ -275,11 +275,11 @@ class NormalizeProblem final : public OpProblem {
     const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
     const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
     const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
-    DeviceMemory x(plane), dy(plane), dx(plane), stats(static_cast<std::size_t>(e_.rows) * 8);
+    DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e_.rows) * 8, 0);
     std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
-    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes, 0);
     NormalizeBackwardArgs args;
     args.x = x.bytes() + offset;
     args.dy = dy.bytes() + offset;
