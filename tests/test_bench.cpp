@@ -144,7 +144,6 @@ TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, n
   std::string err;
   CHECK(run_bench("--list-suite nope", &err) == 2);
   CHECK(err.find("unknown suite 'nope'") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("bench report: Markdown and JSON from synthetic timings", "[bench-cli]") {
@@ -248,7 +247,6 @@ TEST_CASE("bench report: malformed peers are rejected with the entry named", "[b
   CHECK(run_bench("--peers '" + (dir / "missing.json").string() + "'", &err) == 2);
   CHECK(err.find("cannot be opened") != std::string::npos);
   CHECK(run_bench("--suite nope", &err) == 2);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("kvtune-bench without a GPU exits 1 with a clear message", "[bench-cli]") {
