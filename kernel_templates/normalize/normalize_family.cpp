@@ -237,7 +237,11 @@ void validate(const NormalizeArgs& a) {
     throw invalid(a, hit->second.field, fmt::format("{} overlaps the output y", hit->second.field));
 }
 
-Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
+namespace {
+
+// The fields the forward's and the backward's keys share.
+template <class Args>
+Problem row_problem(const Args& a, const detail::Buckets& buckets) {
   Problem p;
   p.dtype = a.dtype;
   p.mode = a.mode;
@@ -245,6 +249,13 @@ Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
   p.rows = buckets.bucket(a.rows);
   p.rows_exact = buckets.exact();
   p.gamma = a.gamma != nullptr;
+  return p;
+}
+
+}  // namespace
+
+Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
+  Problem p = row_problem(a, buckets);
   p.beta = a.beta != nullptr;
   p.mean_out = a.mean != nullptr;
   p.rstd_out = a.rstd != nullptr;
@@ -313,14 +324,8 @@ void validate(const NormalizeBackwardArgs& a) {
 }
 
 Problem make_problem(const NormalizeBackwardArgs& a, const detail::Buckets& buckets) {
-  Problem p;
+  Problem p = row_problem(a, buckets);
   p.backward = true;
-  p.dtype = a.dtype;
-  p.mode = a.mode;
-  p.cols = a.cols;
-  p.rows = buckets.bucket(a.rows);
-  p.rows_exact = buckets.exact();
-  p.gamma = a.gamma != nullptr;
   p.dgamma = a.dgamma != nullptr;
   p.dbeta = a.dbeta != nullptr;
   p.saved_stats = a.rstd != nullptr;
