@@ -1,6 +1,6 @@
 #pragma once
-// Every SQL statement the cache runs, one named constant per operation; store.cpp is the only user
-// and prepares each once per connection. Changing a table here means bumping
+// Every SQL statement the cache runs, one named constant per operation; the store (cache/*.cpp) is
+// the only user and prepares each once per connection. Changing a table here means bumping
 // Store::kSchemaVersion, and kOldestCompatibleVersion too when older code can no longer use the
 // file.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // kvtune's persistent store: the only module that talks to SQLite (sqlite3.h is included by
-// store.cpp alone; the SQL text lives in sql.h). One database file per user by default, WAL mode,
+// cache/database.h alone; the SQL text lives in sql.h). One database file per user by default, WAL mode,
 // a busy timeout, every write one transaction, safe with several processes at once.
 //
 // Failure model: opening never fails the caller. A file that is corrupt, not a kvtune database,
@@ -17,24 +17,17 @@
 #include <vector>
 
 #include "kvtune/error.h"
+#include "lib/src/device.h"
 
 namespace kvtune::cache {
 
 /// Severity-tagged message sink (level: "info", "warn", "debug").
 using LogFn = std::function<void(const char* level, const std::string& message)>;
 
-/// A GPU as the cache identifies it. `id` is a hash of every field below except `json`.
-struct DeviceRow {
+/// A GPU as the cache identifies it: its model (name, compute capability, SM count, L2, memory,
+/// driver, NVRTC and kvtune versions) and the fingerprint's id (detail::DeviceFingerprint::id).
+struct DeviceRow : detail::DeviceModel {
   std::string id;
-  std::string name;
-  int cc_major = 0;
-  int cc_minor = 0;
-  int sm_count = 0;
-  std::int64_t l2_bytes = 0;
-  std::int64_t memory_bytes = 0;
-  int driver_version = 0;  // cudaDriverGetVersion
-  int nvrtc_version = 0;   // major * 1000 + minor * 10
-  std::string kvtune_version;
   std::string json;  // the whole fingerprint as JSON, for tools
   std::int64_t updated_at = 0;  // unix seconds of the last put_device; 0 when storing means now
 };

@@ -1,6 +1,6 @@
 #pragma once
-// Fixtures of the tests that work on cache files: a private temporary directory, a log recorder,
-// byte and SQL access to a file the way another program would have it.
+// Fixtures of the tests that work on files (cache, tools, bench): a private temporary directory, a
+// log recorder, byte and SQL access to a file the way another program would have it.
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -34,6 +34,9 @@ class TempDir {
     fs::create_directories(path_);
   }
   ~TempDir() {
+    // A forked child that exits runs the destructors of what its parent made (a static TempDir,
+    // a test's own): only the process that made the folder removes it.
+    if (::getpid() != owner_) return;
     std::error_code ignored;
     // Restore write permission where a test took it away, so that everything can be removed.
     for (auto it = fs::recursive_directory_iterator(path_, ignored);
@@ -48,6 +51,7 @@ class TempDir {
 
  private:
   fs::path path_;
+  pid_t owner_ = ::getpid();
 };
 
 // Records what the store logs.

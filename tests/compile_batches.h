@@ -6,6 +6,7 @@
 // kernels of the others as left out: the ASan stage of tests/run_all.sh sets it, since NVRTC is
 // not instrumented and the release stage compiles them all.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -61,6 +62,18 @@ inline BatchResults compile_batches(const std::vector<detail::CompileRequest>& b
   for (std::size_t b = 0; b < batches.size(); ++b)
     if (b % nvrtc_every() != 0) r.left_out += batches[b].name_expressions.size();
   return r;
+}
+
+/// Compiles `batches` (add_batched); every batch must compile and `expected` kernels come out,
+/// compiled or left out. Returns how many were compiled.
+inline std::size_t check_compiled(const std::vector<detail::CompileRequest>& batches, std::size_t expected) {
+  const auto results = compile_batches(batches);
+  for (const auto& failure : results.failures) {
+    INFO(failure);
+    CHECK(failure.empty());
+  }
+  CHECK(results.compiled + results.left_out == expected);
+  return results.compiled;
 }
 
 }  // namespace kvtune::test

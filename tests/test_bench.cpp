@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "cache_fixtures.h"
 #include "gpu_support.h"
 #include "tools/bench_report.h"
 #include "tools/bench_suite.h"
@@ -21,20 +22,14 @@ using namespace kvtune::bench;
 
 namespace {
 
-std::filesystem::path temp_dir() {
-  const auto dir = std::filesystem::temp_directory_path() / ("kvtune-bench-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using kvtune::test::read_bytes;
+using kvtune::test::write_bytes;
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// One private directory for the whole test run, removed at exit.
+const std::filesystem::path& temp_dir() {
+  static const kvtune::test::TempDir dir;
+  return dir.path();
 }
-
-void write_text(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 // Runs kvtune-bench with `arguments`; returns its exit status and puts stderr in `err`.
 int run_bench(const std::string& arguments, std::string* err = nullptr) {
@@ -42,7 +37,7 @@ int run_bench(const std::string& arguments, std::string* err = nullptr) {
   const std::string command =
       std::string("'") + KVTUNE_BENCH_EXE + "' " + arguments + " > /dev/null 2> '" + err_path.string() + "'";
   const int status = std::system(command.c_str());
-  if (err) *err = read_text(err_path);
+  if (err) *err = read_bytes(err_path);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -119,8 +114,8 @@ TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, n
   const auto a = dir / "suite-a.json", b = dir / "suite-b.json";
   REQUIRE(run_bench("--list-suite all --json '" + a.string() + "'") == 0);
   REQUIRE(run_bench("--list-suite all --json '" + b.string() + "'") == 0);
-  const std::string text = read_text(a);
-  CHECK(text == read_text(b));
+  const std::string text = read_bytes(a);
+  CHECK(text == read_bytes(b));
   const auto doc = nlohmann::json::parse(text);
   CHECK(doc.at("schema") == "kvtune-bench-suite/1");
   CHECK(doc.at("suite") == "all");
@@ -145,11 +140,10 @@ TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, n
   CHECK(doc == suite_document("all", false));
   const auto q = dir / "quick.json";
   REQUIRE(run_bench("--list-suite mamba --quick --json '" + q.string() + "'") == 0);
-  CHECK(nlohmann::json::parse(read_text(q)).at("problems").size() == 2);
+  CHECK(nlohmann::json::parse(read_bytes(q)).at("problems").size() == 2);
   std::string err;
   CHECK(run_bench("--list-suite nope", &err) == 2);
   CHECK(err.find("unknown suite 'nope'") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("bench report: Markdown and JSON from synthetic timings", "[bench-cli]") {
@@ -243,17 +237,16 @@ TEST_CASE("bench report: malformed peers are rejected with the entry named", "[b
 
   // The executable: exit 2 with a clear message, before looking for a GPU.
   const auto dir = temp_dir();
-  write_text(dir / "truncated.json", "{\"schema\": \"kvtune-bench-peers/1\", \"results\": [");
+  write_bytes(dir / "truncated.json", "{\"schema\": \"kvtune-bench-peers/1\", \"results\": [");
   std::string err;
   CHECK(run_bench("--suite normalize-ids --peers '" + (dir / "truncated.json").string() + "'", &err) == 2);
   CHECK(err.find("not valid JSON") != std::string::npos);
-  write_text(dir / "wrong.json", R"({"schema": "kvtune-bench-peers/1", "results": [{"id": "x", "peer": "p", "status": "ok"}]})");
+  write_bytes(dir / "wrong.json", R"({"schema": "kvtune-bench-peers/1", "results": [{"id": "x", "peer": "p", "status": "ok"}]})");
   CHECK(run_bench("--suite normalize-ids --peers '" + (dir / "wrong.json").string() + "'", &err) == 2);
   CHECK(err.find("results[0]: 'median_ms'") != std::string::npos);
   CHECK(run_bench("--peers '" + (dir / "missing.json").string() + "'", &err) == 2);
   CHECK(err.find("cannot be opened") != std::string::npos);
   CHECK(run_bench("--suite nope", &err) == 2);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("kvtune-bench without a GPU exits 1 with a clear message", "[bench-cli]") {

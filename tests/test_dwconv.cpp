@@ -73,16 +73,6 @@ DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
   return a;
 }
 
-// Compiles `batches` (test::add_batched); every batch must compile and `expected` kernels come out.
-void check_compiled(const std::vector<detail::CompileRequest>& batches, std::size_t expected) {
-  const auto compiled = test::compile_batches(batches);
-  for (const auto& failure : compiled.failures) {
-    INFO(failure);
-    CHECK(failure.empty());
-  }
-  CHECK(compiled.compiled + compiled.left_out == expected);
-}
-
 // Compiles for sm_90 the variants `keep` selects of each problem's forward and backward_data twins;
 // every compile must succeed. Returns how many were compiled.
 std::size_t compile_selected(std::initializer_list<DwConvArgs> problems, const std::function<bool(const Config&)>& keep) {
@@ -98,7 +88,7 @@ std::size_t compile_selected(std::initializer_list<DwConvArgs> problems, const s
       variants += requests.size();
       test::add_batched(batches, requests, 32);
     }
-  check_compiled(batches, variants);
+  test::check_compiled(batches, variants);
   return variants;
 }
 
@@ -330,13 +320,7 @@ static void compile_dwconv_variants(const test::Sample& sample) {
         test::add_batched(batches, requests, 64);
       }
     }
-  const auto results = test::compile_batches(batches);
-  for (const auto& failure : results.failures) {
-    INFO(failure);
-    CHECK(failure.empty());
-  }
-  const std::size_t total = results.compiled;
-  CHECK(total + results.left_out == variants);
+  const std::size_t total = test::check_compiled(batches, variants);
   WARN("compiled " << total << " dwconv variants of " << problems << " problems for sm_90");
 }
 
@@ -634,7 +618,7 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   CHECK(requests.size() >= 8);
   std::vector<detail::CompileRequest> batches;
   test::add_batched(batches, requests, 64);
-  check_compiled(batches, requests.size());
+  test::check_compiled(batches, requests.size());
 }
 
 TEST_CASE("rows per thread and large channel-last kernels: variants exist, geometry and names follow", "[dwconv]") {
@@ -1008,7 +992,7 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   REQUIRE(requests.size() >= 4);
   std::vector<detail::CompileRequest> batches;
   test::add_batched(batches, requests, 64);
-  check_compiled(batches, requests.size());
+  test::check_compiled(batches, requests.size());
 }
 
 TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shapes, never a seed", "[dwconv]") {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cache/store.h"
+#include "cache_fixtures.h"
 #include "lib/src/hash.h"
 
 using namespace kvtune;
@@ -54,10 +55,8 @@ cache::Winner winner_for(int i) {
 }  // namespace
 
 TEST_CASE("a cache writer killed with SIGKILL at random points loses nothing committed", "[reliability][cache]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("kvtune-kill-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "cache.sqlite").string();
+  const test::TempDir dir;
+  const std::string path = dir.file("cache.sqlite");
   std::mt19937 rng(20261122);  // fixed seed: the kill points are reproducible
   std::uniform_int_distribution<int> delay_us(200, 20000);
   std::set<int> committed;
@@ -120,5 +119,4 @@ TEST_CASE("a cache writer killed with SIGKILL at random points loses nothing com
   WARN(kKills << " SIGKILLs; " << committed.size() << " committed results in " << rounds_with_commits
               << " rounds, every row, trial and binary present; " << keys.size() << " rows in the database");
   store.reset();
-  std::filesystem::remove_all(dir);
 }

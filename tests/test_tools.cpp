@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/store.h"
+#include "cache_fixtures.h"
 #include "gpu_support.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
@@ -48,24 +49,7 @@ using nlohmann::json;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() / ("kvtune-tools-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter++) + "-" + std::to_string(entropy()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using kvtune::test::TempDir;
 
 struct Run {
   int code = -1;
@@ -83,17 +67,8 @@ struct Run {
   }
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using kvtune::test::read_bytes;
+using kvtune::test::write_bytes;
 
 // Runs a tool with `args`; `env` entries "NAME=value" replace the environment's, "NAME" unsets it.
 Run run(const std::string& exe, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
@@ -134,8 +109,8 @@ Run run(const std::string& exe, const std::vector<std::string>& args, const std:
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   Run r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
+  r.out = read_bytes(out_path);
+  r.err = read_bytes(err_path);
   ::unlink(out_path.c_str());
   ::unlink(err_path.c_str());
   return r;
@@ -168,7 +143,7 @@ std::string example_path() { return std::string(KVTUNE_SOURCE_DIR) + "/tests/dat
 // brought to this build's NVRTC, kvtune and template versions (so that
 // its entries are fresh here), with creation times spread over the last 20 days.
 json current_example() {
-  json doc = json::parse(read_file(example_path()));
+  json doc = json::parse(read_bytes(example_path()));
   for (auto& d : doc["devices"]) {
     d["nvrtc_version"] = kvtune::detail::nvrtc_version();
     d["kvtune_version"] = kvtune::version();
@@ -184,7 +159,7 @@ json current_example() {
 
 std::string write_example(const TempDir& dir, const json& doc, const std::string& name = "example.json") {
   const std::string path = dir.file(name);
-  write_file(path, doc.dump(1));
+  write_bytes(path, doc.dump(1));
   return path;
 }
 
@@ -211,7 +186,7 @@ json list_json(const std::string& db, const std::vector<std::string>& extra = {}
 
 std::string shapes_file(const TempDir& dir, const std::string& text, const std::string& name = "shapes.json") {
   const std::string path = dir.file(name);
-  write_file(path, text);
+  write_bytes(path, text);
   return path;
 }
 
@@ -431,7 +406,6 @@ TEST_CASE("tools: dwconv shapes entries parse, bad ones are refused with the fie
   // An operator nobody has announced is unknown, listing the known ones.
   check_usage_error(tune({"--shapes", shapes_file(dir, R"([{"op": "matmul", "m": 8}])", "mm.json"), "--dry-run"}),
                     "problems[0]: unknown operator 'matmul' (known: normalize, dwconv)");
-  CHECK(kvtune::tools::kPlannedOperators.empty());
 }
 
 TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {
@@ -671,12 +645,12 @@ TEST_CASE("tools: backward shapes entries, their suite and their checks", "[tool
 TEST_CASE("tools: a cache file that is not a kvtune database is refused, not replaced", "[tools]") {
   TempDir dir;
   const std::string text = dir.file("notes.txt");
-  write_file(text, "these are my notes, not a database\n");
+  write_bytes(text, "these are my notes, not a database\n");
   ::chmod(text.c_str(), 0600);
   check_usage_error(cache({"list", "--cache", text}), "is not a kvtune cache");
   check_usage_error(tune({"--suite", "ids", "--compile-only", "--arch", "sm_90", "--cache", text}),
                     "is not a kvtune cache");
-  CHECK(read_file(text) == "these are my notes, not a database\n");  // untouched, not set aside
+  CHECK(read_bytes(text) == "these are my notes, not a database\n");  // untouched, not set aside
 
   const std::string other = dir.file("other.db");
   sqlite3* db = nullptr;
@@ -707,7 +681,7 @@ TEST_CASE("tools: bad export files import nothing", "[tools]") {
     CHECK(list_json(db).size() == before);
   };
   check_usage_error(cache({"import", dir.file("missing.json"), "--cache", db}), "cannot read");
-  write_file(dir.file("broken.json"), "{\n \"kvtune_export\": 1,\n \"devices\": [}\n");
+  write_bytes(dir.file("broken.json"), "{\n \"kvtune_export\": 1,\n \"devices\": [}\n");
   check_usage_error(cache({"import", dir.file("broken.json"), "--cache", db}), "broken.json:3:14: malformed JSON");
 
   json doc = good;
@@ -815,9 +789,9 @@ TEST_CASE("tools: import, list, show, stats and export of the example", "[tools]
   // export -> import elsewhere gives the same entries, times and trials.
   const std::string exported = dir.file("exported.json");
   check_ok(cache({"export", exported, "--cache", db}));
-  const json again = json::parse(read_file(exported));
+  const json again = json::parse(read_bytes(exported));
   CHECK(again["entries"].size() == doc["entries"].size());
-  CHECK_THAT(read_file(exported), !Catch::Contains("image"));
+  CHECK_THAT(read_bytes(exported), !Catch::Contains("image"));
   const std::string db2 = dir.file("second.db");
   check_ok(cache({"import", exported, "--cache", db2}));
   const json entries2 = list_json(db2);
@@ -850,7 +824,7 @@ TEST_CASE("tools: the default cache is the library's", "[tools]") {
   const Run r = cache({"stats", "--json"}, env);
   check_ok(r);
   CHECK(r.out_json()["cache"] == xdg + "/kvtune/cache.sqlite");
-  CHECK(r.out_json()["entries"] == json::parse(read_file(example_path()))["entries"].size());
+  CHECK(r.out_json()["entries"] == json::parse(read_bytes(example_path()))["entries"].size());
   // KVTUNE_CACHE="" is the library's in-memory cache: there is no file to inspect.
   check_usage_error(cache({"list"}, {"XDG_CACHE_HOME=" + xdg, "KVTUNE_CACHE="}), "KVTUNE_CACHE is empty");
   const std::string explicit_path = dir.file("explicit.db");
@@ -1051,7 +1025,7 @@ TEST_CASE("tools: merge joins shards, the newer entry wins", "[tools]") {
 
   check_usage_error(cache({"merge", dir.file("nope.db"), "--cache", a}), "does not exist");
   check_usage_error(cache({"merge", a, "--cache", a}), "is the target cache itself");
-  write_file(dir.file("junk.db"), "junk junk junk junk");
+  write_bytes(dir.file("junk.db"), "junk junk junk junk");
   ::chmod(dir.file("junk.db").c_str(), 0600);
   check_usage_error(cache({"merge", dir.file("junk.db"), "--cache", a}), "is not a kvtune cache");
 }
@@ -1063,7 +1037,7 @@ TEST_CASE("tools: report is one self-contained HTML file with its charts", "[too
   const std::string out = dir.file("report.html");
   const Run r = cache({"report", "--html", out, "--cache", db});
   check_ok(r);
-  const std::string html = read_file(out);
+  const std::string html = read_bytes(out);
   const auto count = [&](const std::string& what) {
     std::size_t n = 0;
     for (auto at = html.find(what); at != std::string::npos; at = html.find(what, at + 1)) ++n;
@@ -1089,15 +1063,15 @@ TEST_CASE("tools: report is one self-contained HTML file with its charts", "[too
   // Filters narrow it to one device.
   const std::string h100 = dir.file("h100.html");
   check_ok(cache({"report", "--html", h100, "--device", "H100", "--cache", db}));
-  CHECK(read_file(h100).find("<svg class=\"roofline\"") != std::string::npos);
-  CHECK(read_file(h100).find("NVIDIA H200") == std::string::npos);
+  CHECK(read_bytes(h100).find("<svg class=\"roofline\"") != std::string::npos);
+  CHECK(read_bytes(h100).find("NVIDIA H200") == std::string::npos);
 
   // An empty cache still gives a page.
   const std::string empty_db = dir.file("empty.db");
   kvtune::cache::Store::open_existing(empty_db, true);
   const std::string empty = dir.file("empty.html");
   check_ok(cache({"report", "--html", empty, "--cache", empty_db}));
-  CHECK_THAT(read_file(empty), Catch::Contains("no tuned problems"));
+  CHECK_THAT(read_bytes(empty), Catch::Contains("no tuned problems"));
 
   check_usage_error(cache({"report", "--cache", db}), "--html");
 }
@@ -1495,12 +1469,12 @@ TEST_CASE("tools: kvtune-cache recorded, leases, stats and show of runs", "[tool
   // export --runs carries them; import checks and ignores them (configs only); merge copies them.
   const std::string with_runs = dir.file("runs.json");
   check_ok(cache({"export", with_runs, "--runs", "--cache", db}));
-  const json exported = json::parse(read_file(with_runs));
+  const json exported = json::parse(read_bytes(with_runs));
   std::size_t exported_runs = 0;
   for (const auto& e : exported["entries"]) exported_runs += e["runs"].size();
   CHECK(exported_runs == 2);
   check_ok(cache({"export", dir.file("plain.json"), "--cache", db}));
-  CHECK_FALSE(json::parse(read_file(dir.file("plain.json")))["entries"][0].contains("runs"));
+  CHECK_FALSE(json::parse(read_bytes(dir.file("plain.json")))["entries"][0].contains("runs"));
   const std::string imported = dir.file("imported.db");
   check_ok(cache({"import", with_runs, "--cache", imported}));
   CHECK(cache({"stats", "--cache", imported, "--json"}).out_json()["tuning_runs"] == 0);
@@ -1643,7 +1617,7 @@ TEST_CASE("tools: kvtune-tune tunes, resumes, forces, isolates and reports", "[t
   CHECK_THAT(slow.out_json()["results"][0]["message"].get<std::string>(), Catch::Contains("timed out"));
   // The report shows the measured ceilings.
   check_ok(cache({"report", "--html", dir.file("r.html"), "--cache", db}));
-  CHECK_THAT(read_file(dir.file("r.html")), !Catch::Contains("ceiling not measured"));
+  CHECK_THAT(read_bytes(dir.file("r.html")), !Catch::Contains("ceiling not measured"));
 }
 
 TEST_CASE("tools: kvtune-tune --recorded tunes what the record policy logged", "[tools][gpu]") {

@@ -1,7 +1,8 @@
 #pragma once
 // kvtune-bench's measurements: CUDA-event timing with warm-up and medians, CUDA-graph replay for
-// short calls, the copy roofline, the f32 FMA rate and an empty kernel's launch time, plus the
-// random fill of input buffers (NVRTC-compiled support kernels, through kvtune's compiler).
+// short calls and an empty kernel's launch time, plus the random fill of input buffers
+// (NVRTC-compiled support kernels, through kvtune's compiler). The roofline's ceilings (copy
+// bandwidth, FMA rate) are tools/ceilings.h's, as kvtune-tune measures them.
 
 #include <cuda_runtime_api.h>
 
@@ -35,23 +36,18 @@ Timing measure(const Call& call, int slots, cudaStream_t stream, const TimingOpt
 /// Throws kvtune::Error naming `what` when `status` is an error.
 void check(cudaError_t status, const char* what);
 
-/// Device-to-device cudaMemcpyAsync of 1 GiB: bytes read + written per second, in GB/s.
-double copy_gbps(cudaStream_t stream, const TimingOptions& options);
-
-/// Kernels kvtune-bench needs besides kvtune's: random fill, FMA chain, empty kernel.
+/// Kernels kvtune-bench needs besides kvtune's: random fill, empty kernel.
 class SupportKernels {
  public:
   explicit SupportKernels(const std::string& arch);
   /// offset + scale * U[-1, 1) in `dtype`, a hash of (seed, index): never all zeros.
   void fill(void* out, long long count, DType dtype, unsigned long long seed, float offset, float scale,
             cudaStream_t stream) const;
-  /// f32 FMA rate (TFLOP/s): 8 independent FMA chains per thread, full occupancy.
-  double fma_tflops(cudaStream_t stream, int sm_count, const TimingOptions& options) const;
   /// Per-launch time of an empty kernel, by graph replay or by back-to-back launches.
   Timing empty_launch(cudaStream_t stream, const TimingOptions& options, bool graph) const;
 
  private:
-  detail::LoadedKernel fill_, fma_, empty_;
+  detail::LoadedKernel fill_, empty_;
 };
 
 }  // namespace kvtune::bench

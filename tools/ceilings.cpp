@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,6 +10,8 @@
 #include "lib/src/cuda_check.h"
 #include "lib/src/module.h"
 #include "lib/src/nvrtc.h"
+#include "tuner/event_timer.h"
+#include "tuner/harness_support.h"
 
 namespace kvtune::tools {
 namespace {
@@ -49,26 +50,6 @@ struct KvtFmaParams {
   int iterations;
 };
 
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Events() {
-    detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
-    detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~Events() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-};
-
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(std::size_t bytes) { detail::cuda_check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
-  ~Buffer() {
-    if (ptr != nullptr) cudaFree(ptr);
-  }
-};
-
 struct StreamGuard {
   cudaStream_t stream = nullptr;
   StreamGuard() { detail::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
@@ -78,39 +59,21 @@ struct StreamGuard {
   }
 };
 
-// Median milliseconds of `body` over `samples` timed runs after one warm-up run.
-template <class Body>
-double median_ms(Body&& body, cudaStream_t stream, int samples) {
-  Events events;
-  body();
-  detail::cuda_check(cudaStreamSynchronize(stream), "warm-up");
-  std::vector<double> times;
-  for (int s = 0; s < samples; ++s) {
-    detail::cuda_check(cudaEventRecord(events.start, stream), "cudaEventRecord");
-    body();
-    detail::cuda_check(cudaEventRecord(events.stop, stream), "cudaEventRecord");
-    detail::cuda_check(cudaEventSynchronize(events.stop), "cudaEventSynchronize");
-    float ms = 0;
-    detail::cuda_check(cudaEventElapsedTime(&ms, events.start, events.stop), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+}  // namespace
 
-double copy_gbps(cudaStream_t stream) {
-  Buffer a(kCopyBytes), b(kCopyBytes);
-  detail::cuda_check(cudaMemsetAsync(a.ptr, 1, kCopyBytes, stream), "cudaMemsetAsync");
-  const double ms = median_ms(
+double measure_copy_gbps(cudaStream_t stream, int samples) {
+  tuner::DeviceBuffer a(kCopyBytes), b(kCopyBytes);
+  detail::cuda_check(cudaMemsetAsync(a.get(), 1, kCopyBytes, stream), "cudaMemsetAsync");
+  const double ms = tuner::median_ms(
       [&] {
-        detail::cuda_check(cudaMemcpyAsync(b.ptr, a.ptr, kCopyBytes, cudaMemcpyDeviceToDevice, stream),
+        detail::cuda_check(cudaMemcpyAsync(b.get(), a.get(), kCopyBytes, cudaMemcpyDeviceToDevice, stream),
                            "cudaMemcpyAsync");
       },
-      stream, 7);
+      stream, 1, samples);
   return 2.0 * double(kCopyBytes) / (ms * 1e-3) / 1e9;
 }
 
-double fma_gflops(const std::string& arch, cudaStream_t stream) {
+double measure_fma_gflops(const std::string& arch, cudaStream_t stream, int samples) {
   detail::CompileRequest request;
   request.program_name = "kvt_fma_rate.cu";
   request.source = kFmaSource;
@@ -124,29 +87,27 @@ double fma_gflops(const std::string& arch, cudaStream_t stream) {
   detail::cuda_check(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
                      "cudaDeviceGetAttribute");
   const unsigned grid = static_cast<unsigned>(sms * std::max(1, threads_per_sm / kBlock));
-  Buffer out(std::size_t(grid) * kBlock * sizeof(float));
-  const KvtFmaParams params{static_cast<float*>(out.ptr), kIterations};
-  const double ms = median_ms(
+  tuner::DeviceBuffer out(std::size_t(grid) * kBlock * sizeof(float));
+  const KvtFmaParams params{out.as<float>(), kIterations};
+  const double ms = tuner::median_ms(
       [&] { detail::cuda_check(kernel.launch(dim3(grid), dim3(kBlock), 0, stream, params), "FMA kernel launch"); },
-      stream, 5);
+      stream, 1, samples);
   const double flops = 2.0 * kChains * kUnroll * double(kIterations) * double(grid) * kBlock;
   return flops / (ms * 1e-3) / 1e9;
 }
-
-}  // namespace
 
 MeasuredCeilings measure_ceilings(const std::string& arch) {
   MeasuredCeilings m;
   try {
     StreamGuard stream;
     try {
-      m.copy_gbps = copy_gbps(stream.stream);
+      m.copy_gbps = measure_copy_gbps(stream.stream);
     } catch (const Error& e) {
       m.note = fmt::format("copy bandwidth not measured: {}", e.what());
       cudaGetLastError();
     }
     try {
-      m.fma_gflops = fma_gflops(arch, stream.stream);
+      m.fma_gflops = measure_fma_gflops(arch, stream.stream);
     } catch (const Error& e) {
       m.note += fmt::format("{}FMA rate not measured: {}", m.note.empty() ? "" : "; ", e.what());
       cudaGetLastError();

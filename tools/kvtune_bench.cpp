@@ -28,6 +28,7 @@
 #include "tools/bench_report.h"
 #include "tools/bench_suite.h"
 #include "tools/bench_timing.h"
+#include "tools/ceilings.h"
 #include "tuner/harness_support.h"
 
 namespace kb = kvtune::bench;
@@ -272,8 +273,8 @@ kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& se
   std::fprintf(stderr, "kvtune-bench: %s, %zu problems; measuring copy bandwidth, FMA rate, launch time\n",
                fp.name.c_str(), problems.size());
   const kb::SupportKernels support(fp.arch());
-  m.copy_gbps = kb::copy_gbps(stream, settings.timing);
-  m.fma_tflops = support.fma_tflops(stream, fp.sm_count, settings.timing);
+  m.copy_gbps = kvtune::tools::measure_copy_gbps(stream, settings.timing.samples);
+  m.fma_tflops = kvtune::tools::measure_fma_gflops(fp.arch(), stream, settings.timing.samples) / 1e3;
   m.launch_us_events = support.empty_launch(stream, settings.timing, false).median_ms * 1e3;
   m.launch_us_graph = support.empty_launch(stream, settings.timing, true).median_ms * 1e3;
 

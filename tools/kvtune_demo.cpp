@@ -12,42 +12,13 @@
 #include <fmt/format.h>
 
 #include "kvtune/kvtune.h"
+#include "tools/ceilings.h"
+#include "tuner/event_timer.h"
 
 namespace {
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw kvtune::Error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
-}
-
-struct Events {
-  cudaEvent_t start{}, stop{};
-  Events() {
-    check(cudaEventCreate(&start), "cudaEventCreate");
-    check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~Events() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-};
-
-template <class F>
-double median_ms(F&& body, int batch, int samples = 15) {
-  Events e;
-  body();  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<double> t;
-  for (int s = 0; s < samples; ++s) {
-    check(cudaEventRecord(e.start), "cudaEventRecord");
-    for (int i = 0; i < batch; ++i) body();
-    check(cudaEventRecord(e.stop), "cudaEventRecord");
-    check(cudaEventSynchronize(e.stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, e.start, e.stop), "cudaEventElapsedTime");
-    t.push_back(ms / batch);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 // Device buffers of `bytes` each, filled with finite pseudo-random 16-bit patterns (f16 values in
@@ -75,19 +46,6 @@ int rotation(std::size_t bytes_per_call, int l2_bytes) {
   return int(std::clamp<std::size_t>(2 * std::size_t(l2_bytes) / std::max<std::size_t>(bytes_per_call, 1) + 1, 1, 64));
 }
 
-// Device-to-device copy of 1 GiB, bytes read + written per second.
-double copy_bandwidth_gbps() {
-  const std::size_t bytes = std::size_t(1) << 30;
-  void *a = nullptr, *b = nullptr;
-  check(cudaMalloc(&a, bytes), "cudaMalloc");
-  check(cudaMalloc(&b, bytes), "cudaMalloc");
-  check(cudaMemset(a, 1, bytes), "cudaMemset");
-  const double ms = median_ms([&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice); }, 3, 9);
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,7 +68,7 @@ int main(int argc, char** argv) {
     kvtune::Context context(options);
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    const double copy = copy_bandwidth_gbps();
+    const double copy = kvtune::tools::measure_copy_gbps(nullptr, 9);
     fmt::print("kvtune {} on {} ({} SMs, {} MiB L2); cache {}\n", kvtune::version(), prop.name,
                prop.multiProcessorCount, prop.l2CacheSize >> 20,
                context.cache_path_in_use().empty() ? "in memory" : context.cache_path_in_use());
@@ -146,14 +104,14 @@ int main(int argc, char** argv) {
       args.y = ys[0];
       const std::string variant = context.normalize_variant(args);  // tunes on first sight
       int next = 0;
-      const double ms = median_ms(
+      const double ms = kvtune::tuner::median_ms(
           [&] {
             args.x = xs[next];
             args.y = ys[next];
             next = (next + 1) % copies;
             context.normalize(args);
           },
-          20);
+          nullptr, 20, 15);
       const double gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
       fmt::print("{:>14} {:>5} {:>11} {:<46} {:>9.2f} {:>8.0f} {:>6.1f}%\n", fmt::format("{}x{}", s.rows, s.cols),
                  kvtune::to_string(s.dtype), kvtune::to_string(s.mode), variant, ms * 1e3, gbps, 100 * gbps / copy);
@@ -209,12 +167,12 @@ int main(int argc, char** argv) {
         };
         bind();
         const std::string variant = context.dwconv_variant(a);  // tunes on first sight
-        const double ms = median_ms(
+        const double ms = kvtune::tuner::median_ms(
             [&] {
               bind();
               context.dwconv(a);
             },
-            20);
+            nullptr, 20, 15);
         const double gbps = double(bytes) / (ms * 1e-3) / 1e9;
         fmt::print("{:<34} {:>15} {:<44} {:>9.2f} {:>8.0f} {:>6.1f}%\n", cv.name, kvtune::to_string(dir), variant,
                    ms * 1e3, gbps, 100 * gbps / copy);

@@ -13,6 +13,7 @@
 #include "lib/src/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
+#include "tools/op_family.h"
 #include "tools/ops.h"
 
 namespace kvtune::tools {
@@ -235,19 +236,6 @@ std::string seed_label(const dw::Problem& p) {
 
 // One device allocation, filled with a non-zero byte pattern, freed on scope exit. 0x3c gives
 // small finite values in every dtype (f32 ~0.0115, f16 ~1.06, bf16 ~0.0115).
-struct DeviceMemory {
-  void* ptr = nullptr;
-  explicit DeviceMemory(std::size_t bytes) {
-    detail::cuda_check(cudaMalloc(&ptr, bytes), fmt::format("cudaMalloc of {}", format_bytes(double(bytes))).c_str());
-    detail::cuda_check(cudaMemset(ptr, 0x3c, bytes), "cudaMemset");
-  }
-  ~DeviceMemory() {
-    if (ptr != nullptr) cudaFree(ptr);
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-};
-
 class DwConvProblem final : public OpProblem {
  public:
   explicit DwConvProblem(Entry entry) : e_(std::move(entry)) {}
@@ -383,10 +371,7 @@ class DwConvProblem final : public OpProblem {
   }
 
   std::vector<Variant> variants(const std::string& arch) const override {
-    std::vector<Variant> out;
-    for (const auto& config : detail::tuning_configs<detail::DwConvFamily>(e_.problem, detail::parse_arch(arch) / 10))
-      out.push_back(Variant{config.label(), config.to_json(), dw::compile_request(e_.problem, config, arch)});
-    return out;
+    return family_variants<detail::DwConvFamily>(e_.problem, arch);
   }
 
   double model_bytes() const override { return dw::model_bytes(e_.problem, e_.problem.n); }
@@ -400,8 +385,8 @@ class DwConvProblem final : public OpProblem {
     DwConvArgs args = e_.args;
     std::vector<std::unique_ptr<DeviceMemory>> buffers;
     const auto alloc = [&](std::size_t elems) {
-      buffers.push_back(std::make_unique<DeviceMemory>(elems * elem));
-      return buffers.back()->ptr;
+      buffers.push_back(std::make_unique<DeviceMemory>(elems * elem, 0x3c));
+      return buffers.back()->ptr();
     };
     switch (p.direction) {
       case DwDirection::forward:
@@ -511,19 +496,8 @@ class DwConvHandler final : public OpHandler {
   }
 
   std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    const auto p = parse_key(problem_key);
-    if (!p) return std::nullopt;
-    KeyInfo info;
-    info.describe = describe_problem(*p, p->n);
-    try {
-      info.seed_label = seed_label(*p);
-      info.heuristic_label = dw::heuristic_config(*p, cc_major).label();
-    } catch (const Error&) {
-      // A key with no valid variant (hand-made): no designs to compare with.
-    }
-    info.model_bytes = dw::model_bytes(*p, p->n);
-    info.model_flops = dw::model_flops(*p, p->n);
-    return info;
+    return family_key_info<detail::DwConvFamily>(
+        problem_key, cc_major, [](const dw::Problem& p) { return describe_problem(p, p.n); }, seed_label);
   }
 
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
@@ -575,17 +549,7 @@ class DwConvHandler final : public OpHandler {
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    const auto p = parse_key(problem_key);
-    if (!p) throw InputError(fmt::format("'{}' is not a dwconv problem key", problem_key));
-    dw::Config c;
-    try {
-      c = dw::Config::from_json(config);
-    } catch (const Error& e) {
-      throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
-    }
-    std::string why;
-    if (dw::is_runnable(*p, c, &why)) return c.label();  // runs correctly, pruned or not (seeds too)
-    throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
+    return family_check_config<detail::DwConvFamily>(problem_key, config);
   }
 };
 

@@ -13,6 +13,7 @@
 #include "lib/src/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
+#include "tools/op_family.h"
 #include "tools/ops.h"
 
 namespace kvtune::tools {
@@ -150,21 +151,6 @@ std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
 // Inverse of Problem::key() (the family's decoder).
 std::optional<nz::Problem> parse_key(const std::string& key) { return nz::problem_from_key(key); }
 
-// One device allocation, freed on scope exit.
-struct DeviceMemory {
-  void* ptr = nullptr;
-  explicit DeviceMemory(std::size_t bytes) {
-    detail::cuda_check(cudaMalloc(&ptr, bytes), fmt::format("cudaMalloc of {}", format_bytes(double(bytes))).c_str());
-    detail::cuda_check(cudaMemset(ptr, 0, bytes), "cudaMemset");
-  }
-  ~DeviceMemory() {
-    if (ptr != nullptr) cudaFree(ptr);
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  char* bytes() const { return static_cast<char*>(ptr); }
-};
-
 class NormalizeProblem final : public OpProblem {
  public:
   explicit NormalizeProblem(Entry entry) : e_(std::move(entry)) {}
@@ -229,10 +215,7 @@ class NormalizeProblem final : public OpProblem {
   }
 
   std::vector<Variant> variants(const std::string& arch) const override {
-    std::vector<Variant> out;
-    for (const auto& config : detail::tuning_configs<detail::NormalizeFamily>(e_.problem, detail::parse_arch(arch) / 10))
-      out.push_back(Variant{config.label(), config.to_json(), nz::compile_request(e_.problem, config, arch)});
-    return out;
+    return family_variants<detail::NormalizeFamily>(e_.problem, arch);
   }
 
   double model_bytes() const override { return nz::model_bytes(e_.problem, e_.problem.rows); }
@@ -247,13 +230,13 @@ class NormalizeProblem final : public OpProblem {
     const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
     const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
     const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
-    DeviceMemory x(plane), y(plane);
+    DeviceMemory x(plane, 0), y(plane, 0);
     std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
     const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
-    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4);
-    if (p.rstd_out) rstd = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4);
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4, 0);
+    if (p.rstd_out) rstd = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4, 0);
 
     NormalizeArgs args;
     args.x = x.bytes() + offset;
@@ -292,11 +275,11 @@ class NormalizeProblem final : public OpProblem {
     const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
     const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
     const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
-    DeviceMemory x(plane), dy(plane), dx(plane), stats(static_cast<std::size_t>(e_.rows) * 8);
+    DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e_.rows) * 8, 0);
     std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
-    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes);
-    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes);
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes, 0);
     NormalizeBackwardArgs args;
     args.x = x.bytes() + offset;
     args.dy = dy.bytes() + offset;
@@ -407,19 +390,9 @@ class NormalizeHandler final : public OpHandler {
   }
 
   std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    const auto p = parse_key(problem_key);
-    if (!p) return std::nullopt;
-    KeyInfo info;
-    info.describe = describe_problem(*p, p->rows);
-    try {
-      info.seed_label = nz::seed_config(*p).label();
-      info.heuristic_label = nz::heuristic_config(*p, cc_major).label();
-    } catch (const Error&) {
-      // A key with no valid variant (hand-made): no designs to compare with.
-    }
-    info.model_bytes = nz::model_bytes(*p, p->rows);
-    info.model_flops = nz::model_flops(*p, p->rows);
-    return info;
+    return family_key_info<detail::NormalizeFamily>(
+        problem_key, cc_major, [](const nz::Problem& p) { return describe_problem(p, p.rows); },
+        [](const nz::Problem& p) { return nz::seed_config(p).label(); });
   }
 
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
@@ -455,18 +428,7 @@ class NormalizeHandler final : public OpHandler {
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    const auto p = parse_key(problem_key);
-    if (!p) throw InputError(fmt::format("'{}' is not a normalize problem key", problem_key));
-    nz::Config c;
-    try {
-      c = nz::Config::from_json(config);
-    } catch (const Error& e) {
-      throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
-    }
-    std::string why;
-    if (!nz::is_runnable(*p, c, &why))
-      throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
-    return c.label();
+    return family_check_config<detail::NormalizeFamily>(problem_key, config);
   }
 };
 

@@ -19,24 +19,7 @@ std::vector<std::unique_ptr<OpHandler>> make_handlers() {
   return all;
 }
 
-const PlannedOperator* find_planned(const std::string& op) {
-  if (find_handler(op) != nullptr) return nullptr;  // a handler supersedes the announcement
-  for (const auto& planned : kPlannedOperators)
-    if (op == planned.name) return &planned;
-  return nullptr;
-}
-
-[[noreturn]] void not_available(const std::string& where, const std::string& op) {
-  std::string available;
-  for (const auto& h : handlers()) available += (available.empty() ? "" : ", ") + h->name();
-  throw InputError(fmt::format("{}operator {} is not available in this build yet (this build has: {})", where, op,
-                               available));
-}
-
 }  // namespace
-
-// Empty while every announced operator has a handler.
-const std::vector<PlannedOperator> kPlannedOperators = {};
 
 const std::vector<std::unique_ptr<OpHandler>>& handlers() {
   static const auto all = make_handlers();
@@ -52,7 +35,6 @@ const OpHandler* find_handler(const std::string& op) {
 const OpHandler& require_handler(const std::string& op, const std::string& where) {
   if (const OpHandler* h = find_handler(op)) return *h;
   const std::string prefix = where.empty() ? "" : where + ": ";
-  if (find_planned(op) != nullptr) not_available(prefix, op);
   throw InputError(fmt::format("{}unknown operator '{}' (known: {})", prefix, op, describe_operators()));
 }
 
@@ -60,10 +42,6 @@ const OpHandler& handler_for_suite(const std::string& suite) {
   for (const auto& h : handlers())
     for (const auto& name : h->suite_names())
       if (name == suite) return *h;
-  for (const auto& planned : kPlannedOperators)
-    for (const auto& name : planned.suites)
-      if (name == suite && find_handler(planned.name) == nullptr)
-        not_available(fmt::format("suite '{}': ", suite), planned.name);
   throw InputError(fmt::format("unknown suite '{}' (known: {})", suite, describe_suites()));
 }
 
@@ -72,9 +50,6 @@ std::string describe_suites() {
   const auto add = [&out](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
   for (const auto& h : handlers())
     for (const auto& name : h->suite_names()) add(name);
-  for (const auto& planned : kPlannedOperators)
-    if (find_handler(planned.name) == nullptr)
-      for (const auto& name : planned.suites) add(fmt::format("{} ({}, not available yet)", name, planned.name));
   return out;
 }
 
@@ -82,8 +57,6 @@ std::string describe_operators() {
   std::string out;
   const auto add = [&out](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
   for (const auto& h : handlers()) add(h->name());
-  for (const auto& planned : kPlannedOperators)
-    if (find_handler(planned.name) == nullptr) add(fmt::format("{} (not available yet)", planned.name));
   return out;
 }
 

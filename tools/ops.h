@@ -6,9 +6,7 @@
 // never name an operator.
 //
 // Adding an operator = one handler file (see op_normalize.cpp) and one line in make_handlers()
-// (ops.cpp). Operators the project has announced but this build has no handler for are listed in
-// kPlannedOperators, so that their shapes and suites are recognized and refused with a clear
-// message instead of "unknown operator".
+// (ops.cpp).
 
 #include <cstdint>
 #include <memory>
@@ -100,25 +98,17 @@ class OpHandler {
   virtual std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const = 0;
 };
 
-/// An operator the project has announced whose handler this build does not have yet.
-struct PlannedOperator {
-  const char* name;
-  std::vector<std::string> suites;
-};
-extern const std::vector<PlannedOperator> kPlannedOperators;
-
 /// Every registered handler, in registration order.
 const std::vector<std::unique_ptr<OpHandler>>& handlers();
 /// The handler of `op`, or nullptr.
 const OpHandler* find_handler(const std::string& op);
-/// The handler of `op`; InputError "WHERE: operator dwconv is not available in this build yet" for
-/// a planned operator, "unknown operator" (listing the known ones) otherwise.
+/// The handler of `op`; InputError "WHERE: unknown operator" (listing the known ones) otherwise.
 const OpHandler& require_handler(const std::string& op, const std::string& where);
-/// The handler that owns `suite`; InputError for a planned operator's suite or an unknown name.
+/// The handler that owns `suite`; InputError for an unknown name.
 const OpHandler& handler_for_suite(const std::string& suite);
-/// Every suite name, available ones first ("ids, large, narrow, mobilenetv2 (dwconv, not available)").
+/// Every suite name ("ids, large, narrow, mobilenetv2, ...").
 std::string describe_suites();
-/// "normalize" plus planned ones marked.
+/// Every operator name ("normalize, dwconv").
 std::string describe_operators();
 
 /// Reads every problem of a shapes file: {"problems": [ENTRY, ...]} or a bare [ENTRY, ...].

@@ -15,6 +15,7 @@
 
 #include "kvtune/error.h"
 #include "lib/src/cuda_check.h"
+#include "tuner/event_timer.h"
 
 namespace kvtune::tuner {
 namespace {
@@ -22,27 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// Owns a pair of CUDA events.
-struct EventPair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EventPair() {
-    detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
-    detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~EventPair() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  float elapsed_ms() const {
-    float ms = 0;
-    detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return ms;
-  }
-};
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -98,16 +78,16 @@ class Bench {
     }
   }
   double time_plain() {
-    detail::cuda_check(cudaEventRecord(events_.start, stream_), "cudaEventRecord");
+    timer_.start(stream_);
     launch_batch();
-    detail::cuda_check(cudaEventRecord(events_.stop, stream_), "cudaEventRecord");
-    return events_.elapsed_ms();
+    timer_.stop(stream_);
+    return timer_.elapsed_ms();
   }
   double time_graph() {
-    detail::cuda_check(cudaEventRecord(events_.start, stream_), "cudaEventRecord");
+    timer_.start(stream_);
     detail::cuda_check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
-    detail::cuda_check(cudaEventRecord(events_.stop, stream_), "cudaEventRecord");
-    return events_.elapsed_ms();
+    timer_.stop(stream_);
+    return timer_.elapsed_ms();
   }
   // Captures one batch; on any failure the candidate is simply timed with plain launches.
   void capture() {
@@ -135,7 +115,7 @@ class Bench {
   const detail::LoadedKernel& kernel_;
   Harness& harness_;
   cudaStream_t stream_;
-  EventPair events_;
+  EventTimer timer_;
   int batch_ = 1;
   int slot_ = 0;
   cudaGraphExec_t exec_ = nullptr;

@@ -159,30 +159,49 @@ std::int64_t rows_bucket(std::int64_t rows) {
   return b;
 }
 
-void validate(const NormalizeArgs& a) {
-  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
-    throw invalid(a, "dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
-  if (static_cast<unsigned>(a.mode) > static_cast<unsigned>(NormMode::rmsnorm))
-    throw invalid(a, "mode", fmt::format("unknown mode value {}", static_cast<int>(a.mode)));
-  if (a.x == nullptr) throw invalid(a, "x", "x is a null pointer");
-  if (a.y == nullptr) throw invalid(a, "y", "y is a null pointer");
-  if (a.rows <= 0) throw invalid(a, "rows", fmt::format("rows must be positive, got {}", a.rows));
-  if (a.cols <= 0) throw invalid(a, "cols", fmt::format("cols must be positive, got {}", a.cols));
-  const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
-  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
-  if (ld_x < a.cols) throw invalid(a, "ld_x", fmt::format("ld_x ({}) must be 0 or >= cols ({})", a.ld_x, a.cols));
-  if (ld_y < a.cols) throw invalid(a, "ld_y", fmt::format("ld_y ({}) must be 0 or >= cols ({})", a.ld_y, a.cols));
-  const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
+namespace {
+
+struct LeadingDimension {
+  const char* field;
+  std::int64_t value;  // as given: 0 means cols
+};
+
+// The checks the forward and the backward share: dtype, mode, sizes, leading dimensions, eps and
+// ddof. `invalid(field, why)` makes the error.
+template <class Invalid>
+void check_rows(DType dtype, NormMode mode, std::int64_t rows, std::int64_t cols, float eps, int ddof,
+                std::initializer_list<LeadingDimension> lds, const Invalid& invalid) {
+  if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DType::bf16))
+    throw invalid("dtype", fmt::format("unknown dtype value {}", static_cast<int>(dtype)));
+  if (static_cast<unsigned>(mode) > static_cast<unsigned>(NormMode::rmsnorm))
+    throw invalid("mode", fmt::format("unknown mode value {}", static_cast<int>(mode)));
+  if (rows <= 0) throw invalid("rows", fmt::format("rows must be positive, got {}", rows));
+  if (cols <= 0) throw invalid("cols", fmt::format("cols must be positive, got {}", cols));
+  if (cols > (std::int64_t(1) << 31)) throw invalid("cols", "cols above 2^31 are not supported");
   // Element offsets and byte sizes stay far inside int64 (kernels index with 64-bit integers).
   constexpr std::int64_t kMaxElements = std::int64_t(1) << 56;
-  if (a.cols > (std::int64_t(1) << 31)) throw invalid(a, "cols", "cols above 2^31 are not supported");
-  if (ld_x > kMaxElements / a.rows || ld_y > kMaxElements / a.rows)
-    throw invalid(a, "rows", "rows x leading dimension overflows the addressable element count");
-  if (!(a.eps >= 0.f) || !std::isfinite(a.eps))
-    throw invalid(a, "eps", fmt::format("eps must be finite and >= 0, got {}", a.eps));
-  if (a.ddof != 0 && a.ddof != 1) throw invalid(a, "ddof", fmt::format("ddof must be 0 or 1, got {}", a.ddof));
-  if (a.ddof != 0 && a.mode != NormMode::standardize)
-    throw invalid(a, "ddof", "ddof applies to standardize only");
+  for (const LeadingDimension& ld : lds) {
+    const std::int64_t value = ld.value == 0 ? cols : ld.value;
+    if (value < cols)
+      throw invalid(ld.field, fmt::format("{} ({}) must be 0 or >= cols ({})", ld.field, ld.value, cols));
+    if (value > kMaxElements / rows)
+      throw invalid("rows", "rows x leading dimension overflows the addressable element count");
+  }
+  if (!(eps >= 0.f) || !std::isfinite(eps)) throw invalid("eps", fmt::format("eps must be finite and >= 0, got {}", eps));
+  if (ddof != 0 && ddof != 1) throw invalid("ddof", fmt::format("ddof must be 0 or 1, got {}", ddof));
+  if (ddof != 0 && mode != NormMode::standardize) throw invalid("ddof", "ddof applies to standardize only");
+}
+
+}  // namespace
+
+void validate(const NormalizeArgs& a) {
+  const auto fail = [&a](const char* field, const std::string& why) { return invalid(a, field, why); };
+  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof, {{"ld_x", a.ld_x}, {"ld_y", a.ld_y}}, fail);
+  if (a.x == nullptr) throw invalid(a, "x", "x is a null pointer");
+  if (a.y == nullptr) throw invalid(a, "y", "y is a null pointer");
+  const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
+  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
+  const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
   if (a.mode == NormMode::rmsnorm && a.beta != nullptr) throw invalid(a, "beta", "rmsnorm takes no beta");
   if (a.mode == NormMode::rmsnorm && a.mean != nullptr) throw invalid(a, "mean", "rmsnorm has no mean output");
   const auto check_aligned = [&](const void* p, std::int64_t to, const char* field) {
@@ -218,7 +237,11 @@ void validate(const NormalizeArgs& a) {
     throw invalid(a, hit->second.field, fmt::format("{} overlaps the output y", hit->second.field));
 }
 
-Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
+namespace {
+
+// The fields the forward's and the backward's keys share.
+template <class Args>
+Problem row_problem(const Args& a, const detail::Buckets& buckets) {
   Problem p;
   p.dtype = a.dtype;
   p.mode = a.mode;
@@ -226,6 +249,13 @@ Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
   p.rows = buckets.bucket(a.rows);
   p.rows_exact = buckets.exact();
   p.gamma = a.gamma != nullptr;
+  return p;
+}
+
+}  // namespace
+
+Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
+  Problem p = row_problem(a, buckets);
   p.beta = a.beta != nullptr;
   p.mean_out = a.mean != nullptr;
   p.rstd_out = a.rstd != nullptr;
@@ -242,29 +272,14 @@ void validate(const NormalizeBackwardArgs& a) {
                                 "", "", field},
                  why);
   };
-  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DType::bf16))
-    throw invalid("dtype", fmt::format("unknown dtype value {}", static_cast<int>(a.dtype)));
-  if (static_cast<unsigned>(a.mode) > static_cast<unsigned>(NormMode::rmsnorm))
-    throw invalid("mode", fmt::format("unknown mode value {}", static_cast<int>(a.mode)));
+  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof, {{"ld_x", a.ld_x}, {"ld_dy", a.ld_dy}, {"ld_dx", a.ld_dx}},
+             invalid);
   if (a.x == nullptr) throw invalid("x", "x is a null pointer");
   if (a.dy == nullptr) throw invalid("dy", "dy is a null pointer");
   if (a.dx == nullptr) throw invalid("dx", "dx is a null pointer");
-  if (a.rows <= 0) throw invalid("rows", fmt::format("rows must be positive, got {}", a.rows));
-  if (a.cols <= 0) throw invalid("cols", fmt::format("cols must be positive, got {}", a.cols));
-  if (a.cols > (std::int64_t(1) << 31)) throw invalid("cols", "cols above 2^31 are not supported");
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
   const std::int64_t ld_dy = a.ld_dy == 0 ? a.cols : a.ld_dy;
   const std::int64_t ld_dx = a.ld_dx == 0 ? a.cols : a.ld_dx;
-  if (ld_x < a.cols) throw invalid("ld_x", fmt::format("ld_x ({}) must be 0 or >= cols ({})", a.ld_x, a.cols));
-  if (ld_dy < a.cols) throw invalid("ld_dy", fmt::format("ld_dy ({}) must be 0 or >= cols ({})", a.ld_dy, a.cols));
-  if (ld_dx < a.cols) throw invalid("ld_dx", fmt::format("ld_dx ({}) must be 0 or >= cols ({})", a.ld_dx, a.cols));
-  constexpr std::int64_t kMaxElements = std::int64_t(1) << 56;
-  if (std::max({ld_x, ld_dy, ld_dx}) > kMaxElements / a.rows)
-    throw invalid("rows", "rows x leading dimension overflows the addressable element count");
-  if (!(a.eps >= 0.f) || !std::isfinite(a.eps))
-    throw invalid("eps", fmt::format("eps must be finite and >= 0, got {}", a.eps));
-  if (a.ddof != 0 && a.ddof != 1) throw invalid("ddof", fmt::format("ddof must be 0 or 1, got {}", a.ddof));
-  if (a.ddof != 0 && a.mode != NormMode::standardize) throw invalid("ddof", "ddof applies to standardize only");
   if (a.dgamma != nullptr && a.gamma == nullptr)
     throw invalid("dgamma", "dgamma needs the forward's gamma (without gamma there is no dgamma)");
   if (a.mode == NormMode::rmsnorm && a.dbeta != nullptr) throw invalid("dbeta", "rmsnorm has no beta, so no dbeta");
@@ -309,14 +324,8 @@ void validate(const NormalizeBackwardArgs& a) {
 }
 
 Problem make_problem(const NormalizeBackwardArgs& a, const detail::Buckets& buckets) {
-  Problem p;
+  Problem p = row_problem(a, buckets);
   p.backward = true;
-  p.dtype = a.dtype;
-  p.mode = a.mode;
-  p.cols = a.cols;
-  p.rows = buckets.bucket(a.rows);
-  p.rows_exact = buckets.exact();
-  p.gamma = a.gamma != nullptr;
   p.dgamma = a.dgamma != nullptr;
   p.dbeta = a.dbeta != nullptr;
   p.saved_stats = a.rstd != nullptr;

@@ -1,0 +1,89 @@
+#pragma once
+// The parts of an operator's OpHandler that are the same for every family, written once against
+// the family traits of lib/src/families.h: the variants tuning would try, the check of a stored
+// config, what a stored key tells the report, and the device buffers of a library call. The
+// family's own functions (is_runnable with a reason, model_bytes, model_flops) are found in its
+// namespace by argument-dependent lookup.
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/src/cuda_check.h"
+#include "lib/src/families.h"
+#include "tools/common.h"
+#include "tools/ops.h"
+
+namespace kvtune::tools {
+
+/// One device allocation, every byte set to `fill`, freed on scope exit.
+class DeviceMemory {
+ public:
+  DeviceMemory(std::size_t bytes, int fill) {
+    detail::cuda_check(cudaMalloc(&ptr_, bytes), fmt::format("cudaMalloc of {}", format_bytes(double(bytes))).c_str());
+    detail::cuda_check(cudaMemset(ptr_, fill, bytes), "cudaMemset");
+  }
+  ~DeviceMemory() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  void* ptr() const { return ptr_; }
+  char* bytes() const { return static_cast<char*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+/// OpProblem::variants: every variant a tuning of `p` would try on `arch` ("sm_90").
+template <class F>
+std::vector<Variant> family_variants(const typename F::Problem& p, const std::string& arch) {
+  std::vector<Variant> out;
+  for (const auto& config : detail::tuning_configs<F>(p, detail::parse_arch(arch) / 10))
+    out.push_back(Variant{config.label(), config.to_json(), F::compile_request(p, config, arch)});
+  return out;
+}
+
+/// OpHandler::check_config: the canonical label of a stored config that runs correctly on its
+/// problem (pruned from the space or not: seeds are valid too); InputError naming what is wrong.
+template <class F>
+std::string family_check_config(const std::string& problem_key, const nlohmann::json& config) {
+  const auto p = F::from_key(problem_key);
+  if (!p) throw InputError(fmt::format("'{}' is not a {} problem key", problem_key, F::kOp));
+  typename F::Config c;
+  try {
+    c = F::Config::from_json(config);
+  } catch (const Error& e) {
+    throw InputError(fmt::format("config {} of {}: {}", config.dump(), problem_key, e.cause()));
+  }
+  std::string why;
+  if (!is_runnable(*p, c, &why))
+    throw InputError(fmt::format("config {} is not a valid variant of {}: {}", c.label(), problem_key, why));
+  return c.label();
+}
+
+/// OpHandler::key_info: `describe(problem)` and `seed_label(problem)` are the handler's.
+template <class F, class Describe, class SeedLabel>
+std::optional<KeyInfo> family_key_info(const std::string& problem_key, int cc_major, Describe describe,
+                                       SeedLabel seed_label) {
+  const auto p = F::from_key(problem_key);
+  if (!p) return std::nullopt;
+  KeyInfo info;
+  info.describe = describe(*p);
+  try {
+    info.seed_label = seed_label(*p);
+    info.heuristic_label = F::heuristic(*p, cc_major).label();
+  } catch (const Error&) {
+    // A key with no valid variant (hand-made): no designs to compare with.
+  }
+  info.model_bytes = model_bytes(*p, F::batch(*p));
+  info.model_flops = model_flops(*p, F::batch(*p));
+  return info;
+}
+
+}  // namespace kvtune::tools
