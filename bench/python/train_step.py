@@ -16,7 +16,8 @@ Per variant: step time (forward + backward + AdamW step; CUDA events; median ove
 --warmup), peak memory, and the loss every --log-every steps from the same initialization and data.
 
 usage: python3 bench/python/train_step.py [--models convnext,mamba,s4convd] [--steps 300]
-       [--variants eager,compile,kvtune,kvtune+compile] [--json OUT] [--markdown OUT]
+       [--variants eager,compile,kvtune,kvtune+compile] [--size small|large]
+       [--profile STEPS] [--json OUT] [--markdown OUT]
 """
 
 import argparse
@@ -97,6 +98,13 @@ MODELS = {
     "mamba": (lambda: stack(MambaBlock, 256, 4), (8, 512, 256), "regress"),
     "s4convd": (lambda: stack(S4ConvDBlock, 128, 4), (8, 2048, 128), "regress"),
 }
+# --size large: the same models at sizes where the GPU, not Python's per-op dispatch, sets the step
+# time (ImageNet-like 56 x 56 maps; Mamba-130M-like width and sequence length)
+MODELS_LARGE = {
+    "convnext": (lambda: ConvNeXt(), (64, 3, 224, 224), "classify"),
+    "mamba": (lambda: stack(MambaBlock, 768, 4), (8, 2048, 768), "regress"),
+    "s4convd": (lambda: stack(S4ConvDBlock, 256, 4), (16, 4096, 256), "regress"),
+}
 
 
 def make_data(name, shape, task, seed):
@@ -142,6 +150,18 @@ def run_variant(name, variant, base, x, target, task, args):
             k = i - args.warmup
             if k % args.log_every == 0 or k == args.steps - 1:
                 losses.append((k, loss.item()))
+    if args.profile and report is not None:
+        import cProfile
+        import pstats
+        torch.cuda.synchronize()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(args.profile):
+            step()
+        torch.cuda.synchronize()
+        profile.disable()
+        print(f"--- {name} {variant}: cProfile of {args.profile} steps", file=sys.stderr)
+        pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(22)
     return {
         "step_ms": statistics.median(times),
         "step_ms_min": min(times),
@@ -162,9 +182,15 @@ def main():
     parser.add_argument("--log-every", type=int, default=25)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", choices=("small", "large"), default="small")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="after timing, run this many steps of each kvtune variant under cProfile and print "
+                             "the top Python functions by own time (where the host time goes)")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
+    if args.size == "large":
+        MODELS.update(MODELS_LARGE)
 
     device = torch.cuda.get_device_name()
     results = {}

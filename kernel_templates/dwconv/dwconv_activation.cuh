@@ -13,9 +13,16 @@
 __host__ __device__ constexpr int kvt_act_of(int epi) { return epi & 7; }
 __host__ __device__ constexpr bool kvt_grad_prep(int epi) { return epi >= 8; }
 
-__device__ __forceinline__ float kvt_exp(float v) { return expf(v); }
+// float: the fast exponential (ex2.approx, a few ulp for the |v| < 20 the activations care about) and
+// divisions by a reciprocal; the library's accurate expf / tanhf / IEEE division cost about 30
+// instructions an element, enough to make a bf16 Mamba forward 22 % slower than the plain kernel
+// (H100, bench/NOTES.md). double (the reference) stays exact.
+__device__ __forceinline__ float kvt_exp(float v) { return __expf(v); }
 __device__ __forceinline__ double kvt_exp(double v) { return exp(v); }
-__device__ __forceinline__ float kvt_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ float kvt_div(float a, float b) { return __fdividef(a, b); }  // 0 once |b| > 2^126
+__device__ __forceinline__ double kvt_div(double a, double b) { return a / b; }
+// tanh v = 1 - 2 / (1 + e^(2v)): -1 and 1 at the ends, absolute error ~1e-7 near 0.
+__device__ __forceinline__ float kvt_tanh(float v) { return 1.f - __fdividef(2.f, 1.f + __expf(2.f * v)); }
 __device__ __forceinline__ double kvt_tanh(double v) { return tanh(v); }
 __device__ __forceinline__ float kvt_erf(float v) { return erff(v); }
 __device__ __forceinline__ double kvt_erf(double v) { return erf(v); }
@@ -24,7 +31,7 @@ __device__ __forceinline__ double kvt_erf(double v) { return erf(v); }
 template <int ACT, class F> __device__ __forceinline__ F kvt_act_value(F z) {
   constexpr F kHalf = F(0.5), kOne = F(1);
   if constexpr (ACT == 1) {
-    return z / (kOne + kvt_exp(-z));
+    return kvt_div(z, kOne + kvt_exp(-z));
   } else if constexpr (ACT == 2) {
     const F u = F(0.7978845608028654) * (z + F(0.044715) * z * z * z);  // sqrt(2 / pi) (z + 0.044715 z^3)
     return kHalf * z * (kOne + kvt_tanh(u));
@@ -41,7 +48,7 @@ template <int ACT, class F> __device__ __forceinline__ F kvt_act_value(F z) {
 template <int ACT, class F> __device__ __forceinline__ F kvt_act_derivative(F z) {
   constexpr F kHalf = F(0.5), kOne = F(1);
   if constexpr (ACT == 1) {
-    const F s = kOne / (kOne + kvt_exp(-z));
+    const F s = kvt_div(kOne, kOne + kvt_exp(-z));
     return s * (kOne + z * (kOne - s));
   } else if constexpr (ACT == 2) {
     constexpr F kA = F(0.7978845608028654), kB = F(0.044715);

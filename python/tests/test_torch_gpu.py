@@ -693,8 +693,12 @@ def test_host_overhead_of_a_cached_call():
             return F.layer_norm(x, (128,), w, b)
 
         ours()
-        host_ours = min(host_time_us(ours) for _ in range(3))
-        host_torch = min(host_time_us(theirs) for _ in range(3))
+        # interleaved rounds, the best of each: a clock or allocator hiccup in one round does not
+        # decide the comparison
+        host_ours = host_torch = float("inf")
+        for _ in range(7):
+            host_ours = min(host_ours, host_time_us(ours))
+            host_torch = min(host_torch, host_time_us(theirs))
         kernel_ours = gpu_time_us(ours)
         wall_ours = host_time_us(ours)
     print(f"\nhost per call: kvtune {host_ours:.2f} us, F.layer_norm {host_torch:.2f} us; kvtune kernel "
