@@ -69,30 +69,6 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
   T* y = static_cast<T*>(p.y);
   T* state = static_cast<T*>(p.state);
 
-  // The row's state slot and first position; the whole block agrees, so returns are uniform.
-  long long slot = b;
-  bool broken = false;
-  if constexpr (IDX == 1) {
-    const int s = p.state_indices[b];
-    if (s < 0) return;  // padding: nothing written
-    broken = s >= p.state_slots;
-    slot = s;
-  }
-  long long pos0 = 0;
-  if constexpr (CIRC == 1) {
-    pos0 = p.cache_seqlens[b];
-    broken = broken || pos0 < 0;
-  }
-  if (broken) {
-    if (active)
-#pragma unroll
-      for (int u = 0; u < VC; ++u)
-#pragma unroll
-        for (int i = 0; i < TT; ++i)
-          if (t0 + i < SEQ) y[((b * p.channels) + c0 + u) * SEQ + t0 + i] = kvt_from_float<T>(__int_as_float(0x7fc00000));
-    return;
-  }
-
   // The window: win[u][i] is combined position t0 + i of channel c0 + u, where combined positions
   // 0 .. H-1 are the H inputs before the first new token and H + t is new token t.
   float win[VC][W];
@@ -119,25 +95,51 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
           win[u][i] = t >= 0 && t < SEQ ? kvt_to_float(x[(b * p.channels + c0 + u) * SEQ + t]) : 0.0f;
         }
     }
-    if (t0 < H) {  // the window reaches into the state
-      if constexpr (CIRC == 0) {
-        float old[VC * H];
-        kvt_load_chunk<T, VC * H, ALIGN>(state + (slot * p.channels + c0) * H, old);
+  }
+
+  // The row's state slot and first position, read after the loads above were issued so that their
+  // latencies overlap (the state's address depends on them); the whole block agrees: returns are uniform.
+  long long slot = b;
+  bool broken = false;
+  if constexpr (IDX == 1) {
+    const int s = p.state_indices[b];
+    if (s < 0) return;  // padding: nothing written
+    broken = s >= p.state_slots;
+    slot = s;
+  }
+  long long pos0 = 0;
+  if constexpr (CIRC == 1) {
+    pos0 = p.cache_seqlens[b];
+    broken = broken || pos0 < 0;
+  }
+  if (broken) {
+    if (active)
 #pragma unroll
-        for (int u = 0; u < VC; ++u)
+      for (int u = 0; u < VC; ++u)
 #pragma unroll
-          for (int i = 0; i < W; ++i)
-            if (t0 + i < H) win[u][i] = old[u * H + t0 + i];
-      } else {
+        for (int i = 0; i < TT; ++i)
+          if (t0 + i < SEQ) y[((b * p.channels) + c0 + u) * SEQ + t0 + i] = kvt_from_float<T>(__int_as_float(0x7fc00000));
+    return;
+  }
+
+  if (active && t0 < H) {  // the window reaches into the state
+    if constexpr (CIRC == 0) {
+      float old[VC * H];
+      kvt_load_chunk<T, VC * H, ALIGN>(state + (slot * p.channels + c0) * H, old);
 #pragma unroll
-        for (int u = 0; u < VC; ++u)
+      for (int u = 0; u < VC; ++u)
 #pragma unroll
-          for (int i = 0; i < W; ++i) {
-            const long long q = pos0 - H + t0 + i;  // input position; before 0: zero (a fresh sequence)
-            if (t0 + i < H)
-              win[u][i] = q >= 0 ? kvt_to_float(state[(slot * p.channels + c0 + u) * p.state_len + q % p.state_len]) : 0.0f;
-          }
-      }
+        for (int i = 0; i < W; ++i)
+          if (t0 + i < H) win[u][i] = old[u * H + t0 + i];
+    } else {
+#pragma unroll
+      for (int u = 0; u < VC; ++u)
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          const long long q = pos0 - H + t0 + i;  // input position; before 0: zero (a fresh sequence)
+          if (t0 + i < H)
+            win[u][i] = q >= 0 ? kvt_to_float(state[(slot * p.channels + c0 + u) * p.state_len + q % p.state_len]) : 0.0f;
+        }
     }
   }
   if constexpr (G > 1) __syncthreads();  // every read of the state before any write
