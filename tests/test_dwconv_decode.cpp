@@ -252,6 +252,17 @@ TEST_CASE("dwconv_decode space: valid variants, their rules, geometry, heuristic
   CHECK(labels.size() == space.size());
   CHECK(space.size() == 5 * 4);
   CHECK(Config{128, 4, 1}.label() == "bt=128,vc=4,tt=1");
+  // The heuristic: 16-byte vectors once they leave 64k threads, one channel a thread below; every token
+  // in one thread when the registers allow.
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::bf16, 64, 8192, 4, 1, false, true, true, Activation::silu), 9)
+            .label() == "bt=128,vc=8,tt=1");
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::bf16, 1, 2048, 4, 1, false, false, true, Activation::silu), 9)
+            .label() == "bt=128,vc=1,tt=1");
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::f32, 256, 4096, 4, 4, true, false, false, Activation::none, 8), 9)
+            .label() == "bt=128,vc=4,tt=4");
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::f32, 2, 64, 63, 64, true, false, false, Activation::none, 64), 9)
+            .label() == "bt=128,vc=1,tt=8");  // 64 tokens of K = 63 do not fit one thread
+
   CHECK_THROWS_AS(Config::from_json(nlohmann::json::object({{"bt", 128}, {"vc", 4}})), Error);
 }
 

@@ -281,22 +281,19 @@ std::vector<Config> enumerate(const Problem& p) {
 }
 
 Config heuristic_config(const Problem& p, int /*cc_major*/) {
-  // Latency first: the widest 16-byte vector that still leaves ~64k threads (every SM busy), all of a
-  // row's tokens in one thread when the registers allow (no block barrier), 128 threads a block.
-  const std::int64_t threads_wanted = 65536;
-  Config best{};
+  // Latency first: the widest vector (up to 16 bytes) that still leaves 64k threads to spread the
+  // loads over every SM, all of a row's tokens in one thread when the registers allow (no block
+  // barrier), 128 threads a block (smaller when a row has few channel vectors).
+  constexpr std::int64_t kThreadsWanted = 65536;
   for (int vc : {8, 4, 2, 1}) {
-    if (vc * p.element_bytes() > 16 || p.c % vc != 0) continue;
-    if (vc > 1 && p.n * p.c / vc < threads_wanted) continue;
-    for (int tt : {p.seqlen, 8, 4, 2, 1}) {
-      const Config c{128, vc, std::min(tt, p.seqlen)};
-      if (is_valid(p, c)) return c;
-      const Config small{32, vc, std::min(tt, p.seqlen)};  // few channels: a smaller block
-      if (is_valid(p, small)) best = best.block_threads == 0 ? small : best;
-    }
-    if (best.block_threads != 0) return best;
+    if (vc > 1 && (vc * p.element_bytes() > 16 || p.c % vc != 0 || p.n * p.c / vc < kThreadsWanted)) continue;
+    for (int tt : {p.seqlen, 8, 4, 2, 1})
+      for (int bt : {128, 32, 64, 256, 512}) {
+        const Config c{bt, vc, std::min(tt, p.seqlen)};
+        if (is_valid(p, c)) return c;
+      }
   }
-  const auto all = enumerate(p);
+  const auto all = enumerate(p);  // not reached: one channel and one token a thread always fit
   return all.empty() ? Config{128, 1, 1} : all.front();
 }
 
