@@ -3,6 +3,8 @@ inference) with a rolling state updated in place (kvtune::DwConvDecodeArgs throu
 
   causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
                        conv_state_indices=None) -> y
+  torch.ops.kvtune.causal_conv1d_update(x, conv_state, weight, bias, activation (the C ABI's code),
+                                        cache_seqlens, conv_state_indices) -> y   (torch >= 2.4)
 
 x [batch, channels] or [batch, channels, seqlen] (seqlen <= 64 new tokens), contiguous; weight
 [channels, K] or [channels, 1, K]; conv_state [slots, channels, state_len], contiguous, updated in
@@ -42,18 +44,16 @@ class _Op:
         return self._invalid(self.name, field, why)
 
 
-def make(check_tensor, activation_code, invalid, run):
-    """causal_conv1d_update over kvtune.torch's helpers (argument checks, activations, the current stream)."""
+def make(check_tensor, activation_code, invalid, run, traced, has_custom_ops):
+    """causal_conv1d_update over kvtune.torch's helpers (argument checks, activations, the current
+    stream); with torch.library custom ops (torch >= 2.4) also ``torch.ops.kvtune.causal_conv1d_update``,
+    which mutates conv_state, with a fake kernel, so that torch.compile traces the step."""
     op = _Op(invalid)
 
-    def causal_conv1d_update(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor,
-                             bias: Optional[torch.Tensor] = None, activation: Optional[str] = None,
-                             cache_seqlens: Optional[torch.Tensor] = None,
-                             conv_state_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices):
         check_tensor(op.name, "x", x)
         check_tensor(op.name, "conv_state", conv_state, like=x)
         check_tensor(op.name, "weight", weight, like=x)
-        act = activation_code(op.name, activation)
         if x.dim() not in (2, 3) or not x.is_contiguous():
             raise op.invalid("x", f"x must be a contiguous [batch, channels] or [batch, channels, seqlen] tensor, "
                                   f"got shape {tuple(x.shape)}")
@@ -89,6 +89,29 @@ def make(check_tensor, activation_code, invalid, run):
         a.state_indices = conv_state_indices.data_ptr() if conv_state_indices is not None else None
         run(_call, a, x.get_device())
         return y
+
+    if has_custom_ops:
+        @torch.library.custom_op("kvtune::causal_conv1d_update", mutates_args=("conv_state",))
+        def _custom(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                    activation: int, cache_seqlens: Optional[torch.Tensor],
+                    conv_state_indices: Optional[torch.Tensor]) -> torch.Tensor:
+            # Inductor may hand the inputs other strides than eager's; the state is mutated where it is.
+            return eager(x.contiguous(), conv_state, weight.contiguous(), None if bias is None else bias.contiguous(),
+                         activation, cache_seqlens, conv_state_indices)
+
+        @_custom.register_fake
+        def _(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices):
+            return torch.empty_like(x)
+
+    def causal_conv1d_update(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor,
+                             bias: Optional[torch.Tensor] = None, activation: Optional[str] = None,
+                             cache_seqlens: Optional[torch.Tensor] = None,
+                             conv_state_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+        act = activation_code(op.name, activation)
+        if has_custom_ops and traced(x):
+            return torch.ops.kvtune.causal_conv1d_update(x, conv_state, weight, bias, act, cache_seqlens,
+                                                         conv_state_indices)
+        return eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices)
 
     return causal_conv1d_update
 

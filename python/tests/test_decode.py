@@ -149,3 +149,26 @@ def test_graph_capture_replays_the_step():
     ref_y, ref_state = reference(x, start, weight, None, "silu")
     close(y, ref_y, torch.bfloat16)
     assert torch.equal(state.double(), ref_state)
+
+
+@needs_cuda
+@pytest.mark.skipif(not kt.HAS_CUSTOM_OPS, reason="needs torch >= 2.4 (torch.library.custom_op)")
+def test_compiled_step_mutates_the_state_as_eager():
+    dev = "cuda"
+    x = torch.randn(5, 48, 2, device=dev, dtype=torch.float16)
+    state = torch.randn(7, 48, 6, device=dev, dtype=torch.float16)
+    weight = torch.randn(48, 4, device=dev, dtype=torch.float16)
+    bias = torch.randn(48, device=dev, dtype=torch.float16)
+    positions = torch.tensor([0, 2, 5, 9, 13], dtype=torch.int32, device=dev)
+    indices = torch.tensor([6, 0, 3, 2, 5], dtype=torch.int32, device=dev)
+
+    def step(x, state):
+        return kt.causal_conv1d_update(x, state, weight, bias, activation="silu", cache_seqlens=positions,
+                                       conv_state_indices=indices) * 2
+
+    eager_state, compiled_state = state.clone(), state.clone()
+    expected = step(x, eager_state)
+    got = torch.compile(step, fullgraph=True)(x, compiled_state)
+    torch.cuda.synchronize()
+    assert torch.equal(got, expected)
+    assert torch.equal(compiled_state, eager_state)
