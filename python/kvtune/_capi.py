@@ -265,11 +265,12 @@ def library_path():
 
 
 # Bound function pointers of the hot path (set by _bind).
-_normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = None
+_normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = _decode_fn = None
 
 
 def _bind(lib):
-    global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn
+    global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn, _decode_fn
+    _decode_fn = lib.kvt_dwconv_decode
     _normalize_fn = lib.kvt_normalize
     _backward_fn = lib.kvt_normalize_backward
     _backward_workspace_fn = lib.kvt_normalize_backward_workspace_size
@@ -519,7 +520,9 @@ def dwconv_decode_args():
 
 def dwconv_decode(args, stream=None, context=None):
     """kvt_dwconv_decode; raises on failure."""
-    status = library().kvt_dwconv_decode(_handle_of(context), ctypes.byref(args), stream)
+    if _decode_fn is None:
+        library()
+    status = _decode_fn(_handle_of(context), ctypes.byref(args), stream)
     if status:
         raise_error(status)
 
