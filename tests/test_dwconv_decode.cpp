@@ -241,6 +241,7 @@ TEST_CASE("dwconv_decode space: valid variants, their rules, geometry, heuristic
   CHECK(why.find("tokens per thread") != std::string::npos);
   CHECK_FALSE(dwconv_decode::is_valid(p, Config{512, 1, 1}, &why));
   CHECK(why.find("half of every block idle") != std::string::npos);
+  CHECK(dwconv_decode::is_runnable(p, Config{512, 1, 1}, &why));  // pruned, but it runs (a stored winner may)
   const Problem wide = problem_of(DType::f32, 8, 64, 63, 1, false, false, false, Activation::none);
   CHECK_FALSE(dwconv_decode::is_valid(wide, Config{32, 2, 1}, &why));
   CHECK(why.find("registers") != std::string::npos);

@@ -242,7 +242,9 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   return p;
 }
 
-bool is_valid(const Problem& p, const Config& c, std::string* why) {
+namespace {
+
+bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const auto fail = [why](std::string reason) {
     if (why != nullptr) *why = std::move(reason);
     return false;
@@ -261,10 +263,16 @@ bool is_valid(const Problem& p, const Config& c, std::string* why) {
   const std::int64_t vectors = p.c / c.channels_per_thread;
   const std::int64_t per_block = c.block_threads / g;
   // Pruning: a block more than half idle on every row (a smaller block does the same work).
-  if (c.block_threads > 32 && per_block >= 2 * vectors) return fail("more than half of every block idle");
+  if (prune && c.block_threads > 32 && per_block >= 2 * vectors) return fail("more than half of every block idle");
   if (ceil_div(vectors, per_block) > kMaxRowsTimesChannels / p.n) return fail("grid over 2^31 blocks");
   return true;
 }
+
+}  // namespace
+
+bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
+
+bool is_valid(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, true); }
 
 std::vector<Config> enumerate(const Problem& p) {
   std::vector<int> tokens;
@@ -315,6 +323,10 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double params = double(p.c) * (p.k + (p.bias ? 1 : 0));
   const double indices = (p.circular ? 4.0 : 0.0) + (p.indices ? 4.0 : 0.0);
   return elem * (2 * rows * p.seqlen + state + params) + double(batch) * indices;
+}
+
+double model_flops(const Problem& p, std::int64_t batch) {
+  return 2.0 * double(batch) * double(p.c) * p.seqlen * p.k;
 }
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {

@@ -69,8 +69,10 @@ std::optional<Problem> problem_from_key(const std::string& key);
 /// Placeholder (never dereferenced, disjoint) pointers for every tensor `p` uses, for validate().
 void set_placeholders(DwConvDecodeArgs& args, const Problem& p);
 
-/// Whether `config` is a variant of `problem`'s space (hard constraints; the space is small enough to
-/// try whole); `why` gets the reason.
+/// Hard constraints only: whether `config` runs correctly on `problem`; `why` gets the reason.
+bool is_runnable(const Problem& problem, const Config& config, std::string* why = nullptr);
+/// is_runnable, and not pruned (a block more than half idle on every row): a variant of the space,
+/// small enough to be tried whole.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Every valid variant.
 std::vector<Config> enumerate(const Problem& problem);
@@ -84,6 +86,7 @@ Geometry geometry(const Problem& problem, const Config& config, std::int64_t bat
 
 /// Bytes one step moves: x and y, the state entries read and written, weight and bias.
 double model_bytes(const Problem& problem, std::int64_t batch);
+double model_flops(const Problem& problem, std::int64_t batch);
 /// Ranking only: a launch latency plus the memory time of the busiest SM's blocks, with a penalty
 /// for threads that keep many values in registers.
 double predicted_seconds(const Problem& problem, const Config& config, int sm_count, double bandwidth);
