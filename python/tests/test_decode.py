@@ -79,8 +79,9 @@ def reference(x, state, weight, bias, act, positions=None, indices=None):
         if positions is None:
             history = state[slot]
         else:
-            q = torch.arange(pos - (k - 1), pos)
-            history = torch.where(q.unsqueeze(0) >= 0, state[slot][:, q.clamp(min=0) % length], torch.zeros(()).double())
+            q = torch.arange(pos - (k - 1), pos, device=state.device)
+            history = torch.where(q.unsqueeze(0) >= 0, state[slot][:, q.clamp(min=0) % length],
+                                  torch.zeros((), dtype=torch.float64, device=state.device))
         u = torch.cat([history, x3[b]], dim=1)
         z = F.conv1d(u.unsqueeze(0), w, bias.double() if bias is not None else None, groups=channels)[0]
         y[b] = ACTS[act](z)
