@@ -168,7 +168,7 @@ struct DwConvArgs {
 ///     cache_seqlens itself.
 ///   - state_indices (int32 [batch], optional): the state slot of each row (continuous batching); a
 ///     negative index is padding: nothing of that row is written. Without it row b uses slot b
-///     (state_slots >= batch).
+///     (state_slots >= batch). Two rows must not name the same slot (their updates would race).
 /// Device-side values cannot be checked before the launch: a row whose index is >= state_slots or
 /// whose cache_seqlens entry is negative gets NaN outputs and leaves the state alone.
 struct DwConvDecodeArgs {
