@@ -2,7 +2,7 @@
 // a config as JSON text. Read by: each family's problem_from_key (kernel_templates/*/
 // *_family.h), the splitter they share (lib/src/key_text.h split_key, key_value, key_number), and
 // the tools' view of both, every operator's OpHandler::key_info and check_config (tools/ops.h,
-// op_normalize.cpp, op_dwconv.cpp).
+// op_normalize.cpp, op_dwconv.cpp, op_dwconv_decode.cpp).
 //
 // Contracts checked:
 //   - problem_from_key never throws, and a problem it returns has exactly this key;
@@ -20,6 +20,7 @@
 
 #include "fuzz/fuzz_support.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "lib/src/key_text.h"
 #include "tools/common.h"
@@ -72,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_splitter(key);
   check_decoder("normalize", key, kvtune::normalize::problem_from_key);
   check_decoder("dwconv", key, kvtune::dwconv::problem_from_key);
+  check_decoder("dwconv_decode", key, kvtune::dwconv_decode::problem_from_key);
 
   std::optional<nlohmann::json> config;
   if (newline != std::string::npos) {

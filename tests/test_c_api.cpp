@@ -432,3 +432,63 @@ TEST_CASE("C ABI: a caller-owned backward_weight workspace", "[c_api][gpu]") {
   CHECK(from_pool == from_own);  // deterministic: bitwise equal
   for (void* p : {x, dy, dw_pool, dw_own, db, workspace}) cudaFree(p);
 }
+
+static_assert(sizeof(kvt_dwconv_decode_args) == 112, "kvt_dwconv_decode_args layout");
+static_assert(offsetof(kvt_dwconv_decode_args, kernel_w) == 32 && offsetof(kvt_dwconv_decode_args, x) == 56 &&
+                  offsetof(kvt_dwconv_decode_args, state_indices) == 104,
+              "kvt_dwconv_decode_args offsets");
+
+TEST_CASE("C ABI: the dwconv decode step, its defaults and invalid arguments naming the field", "[c_api][decode]") {
+  kvt_dwconv_decode_args a;
+  std::memset(&a, 0x5a, sizeof a);
+  kvt_dwconv_decode_args_init(&a);
+  CHECK(a.struct_size == sizeof(kvt_dwconv_decode_args));
+  CHECK(a.seqlen == 1);
+  CHECK(a.kernel_w == 4);
+  CHECK(a.state_len == 0);
+  CHECK(a.state_slots == 0);
+  CHECK(a.activation == KVT_ACT_NONE);
+  CHECK(a.cache_seqlens == nullptr);
+  CHECK(a.state_indices == nullptr);
+  TestContext t;
+  const auto valid = [] {
+    kvt_dwconv_decode_args v;
+    kvt_dwconv_decode_args_init(&v);
+    v.dtype = KVT_BF16, v.batch = 8, v.channels = 64;
+    v.x = fake(0x100000), v.weight = fake(0x200000), v.y = fake(0x300000), v.state = fake(0x400000);
+    return v;
+  };
+  a = valid();
+  a.state = nullptr;
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "state", "state is a null pointer");
+  a = valid();
+  a.activation = 7;
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "activation", "no meaning for value 7");
+  a = valid();
+  a.kernel_w = 1;
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "kernel_w", "2..63");
+  a = valid();
+  a.state_len = 8;  // without cache_seqlens: exactly kernel_w - 1
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "state_len", "exactly kernel_w - 1");
+  a.cache_seqlens = static_cast<const int32_t*>(fake(0x500000));  // a circular buffer of 8 is fine
+  a.state_slots = 4;
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "state_slots", ">= batch");
+  a.state = fake(0x500000);  // the state over the positions it is read with
+  a.state_slots = 0;
+  check_error(kvt_dwconv_decode(t.context, &a, nullptr), KVT_ERROR_INVALID_ARGUMENT, "state",
+              "state overlaps cache_seqlens");
+  a = valid();
+  a.y = fake(0x100040);
+  char label[64] = "untouched";
+  check_error(kvt_dwconv_decode_variant(t.context, &a, nullptr, label, sizeof label, nullptr), KVT_ERROR_INVALID_ARGUMENT,
+              "y", "y overlaps x");
+  CHECK(std::string(label) == "untouched");
+  // A newer caller's struct with an unknown field set is refused; an older (shorter) one keeps the defaults.
+  struct Newer {
+    kvt_dwconv_decode_args args;
+    std::int64_t extra;
+  } newer{valid(), 1};
+  newer.args.struct_size = sizeof newer;
+  check_error(kvt_dwconv_decode(t.context, &newer.args, nullptr), KVT_ERROR_INVALID_ARGUMENT, "struct_size",
+              "larger than this kvtune knows");
+}

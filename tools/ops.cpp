@@ -8,6 +8,7 @@ namespace kvtune::tools {
 
 std::unique_ptr<OpHandler> make_normalize_handler();  // op_normalize.cpp
 std::unique_ptr<OpHandler> make_dwconv_handler();     // op_dwconv.cpp
+std::unique_ptr<OpHandler> make_dwconv_decode_handler();  // op_dwconv_decode.cpp
 
 namespace {
 
@@ -16,6 +17,7 @@ std::vector<std::unique_ptr<OpHandler>> make_handlers() {
   std::vector<std::unique_ptr<OpHandler>> all;
   all.push_back(make_normalize_handler());
   all.push_back(make_dwconv_handler());
+  all.push_back(make_dwconv_decode_handler());
   return all;
 }
 

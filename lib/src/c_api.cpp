@@ -180,6 +180,19 @@ kvtune::DwConvArgs to_cpp(const kvt_dwconv_args* in) {
   return out;
 }
 
+kvtune::DwConvDecodeArgs to_cpp(const kvt_dwconv_decode_args* in) {
+  static const kvt_dwconv_decode_args kDefaults = defaults<kvt_dwconv_decode_args, kvt_dwconv_decode_args_init>();
+  const kvt_dwconv_decode_args a = read_struct(in, kDefaults, "dwconv_decode", "args");
+  kvtune::DwConvDecodeArgs out;
+  out.dtype = enum_field<kvtune::DType>(a.dtype, KVT_BF16, "dwconv_decode", "dtype");
+  out.activation = enum_field<kvtune::Activation>(a.activation, KVT_ACT_RELU, "dwconv_decode", "activation");
+  out.batch = a.batch, out.channels = a.channels, out.seqlen = a.seqlen, out.kernel_w = a.kernel_w;
+  out.state_len = a.state_len, out.state_slots = a.state_slots;
+  out.x = a.x, out.weight = a.weight, out.bias = a.bias, out.y = a.y, out.state = a.state;
+  out.cache_seqlens = a.cache_seqlens, out.state_indices = a.state_indices;
+  return out;
+}
+
 kvtune::Stream stream_of(void* stream) { return static_cast<kvtune::Stream>(stream); }
 
 void write_label(const std::string& text, char* label, std::size_t capacity, std::size_t* length) {
@@ -237,6 +250,14 @@ void kvt_dwconv_args_init(kvt_dwconv_args* args) {
   args->stride_h = args->stride_w = 1;
   args->dilation_h = args->dilation_w = 1;
   args->deterministic = 1;
+}
+
+void kvt_dwconv_decode_args_init(kvt_dwconv_decode_args* args) {
+  if (args == nullptr) return;
+  *args = kvt_dwconv_decode_args{};
+  args->struct_size = sizeof(kvt_dwconv_decode_args);
+  args->seqlen = 1;
+  args->kernel_w = 4;
 }
 
 kvt_status kvt_context_create(const kvt_context_options* options, kvt_context** out) {
@@ -329,6 +350,17 @@ kvt_status kvt_dwconv_workspace_size(kvt_context* context, const kvt_dwconv_args
     if (bytes == nullptr) throw invalid("dwconv", "bytes", "bytes is a null pointer");
     *bytes = 0;
     *bytes = context_of(context).dwconv_workspace_size(to_cpp(args), stream_of(stream));
+  });
+}
+
+kvt_status kvt_dwconv_decode(kvt_context* context, const kvt_dwconv_decode_args* args, void* stream) {
+  return guarded([&] { context_of(context).dwconv_decode(to_cpp(args), stream_of(stream)); });
+}
+
+kvt_status kvt_dwconv_decode_variant(kvt_context* context, const kvt_dwconv_decode_args* args, void* stream,
+                                     char* label, size_t capacity, size_t* length) {
+  return guarded([&] {
+    write_label(context_of(context).dwconv_decode_variant(to_cpp(args), stream_of(stream)), label, capacity, length);
   });
 }
 

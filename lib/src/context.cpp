@@ -399,7 +399,7 @@ struct Context::Impl {
 
   template <class F>
   static constexpr std::size_t family_index() {
-    return std::is_same_v<F, std::tuple_element_t<0, detail::Families>> ? 0 : 1;
+    return detail::FamilyIndex<F>::value;
   }
 
   // Publishes the stored exact-size winners whose size falls in `bucket`'s bucket; returns
@@ -1044,6 +1044,24 @@ std::size_t Context::dwconv_workspace_size(const DwConvArgs& args, Stream stream
   return prep_bytes + dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
 }
 
+void Context::dwconv_decode(const DwConvDecodeArgs& args, Stream stream) {
+  dwconv_decode::validate(args);
+  const dwconv_decode::Problem problem = dwconv_decode::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::DwConvDecodeFamily>(problem, args.batch, stream);
+  const cudaError_t status = dwconv_decode::launch(entry.kernel, problem, entry.config, dwconv_decode::launch_args(args),
+                                                   reinterpret_cast<cudaStream_t>(stream));
+  if (status != cudaSuccess)
+    detail::cuda_check(status, "cudaLaunchKernel",
+                       Error::Context{"dwconv_decode", problem.key(), entry.config.label(), "", ""});
+}
+
+std::string Context::dwconv_decode_variant(const DwConvDecodeArgs& args, Stream stream) {
+  dwconv_decode::validate(args);
+  return impl_->entry_for<detail::DwConvDecodeFamily>(dwconv_decode::make_problem(args, impl_->buckets), args.batch,
+                                                      stream)
+      .config.label();
+}
+
 Counters Context::counters() const {
   const auto& c = impl_->counters;
   Counters out;
@@ -1090,6 +1108,8 @@ std::size_t tuned_normalize_backward_workspace_size(const NormalizeBackwardArgs&
 }
 
 void tuned_dwconv(const DwConvArgs& args, Stream stream) { default_context().dwconv(args, stream); }
+
+void tuned_dwconv_decode(const DwConvDecodeArgs& args, Stream stream) { default_context().dwconv_decode(args, stream); }
 
 std::size_t tuned_dwconv_workspace_size(const DwConvArgs& args, Stream stream) {
   return default_context().dwconv_workspace_size(args, stream);

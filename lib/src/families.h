@@ -1,7 +1,8 @@
 #pragma once
 // The kernel families the Context dispatches, as traits the generic miss path (context.cpp) is
-// written against. Adding a family adds its folder under kernel_templates/, one traits struct
-// here, one entry in kFamilies' tuple, and its public entry point.
+// written against. Adding a family adds its folder under kernel_templates/ (its template and headers
+// embedded: CMakeLists.txt's kvtune_embed lines, embedded.h), one traits struct here, one entry in
+// the Families tuple, and its public entry point.
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,8 @@
 
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
+#include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
+#include "kernel_templates/dwconv_decode/dwconv_decode_tuning.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
 
@@ -108,7 +111,57 @@ struct DwConvFamily {
   }
 };
 
-using Families = std::tuple<NormalizeFamily, DwConvFamily>;
+struct DwConvDecodeFamily {
+  static constexpr const char* kOp = "dwconv_decode";
+  using Problem = dwconv_decode::Problem;
+  using Config = dwconv_decode::Config;
+  using ProblemHash = dwconv_decode::ProblemHash;
+  static std::string template_hash() { return dwconv_decode::template_hash(); }
+  static std::vector<Config> enumerate(const Problem& p) { return dwconv_decode::enumerate(p); }
+  static Config heuristic(const Problem& p, int cc_major) { return dwconv_decode::heuristic_config(p, cc_major); }
+  static bool is_valid(const Problem& p, const Config& c) { return dwconv_decode::is_runnable(p, c); }
+  static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
+    return dwconv_decode::compile_request(p, c, arch);
+  }
+  static std::size_t dynamic_smem(const Problem&, const Config&) { return 0; }
+  static std::vector<tuner::Candidate> candidates(const Problem& p, const std::vector<Config>& c,
+                                                  const std::string& arch) {
+    return dwconv_decode::make_candidates(p, c, arch);
+  }
+  static std::unique_ptr<tuner::Harness> harness(const Problem& p, std::vector<Config> c, const std::string& arch,
+                                                 std::int64_t l2, cudaStream_t s) {
+    return dwconv_decode::make_harness(p, std::move(c), arch, l2, s);
+  }
+  static double predicted_seconds(const Problem& p, const Config& c, int sms, double bandwidth) {
+    return dwconv_decode::predicted_seconds(p, c, sms, bandwidth);
+  }
+  static std::optional<Problem> from_key(const std::string& key) { return dwconv_decode::problem_from_key(key); }
+  static std::int64_t batch(const Problem& p) { return p.n; }
+  static bool exact(const Problem& p) { return p.n_exact; }
+  static Problem with_batch(Problem p, std::int64_t n, bool exact) {
+    p.n = n;
+    p.n_exact = exact;
+    return p;
+  }
+  /// Finite for the same dtype, taps, tokens, state form, optional tensors, activation and alignment.
+  static double distance(const Problem& p, const Problem& q) {
+    if (p.dtype != q.dtype || p.k != q.k || p.seqlen != q.seqlen || p.circular != q.circular ||
+        p.indices != q.indices || p.bias != q.bias || p.activation != q.activation || p.align_bytes != q.align_bytes)
+      return std::numeric_limits<double>::infinity();
+    return std::fabs(std::log2(double(p.n) / double(q.n))) + 2 * std::fabs(std::log2(double(p.c) / double(q.c)));
+  }
+};
+
+using Families = std::tuple<NormalizeFamily, DwConvFamily, DwConvDecodeFamily>;
+
+/// F's position in Families (per-family arrays of the Context).
+template <class F, class Tuple = Families> struct FamilyIndex;
+template <class F, class... Rest> struct FamilyIndex<F, std::tuple<F, Rest...>> {
+  static constexpr std::size_t value = 0;
+};
+template <class F, class First, class... Rest> struct FamilyIndex<F, std::tuple<First, Rest...>> {
+  static constexpr std::size_t value = 1 + FamilyIndex<F, std::tuple<Rest...>>::value;
+};
 
 /// The variants a tuning of `p` times: the family's space, and the heuristic where the space lacks it
 /// (the heuristic is always timed; the weight gradient's splits the reduction by powers of two, its

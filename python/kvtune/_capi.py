@@ -19,9 +19,10 @@ import threading
 
 __all__ = [
     "KvtuneError", "InvalidArgumentError", "NoGpuError", "CaptureError", "LibraryNotFoundError",
-    "NormalizeArgs", "NormalizeBackwardArgs", "DwConvArgs", "Context", "library", "library_path", "version", "abi_version",
+    "NormalizeArgs", "NormalizeBackwardArgs", "DwConvArgs", "DwConvDecodeArgs", "Context", "library", "library_path", "version", "abi_version",
     "normalize", "normalize_backward", "normalize_backward_workspace_size", "normalize_backward_variant",
     "dwconv", "dwconv_workspace_size", "normalize_variant", "dwconv_variant", "counters",
+    "dwconv_decode_args", "dwconv_decode", "dwconv_decode_variant",
     "get_context", "set_context",
     "F32", "F16", "BF16", "STANDARDIZE", "LAYERNORM", "RMSNORM", "NCL", "NLC", "NCHW", "NHWC",
     "FORWARD", "BACKWARD_DATA", "BACKWARD_WEIGHT",
@@ -118,6 +119,18 @@ class DwConvArgs(ctypes.Structure):
     ]
 
 
+class DwConvDecodeArgs(ctypes.Structure):
+    """kvt_dwconv_decode_args (112 bytes on LP64)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
+        ("batch", ctypes.c_int64), ("channels", ctypes.c_int64), ("seqlen", ctypes.c_int64),
+        ("kernel_w", ctypes.c_int32), ("activation", ctypes.c_int32),
+        ("state_len", ctypes.c_int64), ("state_slots", ctypes.c_int64),
+        ("x", ctypes.c_void_p), ("weight", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("y", ctypes.c_void_p),
+        ("state", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p), ("state_indices", ctypes.c_void_p),
+    ]
+
+
 class ContextOptions(ctypes.Structure):
     """kvt_context_options (72 bytes on LP64)."""
     _fields_ = [
@@ -193,6 +206,10 @@ def _declare(lib):
                                              ctypes.POINTER(ctypes.c_size_t)]),
         "kvt_dwconv_variant": (c_status, [vp, ctypes.POINTER(DwConvArgs), vp, ctypes.c_char_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_size_t)]),
+        "kvt_dwconv_decode_args_init": (None, [ctypes.POINTER(DwConvDecodeArgs)]),
+        "kvt_dwconv_decode": (c_status, [vp, ctypes.POINTER(DwConvDecodeArgs), vp]),
+        "kvt_dwconv_decode_variant": (c_status, [vp, ctypes.POINTER(DwConvDecodeArgs), vp, ctypes.c_char_p,
+                                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
         "kvt_get_counters": (c_status, [vp, ctypes.POINTER(Counters)]),
         "kvt_wait_background": (c_status, [vp]),
         "kvt_last_error_message": (ctypes.c_char_p, []),
@@ -248,11 +265,12 @@ def library_path():
 
 
 # Bound function pointers of the hot path (set by _bind).
-_normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = None
+_normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = _decode_fn = None
 
 
 def _bind(lib):
-    global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn
+    global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn, _decode_fn
+    _decode_fn = lib.kvt_dwconv_decode
     _normalize_fn = lib.kvt_normalize
     _backward_fn = lib.kvt_normalize_backward
     _backward_workspace_fn = lib.kvt_normalize_backward_workspace_size
@@ -489,6 +507,28 @@ def normalize_variant(args, stream=None, context=None):
 
 def dwconv_variant(args, stream=None, context=None):
     return _variant(library().kvt_dwconv_variant, args, stream, context)
+
+
+def dwconv_decode_args():
+    """This thread's reusable DwConvDecodeArgs, reset to the defaults."""
+    a = getattr(_tls, "dwconv_decode", None)
+    if a is None:
+        a = _tls.dwconv_decode = DwConvDecodeArgs()
+    library().kvt_dwconv_decode_args_init(ctypes.byref(a))
+    return a
+
+
+def dwconv_decode(args, stream=None, context=None):
+    """kvt_dwconv_decode; raises on failure."""
+    if _decode_fn is None:
+        library()
+    status = _decode_fn(_handle_of(context), ctypes.byref(args), stream)
+    if status:
+        raise_error(status)
+
+
+def dwconv_decode_variant(args, stream=None, context=None):
+    return _variant(library().kvt_dwconv_decode_variant, args, stream, context)
 
 
 def counters(context=None):

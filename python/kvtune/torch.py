@@ -8,6 +8,8 @@ Functions (each also registered with torch.library as ``torch.ops.kvtune.<name>`
   dwconv1d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, L], NCL or NLC memory
   causal_conv1d(x, weight, bias=None, dilation=1)                      left pad (K - 1) * dilation
   dwconv2d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, H, W], NCHW or channels_last
+  causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
+                       conv_state_indices=None)   one decode step, conv_state updated in place
 The dwconv functions take activation=None, "silu", "gelu" (exact, erf), "gelu_tanh" or "relu": the
 activation fused into the kernel, act(conv(x) + bias); its backward recomputes conv(x) + bias, so no
 pre-activation tensor is saved.
@@ -32,7 +34,7 @@ from . import _capi
 from ._capi import InvalidArgumentError
 
 __all__ = [
-    "layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d",
+    "layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d", "causal_conv1d_update",
     "HAS_CUSTOM_OPS", "TORCH_VERSION",
 ]
 
@@ -681,6 +683,13 @@ def dwconv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     if _traced(x):
         return torch.ops.kvtune.dwconv2d(x, weight, bias, stride, pads, dilation, bool(deterministic), act)
     return _dwconv("dwconv2d", x, weight, bias, _cfg_2d(k, stride, pads, dilation, deterministic, act))
+
+
+# The decode step (kvtune/_decode.py), over the same checks, activations and stream; its custom op
+# (torch >= 2.4) is registered there, since it mutates conv_state.
+from ._decode import make as _make_decode  # noqa: E402
+
+causal_conv1d_update = _make_decode(_check_tensor, _activation_code, _invalid, _run, _traced, HAS_CUSTOM_OPS)
 
 
 # ---- torch.library registration (torch >= 2.4) -----------------------------------------------

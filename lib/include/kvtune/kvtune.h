@@ -151,6 +151,44 @@ struct DwConvArgs {
   std::size_t workspace_bytes = 0;
 };
 
+/// Arguments of tuned_dwconv_decode: one decode step of a causal depthwise conv1d (Mamba-style
+/// inference) with a rolling state of each sequence's previous inputs, updated in place. Dense
+/// tensors, channel-first like DwLayout::ncl:
+///   x      [batch, channels, seqlen] (seqlen 1: [batch, channels]), the new tokens
+///   weight [channels, kernel_w], bias [channels] (optional), y as x (must not overlap any input)
+///   state  [state_slots, channels, state_len], the inputs before each row's first new token
+/// For token t of row b, y[b, :, t] = act(bias + sum_k weight[:, k] * u[t + k]) where u is the row's
+/// previous kernel_w - 1 inputs followed by its new tokens (PyTorch's causal conv1d on that history).
+///   - Without cache_seqlens the state holds exactly the last kernel_w - 1 inputs (state_len 0 or
+///     kernel_w - 1) and is shifted by seqlen: afterwards it holds the last kernel_w - 1 inputs of u.
+///   - With cache_seqlens (int32 [batch]) the state is a circular buffer: input position q lives at
+///     q % state_len, cache_seqlens[b] is the position of row b's first new token, and the call
+///     writes the new tokens at their positions (state_len >= kernel_w - 1 and >= seqlen). Positions
+///     before 0 read as zero, so a fresh sequence needs no cleared slot. The caller advances
+///     cache_seqlens itself.
+///   - state_indices (int32 [batch], optional): the state slot of each row (continuous batching); a
+///     negative index is padding: nothing of that row is written. Without it row b uses slot b
+///     (state_slots >= batch). Two rows must not name the same slot (their updates would race).
+/// Device-side values cannot be checked before the launch: a row whose index is >= state_slots or
+/// whose cache_seqlens entry is negative gets NaN outputs and leaves the state alone.
+struct DwConvDecodeArgs {
+  DType dtype = DType::f32;
+  std::int64_t batch = 0;
+  std::int64_t channels = 0;
+  std::int64_t seqlen = 1;       ///< new tokens per row, 1..64
+  int kernel_w = 4;              ///< taps, 2..63
+  std::int64_t state_len = 0;    ///< 0 means kernel_w - 1 (required without cache_seqlens)
+  std::int64_t state_slots = 0;  ///< rows of state; 0 means batch
+  Activation activation = Activation::none;
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  void* y = nullptr;
+  void* state = nullptr;
+  const std::int32_t* cache_seqlens = nullptr;
+  const std::int32_t* state_indices = nullptr;
+};
+
 /// Counters of a Context, for tests and observability. Every dispatch-table miss ends in exactly
 /// one of the fallback_* steps or in `tunes`.
 struct Counters {
@@ -264,6 +302,12 @@ class Context {
   /// loads as a call would. Pass a buffer of this size as DwConvArgs::workspace.
   std::size_t dwconv_workspace_size(const DwConvArgs& args, Stream stream = nullptr);
 
+  /// One decode step of a causal depthwise conv1d with its state (see DwConvDecodeArgs), tuned per
+  /// problem like dwconv (the batch bucketed). Capture-safe once loaded: no allocation, no workspace.
+  void dwconv_decode(const DwConvDecodeArgs& args, Stream stream = nullptr);
+  /// The config label dispatched for these arguments (tunes or loads as a call would).
+  std::string dwconv_decode_variant(const DwConvDecodeArgs& args, Stream stream = nullptr);
+
   Counters counters() const;
   const ContextOptions& options() const;
   /// The cache file in use ("" when in memory, e.g. after falling back from an unusable file).
@@ -296,6 +340,9 @@ std::size_t tuned_normalize_backward_workspace_size(const NormalizeBackwardArgs&
 
 /// tuned_dwconv on the default context.
 void tuned_dwconv(const DwConvArgs& args, Stream stream = nullptr);
+
+/// Context::dwconv_decode on the default context.
+void tuned_dwconv_decode(const DwConvDecodeArgs& args, Stream stream = nullptr);
 
 /// Context::dwconv_workspace_size on the default context.
 std::size_t tuned_dwconv_workspace_size(const DwConvArgs& args, Stream stream = nullptr);

@@ -177,6 +177,28 @@ typedef struct kvt_dwconv_args {
   int32_t reserved1;        /**< 0 */
 } kvt_dwconv_args;
 
+/** Arguments of kvt_dwconv_decode (kvtune::DwConvDecodeArgs): one decode step of a causal depthwise
+ *  conv1d with a rolling state, updated in place. x [batch, channels, seqlen], weight [channels,
+ *  kernel_w], state [state_slots, channels, state_len]; cache_seqlens and state_indices are int32
+ *  [batch] device arrays or NULL. */
+typedef struct kvt_dwconv_decode_args {
+  uint32_t struct_size;
+  int32_t dtype;            /**< kvt_dtype */
+  int64_t batch;
+  int64_t channels;
+  int64_t seqlen;           /**< new tokens per row, 1..64; default 1 */
+  int32_t kernel_w;         /**< 2..63; default 4 */
+  int32_t activation;       /**< kvt_activation; default KVT_ACT_NONE */
+  int64_t state_len;        /**< 0: kernel_w - 1 (required without cache_seqlens) */
+  int64_t state_slots;      /**< 0: batch */
+  const void* x;
+  const void* weight;
+  const void* bias;         /**< optional */
+  void* y;
+  void* state;
+  const int32_t* cache_seqlens;  /**< optional: circular state, each row's first new position */
+  const int32_t* state_indices;  /**< optional: each row's state slot; negative = padding */
+} kvt_dwconv_decode_args;
 /** Counters of a context (kvtune::Counters). */
 typedef struct kvt_counters {
   uint32_t struct_size;
@@ -196,6 +218,7 @@ KVT_API void kvt_context_options_init(kvt_context_options* options);
 KVT_API void kvt_normalize_args_init(kvt_normalize_args* args);
 KVT_API void kvt_dwconv_args_init(kvt_dwconv_args* args);
 KVT_API void kvt_normalize_backward_args_init(kvt_normalize_backward_args* args);
+KVT_API void kvt_dwconv_decode_args_init(kvt_dwconv_decode_args* args);
 
 /** Creates a context (options NULL: the environment's defaults). *out is NULL on failure. */
 KVT_API kvt_status kvt_context_create(const kvt_context_options* options, kvt_context** out);
@@ -217,6 +240,10 @@ KVT_API kvt_status kvt_normalize_backward_variant(kvt_context* context, const kv
 
 /** Depthwise convolution on `stream` (kvtune::Context::dwconv), any direction. */
 KVT_API kvt_status kvt_dwconv(kvt_context* context, const kvt_dwconv_args* args, void* stream);
+/** One decode step of a causal depthwise conv1d with its state (kvtune::Context::dwconv_decode). */
+KVT_API kvt_status kvt_dwconv_decode(kvt_context* context, const kvt_dwconv_decode_args* args, void* stream);
+KVT_API kvt_status kvt_dwconv_decode_variant(kvt_context* context, const kvt_dwconv_decode_args* args, void* stream,
+                                             char* label, size_t capacity, size_t* length);
 /** Bytes of workspace the variant dispatched for `args` needs (0 for most problems); tunes or
  *  loads as a call would. The workspace fields of args are ignored. */
 KVT_API kvt_status kvt_dwconv_workspace_size(kvt_context* context, const kvt_dwconv_args* args, void* stream,
