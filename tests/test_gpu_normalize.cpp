@@ -270,13 +270,17 @@ TEST_CASE("tuned calls: misaligned pointers, in place, large mean", "[gpu][norma
   o.cache_path = "";
   o.policy = Policy::tune;
   Context context(o);
-  for (DType d : {DType::f32, DType::f16, DType::bf16})
-    for (const auto& m : kModes) {
-      check_call(context, d, m, 7, 1000, 1, 1, false, 0.5, 2.0);   // misaligned by one element
-      check_call(context, d, m, 33, 37, 1, 3, false, 0.5, 2.0);    // odd size, odd offsets
-      check_call(context, d, m, 64, 4097, 0, 0, true, 0.5, 2.0);   // in place
-      check_call(context, d, m, 4096, 128, 0, 0, false, 0.5, 2.0); // aligned, vectorized
-    }
+  // Each mode meets every dtype across the four cases (dtypes rotate: every call tunes, and a tune
+  // compiles the problem's space, so the full product took a quarter of the quick tier's budget).
+  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
+  int i = 0;
+  for (const auto& m : kModes) {
+    check_call(context, dtypes[i++ % 3], m, 7, 1000, 1, 1, false, 0.5, 2.0);   // misaligned by one element
+    check_call(context, dtypes[i++ % 3], m, 33, 37, 1, 3, false, 0.5, 2.0);    // odd size, odd offsets
+    check_call(context, dtypes[i++ % 3], m, 64, 4097, 0, 0, true, 0.5, 2.0);   // in place
+    check_call(context, dtypes[i++ % 3], m, 4096, 128, 0, 0, false, 0.5, 2.0); // aligned, vectorized
+    ++i;  // the next mode starts one dtype later
+  }
   // |mean| >> std: mean 1e4, std 1e-2 (f32: the 16-bit types cannot hold such rows).
   for (const auto& m : {kModes[0], kModes[1]}) {
     check_call(context, DType::f32, m, 64, 1000, 0, 0, false, 1e4, 1e-2);
@@ -644,7 +648,7 @@ static void check_backward_variants(const test::Sample& sample) {
 }
 
 TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu][normalize][backward]") {
-  check_backward_variants(test::Sample{24});
+  check_backward_variants(test::Sample{48});  // every 48th variant per problem, and the heuristic's
 }
 
 TEST_CASE("backward: every variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-3][normalize]") {
@@ -658,9 +662,11 @@ TEST_CASE("backward: tuned and heuristic calls, every mode and dtype, ld, dx == 
   o.cache_path = "";
   o.policy = Policy::heuristic;
   Context heuristic(o);
-  for (DType d : {DType::f32, DType::f16, DType::bf16})
-    for (const auto& s : kBackwardSetups)
-      for (std::int64_t cols : {1, 37, 1024, 4097}) check_backward_call(heuristic, d, s, 33, cols, false, false, false);
+  // Every setup and width once, dtypes rotating (each call compiles its heuristic variant).
+  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
+  int i = 0;
+  for (const auto& s : kBackwardSetups)
+    for (std::int64_t cols : {1, 37, 1024, 4097}) check_backward_call(heuristic, dtypes[i++ % 3], s, 33, cols, false, false, false);
   // Strided rows, in place, the caller's workspace; the same call twice gives the same bits.
   for (const auto& s : kBackwardSetups) {
     const auto first = check_backward_call(heuristic, DType::bf16, s, 1000, 768, true, true, true);
