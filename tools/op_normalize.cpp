@@ -330,7 +330,7 @@ class NormalizeHandler final : public OpHandler {
   std::string name() const override { return "normalize"; }
   std::string template_hash() const override { return nz::template_hash(); }
 
-  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward"}; }
+  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward", "wide"}; }
 
   std::vector<nlohmann::json> suite(const std::string& name) const override {
     if (name == "ids") {
@@ -375,6 +375,17 @@ class NormalizeHandler final : public OpHandler {
               backward_entry(4096, 1024, "f32", "rmsnorm", true, true, false, false),
               backward_entry(16384, 128, "f32", "standardize", false, false, false, false),
               backward_entry(1024, 128, "f32", "standardize", false, false, false, true)};
+    }
+    if (name == "wide") {
+      // Rows one block cannot hold or few rows one block per row would leave the GPU idle: split rows
+      // (2^20 and 2^22 columns, few rows and many), forward and backward.
+      return {entry(2, 1 << 20, "f32", "layernorm", true, true),
+              entry(128, 1 << 20, "f32", "layernorm", true, true),
+              entry(4, 1 << 22, "bf16", "rmsnorm", true),
+              entry(64, 1 << 22, "bf16", "layernorm", true, true, true, true),
+              entry(16, 1 << 22, "f32", "standardize"),
+              backward_entry(4, 1 << 20, "bf16", "layernorm", true, true, true, true),
+              backward_entry(64, 1 << 20, "f32", "rmsnorm", true, true, false, true)};
     }
     throw InputError(fmt::format("normalize has no suite '{}'", name));
   }
