@@ -218,9 +218,9 @@ TEST_CASE("split rows: phases and workspace arrays laid out without overlap", "[
         // Each array: [offset, offset + bytes) in order, inside the workspace, 256-byte aligned.
         const std::size_t partials = std::size_t(rows) * std::size_t(h.splits) * 4;
         std::vector<std::pair<std::size_t, std::size_t>> arrays;
-        if (!bwd) {
-          arrays.push_back({0, 2 * partials});
-          if (!g.direct) arrays.push_back({g.stat_final_offset, 2 * std::size_t(rows) * 4});
+        if (!bwd) {  // each slice's statistics and the row's shift
+          arrays.push_back({0, 3 * partials});
+          if (!g.direct) arrays.push_back({g.stat_final_offset, 3 * std::size_t(rows) * 4});
         } else {
           arrays.push_back({0, 2 * partials});  // recompute: the statistics
           if (!g.direct) arrays.push_back({g.stat_final_offset, 2 * std::size_t(rows) * 4});

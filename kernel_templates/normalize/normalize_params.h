@@ -17,8 +17,8 @@ struct KvtNormalizeParams {
   int ddof;
   // Split rows (normalize_split.cuh; zero for the one-block kernel): each row is `splits` slices,
   // processed in launches of the same kernel, one per `phase`.
-  float* row_partials;  // [rows][splits][2] statistics of each slice
-  float* row_final;     // [rows][2] merged statistics (direct == 0)
+  float* row_partials;  // [rows][splits][3] statistics of each slice and the row's shift
+  float* row_final;     // [rows][3] merged statistics (direct == 0)
   long long splits;
   int phase;
   int direct;           // 1: the output phase merges the slices' partials itself (few splits)

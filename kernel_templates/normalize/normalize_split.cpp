@@ -158,8 +158,8 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     add(0, grid(rows * splits));
     if (!g.direct) add(1, grid(rows));
     add(2, grid(rows * splits));
-    g.stat_final_offset = align256(2 * partials);
-    g.workspace_bytes = align256(g.stat_final_offset + (g.direct ? 0 : 2 * finals));
+    g.stat_final_offset = align256(3 * partials);
+    g.workspace_bytes = align256(g.stat_final_offset + (g.direct ? 0 : 3 * finals));
     if (g.direct) g.stat_final_offset = 0;
     g.grid = g.phase_grid[0];
     return;

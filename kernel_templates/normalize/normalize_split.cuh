@@ -4,7 +4,9 @@
 // another and every sum runs in a fixed order (deterministic, no atomics).
 //   kvt_normalize_split            0: each slice's statistics relative to the row's first element
 //                                     (two-pass over the slice in registers: mean, centred M2;
-//                                     rmsnorm: sum of squares) into p.row_partials[row][split]
+//                                     rmsnorm: sum of squares) and that element (the shift: in
+//                                     place, phase 2 must not read it from y) into
+//                                     p.row_partials[row][split]
 //                                  1: (only when p.direct == 0) one block per row merges the
 //                                     partials (Chan, float64, fixed order) into p.row_final[row]
 //                                  2: each slice merges its row's statistics (every warp the same
@@ -97,17 +99,18 @@ __device__ __forceinline__ void kvt_merge_block(const float* src, long long coun
     for (int w = 1; w < int(blockDim.x / 32); ++w) kvt_merge<CHAN>(total, scratch[w]);
     dst[0] = (float)total.a;
     if (K > 1) dst[1] = (float)total.b;
-    if (K > 2) dst[2] = (float)total.c;
+    if (K > 2) dst[2] = CHAN ? src[2] : (float)total.c;  // statistics: the row's shift, as every partial has it
   }
   __syncthreads();  // the scratch is reused by the block's next row
 }
 
-// A row's merged statistics: from its p.splits partials (direct) or the merged row (count 1).
-template <int MODE>
+// A row's merged statistics: from its p.splits partials (direct) or the merged row (count 1);
+// K floats a partial (the forward's third is the shift, which merging leaves out).
+template <int MODE, int K>
 __device__ __forceinline__ KvtMerge kvt_row_stats(const float* partials, const float* merged, long long row,
                                                   long long splits, long long slice, long long cols, int direct) {
-  if (direct) return kvt_merge_warp<MODE != 2, 2>(partials + row * splits * 2, splits, slice, cols);
-  return kvt_merge_warp<MODE != 2, 2>(merged + row * 2, 1, cols, cols);
+  if (direct) return kvt_merge_warp<MODE != 2, K>(partials + row * splits * K, splits, slice, cols);
+  return kvt_merge_warp<MODE != 2, K>(merged + row * K, 1, cols, cols);
 }
 
 // The forward's row scale from merged statistics (as normalize.cu's, in float64).
@@ -120,8 +123,9 @@ __device__ __forceinline__ float kvt_split_scale(const KvtMerge& m, double cols,
   return (float)(1.0 / sqrt(var + (double)eps));
 }
 
-// The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift.
-template <class T, int TPR, int VW, int ITEMS, int MODE>
+// The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
+// K == 3 also stores the shift.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int K>
 __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
                                                 float shift, float* dst, float* scratch) {
   using Group = RowGroup<TPR, 1>;
@@ -136,6 +140,7 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
       if (j < cols) sum += MODE == 2 ? f * f : f;
     }
   sum = Group::sum(sum, scratch);
+  if (K == 3 && threadIdx.x == 0) dst[2] = shift;
   if constexpr (MODE == 2) {
     if (threadIdx.x == 0) dst[0] = sum, dst[1] = 0.f;
     return;
@@ -164,23 +169,25 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
   const long long items = p.phase == 1 ? p.rows : p.rows * p.splits;
   for (long long item = blockIdx.x; item < items; item += gridDim.x) {
     if (p.phase == 1) {
-      kvt_merge_block<MODE != 2, 2>(p.row_partials + item * p.splits * 2, p.splits, kSlice, p.cols,
-                                    p.row_final + item * 2, merge_scratch);
+      kvt_merge_block<MODE != 2, 3>(p.row_partials + item * p.splits * 3, p.splits, kSlice, p.cols,
+                                    p.row_final + item * 3, merge_scratch);
       continue;
     }
     const long long row = item / p.splits;
     const long long begin = (item % p.splits) * kSlice;
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
-    const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
     V v[ITEMS];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
       v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
     if (p.phase == 0) {
-      kvt_slice_stats<T, TPR, VW, ITEMS, MODE>(v, begin, p.cols, shift, p.row_partials + item * 2, scratch);
+      const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+      kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, p.row_partials + item * 3, scratch);
       continue;
     }
-    const KvtMerge m = kvt_row_stats<MODE>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
+    // In place, x[0] may already hold y[0]: the shift comes from the partials.
+    const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
+    const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
     const float mean = MODE == 2 ? 0.f : (float)m.a;
     const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
     T* y = static_cast<T*>(p.y) + row * p.ld_y;
@@ -223,7 +230,7 @@ __device__ __forceinline__ KvtRowStats<MODE, RECOMPUTE> kvt_backward_stats(const
   if constexpr (RECOMPUTE) {
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     r.shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
-    const KvtMerge m = kvt_row_stats<MODE>(p.stat_partials, p.stat_final, row, p.splits, slice, p.cols, p.direct);
+    const KvtMerge m = kvt_row_stats<MODE, 2>(p.stat_partials, p.stat_final, row, p.splits, slice, p.cols, p.direct);
     const double n = (double)p.cols;
     if constexpr (MODE == 2) {
       r.s = (float)(1.0 / sqrt(m.a / n + (double)p.eps));
@@ -304,7 +311,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_backward_split(const KvtNor
       for (int i = 0; i < ITEMS; ++i) xr[i] = load_masked<T, VW>(x, column(i), p.cols);
       if (phase == 0) {
         const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
-        kvt_slice_stats<T, TPR, VW, ITEMS, MODE>(xr, begin, p.cols, shift, p.stat_partials + item * 2, scratch);
+        kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 2>(xr, begin, p.cols, shift, p.stat_partials + item * 2, scratch);
         continue;
       }
 #pragma unroll
