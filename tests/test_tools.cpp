@@ -642,6 +642,26 @@ TEST_CASE("tools: backward shapes entries, their suite and their checks", "[tool
   CHECK_THAT(r.out, Catch::Contains("layernorm backward"));
 }
 
+TEST_CASE("tools: the wide suite's rows of 2^20 and more have spaces of split rows", "[tools][wide]") {
+  const Run r = tune({"--suite", "wide", "--dry-run", "--json"});
+  check_ok(r);
+  const json doc = r.out_json();
+  REQUIRE(doc["problems"].size() >= 6);
+  bool backward = false;
+  for (const auto& p : doc["problems"]) {
+    INFO(p.dump());
+    CHECK(p["problem"]["cols"].get<std::int64_t>() >= (1 << 20));
+    backward |= p["problem"].value("direction", "forward") == "backward";
+    const auto key = p["key"].get<std::string>();
+    const auto problem = kvtune::normalize::problem_from_key(key);
+    REQUIRE(problem.has_value());
+    const auto space = kvtune::normalize::enumerate(*problem);
+    REQUIRE_FALSE(space.empty());
+    for (const auto& c : space) CHECK(c.splits > 1);  // no one-block variant holds such a row
+  }
+  CHECK(backward);
+}
+
 TEST_CASE("tools: a cache file that is not a kvtune database is refused, not replaced", "[tools]") {
   TempDir dir;
   const std::string text = dir.file("notes.txt");
