@@ -335,6 +335,9 @@ TEST_CASE("split rows: heuristic calls, every mode and dtype, ld, in place, call
   }
   check_forward_call(context, DType::bf16, kForwardSetups[1], 1, 1 << 22, false, true, false);
   check_forward_call(context, DType::bf16, kForwardSetups[2], 96, 1 << 17, true, false, false);
+  // 64 MiB of x: the heuristic runs the rows in chunks of 16 (in place, strided, stats per chunk).
+  check_forward_call(context, DType::f32, kForwardSetups[1], 64, (1 << 18) + 1, true, true, false);
+  check_forward_call(context, DType::f32, kForwardSetups[0], 67, (1 << 18) + 1, false, false, true);
   // |mean| >> std: the shifted statistics stay exact across slices.
   check_forward_call(context, DType::f32, kForwardSetups[1], 2, 1 << 20, false, false, false, 1000.0, 0.01);
   for (DType d : {DType::f32, DType::bf16})

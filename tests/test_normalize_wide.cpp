@@ -197,6 +197,39 @@ TEST_CASE("split rows: labels, JSON and the space's uniqueness", "[normalize][wi
   CHECK_THROWS_AS(Config::from_json(j), Error);
 }
 
+TEST_CASE("split rows: forward rows in chunks whose x stays in L2", "[normalize][wide]") {
+  // 512 rows of 2^20 f32 (4 MiB each, 2 GiB of x): chunks of about 8 and 24 MiB, rounded down to
+  // powers of two (2 and 4 rows), are points of the space; the heuristic takes the larger.
+  const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 512);
+  std::set<int> chunks;
+  for (const Config& c : normalize::enumerate(p))
+    if (c.splits > 1) chunks.insert(c.row_chunk);
+  CHECK(chunks == std::set<int>{0, 2, 4});
+  const Config h = normalize::heuristic_config(p, 9);
+  CHECK(h.row_chunk == 4);
+  CHECK(h.label().find(",chunk=4") != std::string::npos);
+  CHECK(Config::from_json(h.to_json()) == h);
+  // The workspace holds one chunk: 4 rows' partials whatever the rows.
+  CHECK(normalize::geometry(p, h, 512).workspace_bytes == normalize::geometry(p, h, 4).workspace_bytes);
+  CHECK(normalize::geometry(p, h, 3).row_chunk == 3);
+  // A few rows (x in L2 anyway) are not chunked; the backward has no chunks.
+  CHECK(normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 8), 9).row_chunk == 0);
+  const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 20, 16, true, true, 512);
+  for (const Config& c : normalize::enumerate(b)) CHECK(c.row_chunk == 0);
+  Config bad = normalize::heuristic_config(b, 9);
+  bad.row_chunk = 4;
+  std::string why;
+  CHECK_FALSE(normalize::is_runnable(b, bad, &why));
+  CHECK(why.find("forward only") != std::string::npos);
+  Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
+  one_block.row_chunk = 4;
+  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
+  Config odd = h;
+  odd.row_chunk = 3;
+  CHECK(normalize::is_runnable(p, odd));  // runs, but not a point of the pruned space
+  CHECK_FALSE(normalize::is_valid(p, odd, &why));
+}
+
 TEST_CASE("split rows: phases and workspace arrays laid out without overlap", "[normalize][wide]") {
   for (bool bwd : {false, true}) {
     for (std::int64_t cols : {std::int64_t(1) << 20, kMaxCols}) {
@@ -215,12 +248,16 @@ TEST_CASE("split rows: phases and workspace arrays laid out without overlap", "[
           CHECK(g.phase_grid[i] <= (1u << 30));
           if (i > 0) CHECK(g.phases[i] > g.phases[i - 1]);
         }
-        // Each array: [offset, offset + bytes) in order, inside the workspace, 256-byte aligned.
-        const std::size_t partials = std::size_t(rows) * std::size_t(h.splits) * 4;
+        // Each array: [offset, offset + bytes) in order, inside the workspace, 256-byte aligned; the
+        // forward's hold one chunk of rows.
+        CHECK(g.row_chunk == (h.row_chunk == 0 ? rows : std::min<std::int64_t>(rows, h.row_chunk)));
+        if (bwd) CHECK(h.row_chunk == 0);
+        const std::int64_t chunk = g.row_chunk;
+        const std::size_t partials = std::size_t(chunk) * std::size_t(h.splits) * 4;
         std::vector<std::pair<std::size_t, std::size_t>> arrays;
         if (!bwd) {  // each slice's statistics and the row's shift
           arrays.push_back({0, 3 * partials});
-          if (!g.direct) arrays.push_back({g.stat_final_offset, 3 * std::size_t(rows) * 4});
+          if (!g.direct) arrays.push_back({g.stat_final_offset, 3 * std::size_t(chunk) * 4});
         } else {
           arrays.push_back({0, 2 * partials});  // recompute: the statistics
           if (!g.direct) arrays.push_back({g.stat_final_offset, 2 * std::size_t(rows) * 4});

@@ -81,7 +81,7 @@ std::vector<detail::HeaderSource> headers() {
 bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
          vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
-         row_loop == o.row_loop && recompute == o.recompute && splits == o.splits;
+         row_loop == o.row_loop && recompute == o.recompute && splits == o.splits && row_chunk == o.row_chunk;
 }
 
 std::string Config::label() const {
@@ -90,6 +90,7 @@ std::string Config::label() const {
   if (row_loop != 1) label += fmt::format(",loop={}", row_loop);
   if (recompute) label += ",recompute";
   if (splits != 1) label += fmt::format(",split={}", splits);
+  if (row_chunk != 0) label += fmt::format(",chunk={}", row_chunk);
   return label;
 }
 
@@ -100,6 +101,7 @@ nlohmann::json Config::to_json() const {
   if (row_loop != 1) j["loop"] = row_loop;
   if (recompute) j["recompute"] = true;
   if (splits != 1) j["split"] = splits;
+  if (row_chunk != 0) j["chunk"] = row_chunk;
   return j;
 }
 
@@ -122,6 +124,7 @@ Config Config::from_json(const nlohmann::json& j) {
     if (j.contains("loop")) c.row_loop = detail::json_int(j, "loop");
     if (j.contains("recompute")) c.recompute = j.at("recompute").get<bool>();
     if (j.contains("split")) c.splits = detail::json_int(j, "split");
+    if (j.contains("chunk")) c.row_chunk = detail::json_int(j, "chunk");
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -359,6 +362,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (c.splits < 1) return fail("splits: at least 1");
     return split_rows::check(p, c, why, prune);
   }
+  if (c.row_chunk != 0) return fail("row chunks are a field of split rows");
   const int elem = p.element_bytes();
   if (!is_pow2(c.threads_per_row) || c.threads_per_row > 1024) return fail("threads per row: power of two <= 1024");
   if (!is_pow2(c.rows_per_block)) return fail("rows per block: power of two");

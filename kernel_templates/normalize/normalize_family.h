@@ -35,11 +35,15 @@ struct Config {
   // one block each (rows_per_block 1, registers, two-pass within a slice), merged in later phases.
   // 1: the one-block kernel. The backward's row_loop is then the rows a dx block handles in turn.
   int splits = 1;
+  // Split rows, forward: rows per group of phase launches (0: every row at once). A group whose x
+  // fits in L2 is re-read from L2 by its output phase instead of from DRAM.
+  int row_chunk = 0;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
   /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
-  /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N".
+  /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N" (and
+  /// ",chunk=N").
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
@@ -117,6 +121,7 @@ struct Geometry {
   int phases[6] = {};
   unsigned phase_grid[6] = {};
   bool direct = true;                // the output phase merges the partials itself
+  std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
   int grad_groups = 1;               // backward: groups of row_loop rows with their own dgamma/dbeta rows
   std::size_t stat_final_offset = 0;
   std::size_t sum_partials_offset = 0;

@@ -32,6 +32,22 @@ std::int64_t row_loop_limit(const Problem& p) {
   while (loop < p.rows && loop < (std::int64_t(1) << 30)) loop *= 4;
   return loop;
 }
+// Bytes of x a forward row chunk may hold so that its output phase re-reads x from L2 (every GPU
+// of sm_80 and later has at least 40 MB of L2): two points of the space.
+constexpr std::int64_t kChunkBytes[] = {8 << 20, 24 << 20};
+// The heuristic chunks forward calls whose x exceeds this.
+constexpr std::int64_t kChunkAbove = 48 << 20;
+
+std::int64_t floor_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+// Rows of a chunk of about `bytes` of x (at least one row).
+int chunk_rows(const Problem& p, std::int64_t bytes) {
+  return static_cast<int>(std::min<std::int64_t>(floor_pow2(std::max<std::int64_t>(1, bytes / (p.cols * p.element_bytes()))), 1 << 30));
+}
+
 std::int64_t groups(const Problem& p, const Config& c, std::int64_t rows) {
   return grads(p) > 0 ? ceil_div(rows, c.row_loop) : rows;
 }
@@ -76,6 +92,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return fail("split rows: slice too large for registers");
   if (c.splits != splits_for(p, c)) return fail("split rows: splits must be the slices a row needs");
   if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
+  if (c.row_chunk < 0 || (p.backward && c.row_chunk != 0)) return fail("row chunks: forward only, at least 0");
   if (p.backward) {
     if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
     if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
@@ -85,6 +102,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.threads_per_row < 128) return fail("split rows: at least 128 threads per slice");
   if (c.vector_bytes < std::min(4, p.align_bytes)) return fail("2-byte accesses only where alignment forces them");
   if (slice_elements(p, c) * elem < 8 * 1024) return fail("split rows: slices of at least 8 KiB");
+  if (c.row_chunk != 0 && (!is_pow2(c.row_chunk) || c.row_chunk >= p.rows))
+    return fail("split rows: a row chunk is a power of two below the rows");
   if (p.backward) {
     if (grads(p) == 0 && c.row_loop != 1) return fail("split rows: a row loop only for dgamma/dbeta");
     if (grads(p) > 0) {
@@ -110,10 +129,29 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
       for (int items = 1; items * vb <= item_bytes_limit(p, true); items *= 2)
         for (std::int64_t loop = 1; loop <= row_loop_limit(p); loop *= 4)
           for (bool recompute : {false, true}) {
-            const Config c = make(p, threads, vb, items, static_cast<int>(loop), recompute);
-            if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+            Config c = make(p, threads, vb, items, static_cast<int>(loop), recompute);
+            if (!check(p, c, nullptr, true) || std::find(out.begin(), out.end(), c) != out.end()) continue;
+            out.push_back(c);
+            if (p.backward) continue;
+            for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
+              c.row_chunk = chunk_rows(p, bytes);
+              if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+            }
           }
 }
+
+namespace {
+
+// The heuristic's chunk: rows in groups of about 24 MiB of x when x is larger than 48 MiB.
+Config with_chunk(const Problem& p, Config c) {
+  if (!p.backward && p.rows * p.cols * p.element_bytes() > kChunkAbove) {
+    c.row_chunk = chunk_rows(p, kChunkBytes[1]);
+    if (!check(p, c, nullptr, false) || c.row_chunk >= p.rows) c.row_chunk = 0;
+  }
+  return c;
+}
+
+}  // namespace
 
 std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
   const int elem = p.element_bytes();
@@ -132,9 +170,9 @@ std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
           chosen = c;
           break;
         }
-        if (chosen && p.rows * chosen->splits >= 512) return chosen;
+        if (chosen && p.rows * chosen->splits >= 512) return with_chunk(p, *chosen);
       }
-      if (chosen) return chosen;
+      if (chosen) return with_chunk(p, *chosen);
     }
   }
   return std::nullopt;
@@ -152,6 +190,9 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     g.phase_grid[g.phase_count] = blocks;
     ++g.phase_count;
   };
+  // Forward rows in chunks: every phase runs over one chunk, then the next (the workspace holds one).
+  if (!p.backward && c.row_chunk != 0) rows = std::min<std::int64_t>(rows, c.row_chunk);
+  g.row_chunk = rows;
   const std::size_t partials = std::size_t(rows) * std::size_t(splits) * 4;  // bytes per float per slice
   const std::size_t finals = std::size_t(rows) * 4;
   if (!p.backward) {
@@ -202,8 +243,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   geometry(p, c, p.rows, g);
   const double elem = p.element_bytes();
   const double plane = double(p.rows) * double(p.cols) * elem;
-  // Forward: x read twice, y written; backward: x (and dy) read in each pass, dx written.
-  const double reread = plane <= kL2Bytes ? 0.2 : 1.0;
+  // Forward: x read twice, y written; backward: x (and dy) read in each pass, dx written. The
+  // second read comes from L2 when the rows of one group of launches fit there.
+  const double chunks = c.row_chunk == 0 ? 1.0 : std::ceil(double(p.rows) / double(c.row_chunk));
+  const double reread = plane / chunks <= kL2Bytes ? 0.2 : 1.0;
   double bytes = p.backward ? plane * (3 + 2 * reread + (c.recompute ? reread : 0)) : plane * (2 + reread);
   bytes += double(grads(p)) * double(g.grad_groups > 1 ? g.grad_groups : 0) * double(p.cols) * 8;
   const double blocks = double(p.rows) * double(c.splits);
@@ -212,7 +255,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double in_flight = resident * c.threads_per_row * c.items * c.vector_bytes;
   const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
   const double merge = g.direct ? 0 : double(c.splits) / c.threads_per_row * kLatency;
-  return memory + g.phase_count * kLaunch + merge;
+  return memory + chunks * g.phase_count * kLaunch + merge;
 }
 
 }  // namespace kvtune::normalize::split_rows

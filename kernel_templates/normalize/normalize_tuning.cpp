@@ -416,10 +416,19 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
   params.splits = config.splits;
   params.direct = g.direct ? 1 : 0;
-  for (int i = 0; i < g.phase_count; ++i) {
-    params.phase = g.phases[i];
-    const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params);
-    if (s != cudaSuccess) return s;
+  // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
+  const std::size_t elem = std::size_t(problem.element_bytes());
+  for (std::int64_t first = 0; first < a.rows; first += g.row_chunk) {
+    params.x = static_cast<const char*>(a.x) + std::size_t(first) * std::size_t(a.ld_x) * elem;
+    params.y = static_cast<char*>(a.y) + std::size_t(first) * std::size_t(a.ld_y) * elem;
+    params.mean = a.mean == nullptr ? nullptr : a.mean + first;
+    params.rstd = a.rstd == nullptr ? nullptr : a.rstd + first;
+    params.rows = std::min<std::int64_t>(g.row_chunk, a.rows - first);
+    for (int i = 0; i < g.phase_count; ++i) {
+      params.phase = g.phases[i];
+      const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params);
+      if (s != cudaSuccess) return s;
+    }
   }
   return cudaSuccess;
 }
