@@ -305,6 +305,29 @@ TEST_CASE("split rows: the forward's workspace fields are validated before any G
   } catch (const Error& e) {
     CHECK(e.context().field == "workspace_bytes");
   }
+  // The backward checks its workspace fields the same way.
+  NormalizeBackwardArgs b;
+  b.x = b.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 20);
+  b.dx = reinterpret_cast<void*>(std::uintptr_t(1) << 40);
+  b.rows = 2;
+  b.cols = 1 << 20;
+  CHECK_NOTHROW(normalize::validate(b));
+  b.workspace = reinterpret_cast<void*>((std::uintptr_t(1) << 30) + 8);
+  b.workspace_bytes = 4096;
+  try {
+    normalize::validate(b);
+    FAIL("misaligned backward workspace accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace");
+  }
+  b.workspace = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+  b.workspace_bytes = 0;
+  try {
+    normalize::validate(b);
+    FAIL("backward workspace without its size accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace_bytes");
+  }
   // Sizes whose element count overflows stay errors naming the field.
   a.workspace = nullptr;
   a.rows = std::int64_t(1) << 40;

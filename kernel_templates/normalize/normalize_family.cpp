@@ -293,6 +293,10 @@ void validate(const NormalizeBackwardArgs& a) {
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
   const std::int64_t ld_dy = a.ld_dy == 0 ? a.cols : a.ld_dy;
   const std::int64_t ld_dx = a.ld_dx == 0 ? a.cols : a.ld_dx;
+  if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
+    throw invalid("workspace", "workspace must be aligned to 256 bytes");
+  if (a.workspace != nullptr && a.workspace_bytes == 0)
+    throw invalid("workspace_bytes", "a workspace needs its size (normalize_backward_workspace_size)");
   if (a.dgamma != nullptr && a.gamma == nullptr)
     throw invalid("dgamma", "dgamma needs the forward's gamma (without gamma there is no dgamma)");
   if (a.mode == NormMode::rmsnorm && a.dbeta != nullptr) throw invalid("dbeta", "rmsnorm has no beta, so no dbeta");
