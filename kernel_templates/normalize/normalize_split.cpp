@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include <fmt/format.h>
-
 namespace kvtune::normalize::split_rows {
 namespace {
 
@@ -45,7 +43,8 @@ std::int64_t floor_pow2(std::int64_t v) {
 }
 // Rows of a chunk of about `bytes` of x (at least one row).
 int chunk_rows(const Problem& p, std::int64_t bytes) {
-  return static_cast<int>(std::min<std::int64_t>(floor_pow2(std::max<std::int64_t>(1, bytes / (p.cols * p.element_bytes()))), 1 << 30));
+  const std::int64_t rows = std::max<std::int64_t>(1, bytes / (p.cols * p.element_bytes()));
+  return static_cast<int>(std::min<std::int64_t>(floor_pow2(rows), 1 << 30));
 }
 
 std::int64_t groups(const Problem& p, const Config& c, std::int64_t rows) {
@@ -58,7 +57,9 @@ std::int64_t slice_elements(const Problem& p, const Config& c) {
   return std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / p.element_bytes());
 }
 
-std::int64_t splits_for(const Problem& p, const Config& c) { return ceil_div(p.cols, std::max<std::int64_t>(1, slice_elements(p, c))); }
+std::int64_t splits_for(const Problem& p, const Config& c) {
+  return ceil_div(p.cols, std::max<std::int64_t>(1, slice_elements(p, c)));
+}
 
 Config make(const Problem& p, int threads, int vector_bytes, int items, int row_loop, bool recompute) {
   Config c;
