@@ -106,6 +106,18 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
 TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow one has cols < 64", "[bench-cli]") {
   for (const auto& p : suite("normalize-large", false)) CHECK(p.model_bytes() >= 256e6);
   for (const auto& p : suite("normalize-narrow", false)) CHECK(p.normalize.cols < 64);
+  // normalize-wide: rows of 2^20 and 2^22 columns, f32 and bf16, few rows and many.
+  std::set<std::int64_t> wide_cols, wide_rows;
+  std::set<DType> wide_dtypes;
+  for (const auto& p : suite("normalize-wide", false)) {
+    wide_cols.insert(p.normalize.cols);
+    wide_rows.insert(p.normalize.rows);
+    wide_dtypes.insert(p.normalize.dtype);
+  }
+  CHECK(wide_cols == std::set<std::int64_t>{1 << 20, 1 << 22});
+  CHECK(wide_dtypes == std::set<DType>{DType::f32, DType::bf16});
+  CHECK(*wide_rows.begin() <= 4);
+  CHECK(*wide_rows.rbegin() >= 128);
   for (const auto& p : suite("large-kernel", false)) CHECK(p.dwconv.kernel_w == 31);
 }
 

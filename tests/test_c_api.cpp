@@ -19,8 +19,10 @@ namespace {
 // The layouts the Python package's ctypes structs mirror (python/kvtune/_capi.py): a change here is
 // an ABI change.
 static_assert(sizeof(kvt_context_options) == 72, "kvt_context_options layout");
-static_assert(sizeof(kvt_normalize_args) == 104, "kvt_normalize_args layout");
-static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_args, rstd) == 96, "normalize offsets");
+static_assert(sizeof(kvt_normalize_args) == 120, "kvt_normalize_args layout");
+static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_args, rstd) == 96 &&
+                  offsetof(kvt_normalize_args, workspace) == 104 && offsetof(kvt_normalize_args, workspace_bytes) == 112,
+              "normalize offsets");
 static_assert(sizeof(kvt_dwconv_args) == 184, "kvt_dwconv_args layout");
 static_assert(offsetof(kvt_dwconv_args, x) == 96 && offsetof(kvt_dwconv_args, workspace_bytes) == 168 &&
                   offsetof(kvt_dwconv_args, activation) == 176,

@@ -75,7 +75,8 @@ TEST_CASE("enumerated variants are valid, unique and cover every axis", "[normal
           labels.insert(c.label());
           const auto g = normalize::geometry(p, c, 4096);
           CHECK(g.block == unsigned(c.threads_per_row * c.rows_per_block));
-          CHECK(g.grid == unsigned((4096 + c.rows_per_block - 1) / c.rows_per_block));
+          if (c.splits == 1) CHECK(g.grid == unsigned((4096 + c.rows_per_block - 1) / c.rows_per_block));
+          else CHECK(g.grid == unsigned(g.row_chunk * c.splits));  // split rows: a block per slice of a chunk
         }
         CHECK(labels.size() == all.size());
         CHECK(normalize::is_valid(p, normalize::heuristic_config(p, 9)));

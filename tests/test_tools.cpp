@@ -495,8 +495,15 @@ TEST_CASE("tools: --compile-only stores every variant's cubin without a GPU", "[
   const auto shapes = shapes_file(dir, kSmallShapes);
   const std::string db = dir.file("cubins.db");
   const json dry = tune({"--shapes", shapes, "--dry-run", "--json"}).out_json();
-  const auto variants = dry["variants"].get<std::int64_t>();
+  REQUIRE(dry["variants"].get<std::int64_t>() > 0);
+  // One cubin per distinct kernel: variants that differ only in how the host launches them (the
+  // row chunk of split rows) share one.
+  std::set<std::string> kernels;
+  for (const auto& problem : kvtune::tools::parse_entries(json::parse(kSmallShapes)["problems"], "test"))
+    for (const auto& v : problem->variants("sm_90")) kernels.insert(kvtune::detail::compile_hash(v.request));
+  const auto variants = static_cast<std::int64_t>(kernels.size());
   REQUIRE(variants > 0);
+  CHECK(variants <= dry["variants"].get<std::int64_t>());
   const std::string last = "compiled " + std::to_string(variants) + " variants, 0 failed";
 
   const Run first = tune({"--shapes", shapes, "--compile-only", "--arch", "sm_90", "--cache", db});
@@ -640,6 +647,26 @@ TEST_CASE("tools: backward shapes entries, their suite and their checks", "[tool
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("layernorm backward"));
+}
+
+TEST_CASE("tools: the wide suite's rows of 2^20 and more have spaces of split rows", "[tools][wide]") {
+  const Run r = tune({"--suite", "wide", "--dry-run", "--json"});
+  check_ok(r);
+  const json doc = r.out_json();
+  REQUIRE(doc["problems"].size() >= 6);
+  bool backward = false;
+  for (const auto& p : doc["problems"]) {
+    INFO(p.dump());
+    CHECK(p["problem"]["cols"].get<std::int64_t>() >= (1 << 20));
+    backward |= p["problem"].value("direction", "forward") == "backward";
+    const auto key = p["key"].get<std::string>();
+    const auto problem = kvtune::normalize::problem_from_key(key);
+    REQUIRE(problem.has_value());
+    const auto space = kvtune::normalize::enumerate(*problem);
+    REQUIRE_FALSE(space.empty());
+    for (const auto& c : space) CHECK(c.splits > 1);  // no one-block variant holds such a row
+  }
+  CHECK(backward);
 }
 
 TEST_CASE("tools: a cache file that is not a kvtune database is refused, not replaced", "[tools]") {

@@ -117,6 +117,15 @@ std::vector<BenchProblem> build(const std::string& name) {
     v.push_back(norm(name, 100000, 37, bf16, NormMode::layernorm, src));
     v.push_back(norm(name, 262144, 32, f16, NormMode::rmsnorm, src));
     v.push_back(norm(name, 1048576, 16, f32, NormMode::layernorm, src));
+  } else if (name == "normalize-wide") {
+    const std::string src = "rows of 2^20 and 2^22 columns (per-sample normalization of a whole image or "
+                            "waveform), few rows and many: split across blocks (issue 25)";
+    v.push_back(norm(name, 2, 1 << 20, f32, NormMode::layernorm, src));
+    v.push_back(norm(name, 128, 1 << 20, f32, NormMode::layernorm, src));
+    v.push_back(norm(name, 4, 1 << 22, bf16, NormMode::layernorm, src));
+    v.push_back(norm(name, 64, 1 << 22, bf16, NormMode::layernorm, src));
+    v.push_back(norm(name, 8, 1 << 22, f32, NormMode::rmsnorm, src));
+    v.push_back(norm(name, 256, 1 << 20, bf16, NormMode::rmsnorm, src));
   } else if (name == "mamba") {
     const std::string src = "Mamba's causal conv1d (d_conv = 4) on d_inner = 4096, 2048 tokens, batch 8";
     const DwShape s{DwLayout::ncl, 8, 4096, 1, 2048, 4, 1, true};
@@ -148,7 +157,7 @@ std::vector<BenchProblem> build(const std::string& name) {
     v.push_back(dw(name, DwDirection::forward, bf16, {DwLayout::nhwc, 16, 128, 56, 56, 31}, src));
   } else {
     throw Error(fmt::format("kvtune-bench: unknown suite '{}' (known: normalize-ids, normalize-large, "
-                            "normalize-narrow, mamba, s4, mobilenetv2, convnext, large-kernel, all)",
+                            "normalize-narrow, normalize-wide, mamba, s4, mobilenetv2, convnext, large-kernel, all)",
                             name));
   }
   return v;
@@ -199,8 +208,9 @@ double BenchProblem::model_flops() const {
 }
 
 const std::vector<std::string>& suite_names() {
-  static const std::vector<std::string> names = {"normalize-ids", "normalize-large", "normalize-narrow", "mamba",
-                                                 "s4",           "mobilenetv2",     "convnext",         "large-kernel"};
+  static const std::vector<std::string> names = {"normalize-ids", "normalize-large", "normalize-narrow",
+                                                 "normalize-wide", "mamba",           "s4",
+                                                 "mobilenetv2",    "convnext",        "large-kernel"};
   return names;
 }
 

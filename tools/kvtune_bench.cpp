@@ -371,8 +371,8 @@ int main(int argc, char** argv) {
   std::string list_suite, json_path, markdown_path;
   std::vector<std::string> peers_paths;
   app.add_option("--suite", suites_raw,
-                 "suites, repeated or comma-separated: normalize-ids, normalize-large, normalize-narrow, mamba, s4, "
-                 "mobilenetv2, convnext, large-kernel, all");
+                 "suites, repeated or comma-separated: normalize-ids, normalize-large, normalize-narrow, "
+                 "normalize-wide, mamba, s4, mobilenetv2, convnext, large-kernel, all");
   app.add_flag("--quick", settings.quick, "the first two problems of each suite (smoke test)");
   app.add_option("--list-suite", list_suite, "write the suite's problems as JSON (to --json FILE, else stdout); needs no GPU");
   app.add_option("--json", json_path, "write the JSON report (or, with --list-suite, the suite) to FILE");

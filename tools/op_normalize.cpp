@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_split.h"
 #include "lib/src/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
@@ -183,7 +184,8 @@ class NormalizeProblem final : public OpProblem {
   SpaceSize space() const override {
     // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
     // width 2..16 bytes, three places to keep the row, two statistics algorithms; the backward:
-    // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four).
+    // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four); then
+    // the split-row forms.
     const nz::Problem& p = e_.problem;
     SpaceSize s;
     const std::vector<nz::Stat> stats = p.backward ? std::vector<nz::Stat>{nz::Stat::two_pass}
@@ -210,6 +212,24 @@ class NormalizeProblem final : public OpProblem {
                   ++s.total;
                   if (nz::is_runnable(p, c)) ++s.runnable;
                 }
+    // Split rows: threads per slice, vector width, vectors per thread (up to 128 bytes), and the
+    // backward's row loop (up to 4^7) and recompute, or the forward's row chunk (0, powers of two).
+    std::vector<int> chunks = {0};
+    if (!p.backward)
+      for (int chunk = 1; chunk < p.rows && chunks.size() < 16; chunk *= 2) chunks.push_back(chunk);
+    const std::vector<int> split_loops =
+        p.backward ? std::vector<int>{1, 4, 16, 64, 256, 1024, 4096, 16384} : std::vector<int>{1};
+    for (int tpr = 32; tpr <= 1024; tpr *= 2)
+      for (int vb = 2; vb <= 16; vb *= 2)
+        for (int items = 1; items * vb <= 128; items *= 2)
+          for (int loop : split_loops)
+            for (bool recompute : recomputes)
+              for (int chunk : chunks) {
+                nz::Config c = nz::split_rows::make(p, tpr, vb, items, loop, recompute);
+                c.row_chunk = chunk;
+                ++s.total;
+                if (nz::is_runnable(p, c)) ++s.runnable;
+              }
     s.tuned = static_cast<std::int64_t>(detail::tuning_configs<detail::NormalizeFamily>(p, 0).size());
     return s;
   }
@@ -330,7 +350,7 @@ class NormalizeHandler final : public OpHandler {
   std::string name() const override { return "normalize"; }
   std::string template_hash() const override { return nz::template_hash(); }
 
-  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward"}; }
+  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward", "wide"}; }
 
   std::vector<nlohmann::json> suite(const std::string& name) const override {
     if (name == "ids") {
@@ -375,6 +395,17 @@ class NormalizeHandler final : public OpHandler {
               backward_entry(4096, 1024, "f32", "rmsnorm", true, true, false, false),
               backward_entry(16384, 128, "f32", "standardize", false, false, false, false),
               backward_entry(1024, 128, "f32", "standardize", false, false, false, true)};
+    }
+    if (name == "wide") {
+      // Rows one block cannot hold or few rows one block per row would leave the GPU idle: split rows
+      // (2^20 and 2^22 columns, few rows and many), forward and backward.
+      return {entry(2, 1 << 20, "f32", "layernorm", true, true),
+              entry(128, 1 << 20, "f32", "layernorm", true, true),
+              entry(4, 1 << 22, "bf16", "rmsnorm", true),
+              entry(64, 1 << 22, "bf16", "layernorm", true, true, true, true),
+              entry(16, 1 << 22, "f32", "standardize"),
+              backward_entry(4, 1 << 20, "bf16", "layernorm", true, true, true, true),
+              backward_entry(64, 1 << 20, "f32", "rmsnorm", true, true, false, true)};
     }
     throw InputError(fmt::format("normalize has no suite '{}'", name));
   }

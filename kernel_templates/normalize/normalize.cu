@@ -14,7 +14,9 @@
 //              also frees registers (bf16 x 1024: 53 -> 42, so more rows in flight)
 // The seed design (one 256-thread block per row, float4, warp-shuffle Welford) is
 // TPR=256, RPB=1, VW=4 (f32), KEEP=2, STAT=1. kvt_normalize_reference is the naive float64
-// variant the tuner verifies every candidate against.
+// variant the tuner verifies every candidate against. Rows too wide for one block (or too few to
+// fill the GPU) are split across blocks by kvt_normalize_split / kvt_normalize_backward_split
+// (normalize_split.cuh, included at the end: Config::splits > 1).
 #include "common.cuh"
 #include "normalize_params.h"
 
@@ -678,3 +680,5 @@ __global__ void kvt_normalize_backward_reference_columns(const KvtNormalizeBackw
   if (p.dgamma != nullptr) static_cast<float*>(p.dgamma)[j] = (float)dg;
   if (p.dbeta != nullptr) static_cast<float*>(p.dbeta)[j] = (float)db;
 }
+
+#include "normalize_split.cuh"

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernel_templates/normalize/normalize_split.h"
 #include "lib/src/embedded.h"
 #include "lib/src/hash.h"
 #include "lib/src/byte_range.h"
@@ -18,7 +19,7 @@ namespace kvtune::normalize {
 namespace {
 
 // Bump when this description changes in a way that changes generated code or its meaning.
-constexpr int kDescriptionVersion = 3;
+constexpr int kDescriptionVersion = 4;
 constexpr std::int64_t kMaxIterations = 64;          // vectors one thread handles per row
 constexpr int kMaxRegisterRowBytes = 128;            // row bytes one thread may keep in registers
 constexpr std::size_t kMaxSharedBytes = 160 * 1024;  // the device limit is checked again when tuning
@@ -70,7 +71,9 @@ int affine_bits(const Problem& p) { return (p.gamma ? 1 : 0) | (p.beta ? 2 : 0);
 int stats_bits(const Problem& p) { return (p.mean_out ? 1 : 0) | (p.rstd_out ? 2 : 0); }
 
 std::vector<detail::HeaderSource> headers() {
-  return {{"common.cuh", embedded::common_cuh}, {"normalize_params.h", embedded::normalize_params_h}};
+  return {{"common.cuh", embedded::common_cuh},
+          {"normalize_params.h", embedded::normalize_params_h},
+          {"normalize_split.cuh", embedded::normalize_split_cuh}};
 }
 
 }  // namespace
@@ -78,7 +81,7 @@ std::vector<detail::HeaderSource> headers() {
 bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
          vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
-         row_loop == o.row_loop && recompute == o.recompute;
+         row_loop == o.row_loop && recompute == o.recompute && splits == o.splits && row_chunk == o.row_chunk;
 }
 
 std::string Config::label() const {
@@ -86,6 +89,8 @@ std::string Config::label() const {
                                   vector_bytes, keep_name(keep), stat_name(stat));
   if (row_loop != 1) label += fmt::format(",loop={}", row_loop);
   if (recompute) label += ",recompute";
+  if (splits != 1) label += fmt::format(",split={}", splits);
+  if (row_chunk != 0) label += fmt::format(",chunk={}", row_chunk);
   return label;
 }
 
@@ -95,6 +100,8 @@ nlohmann::json Config::to_json() const {
   // The backward's fields only where they differ from the forward's (stored forward configs keep their form).
   if (row_loop != 1) j["loop"] = row_loop;
   if (recompute) j["recompute"] = true;
+  if (splits != 1) j["split"] = splits;
+  if (row_chunk != 0) j["chunk"] = row_chunk;
   return j;
 }
 
@@ -116,6 +123,8 @@ Config Config::from_json(const nlohmann::json& j) {
     else throw Error("unknown stat '" + stat + "'");
     if (j.contains("loop")) c.row_loop = detail::json_int(j, "loop");
     if (j.contains("recompute")) c.recompute = j.at("recompute").get<bool>();
+    if (j.contains("split")) c.splits = detail::json_int(j, "split");
+    if (j.contains("chunk")) c.row_chunk = detail::json_int(j, "chunk");
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -202,6 +211,10 @@ void validate(const NormalizeArgs& a) {
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
   const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
   const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
+  if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
+    throw invalid(a, "workspace", "workspace must be aligned to 256 bytes");
+  if (a.workspace != nullptr && a.workspace_bytes == 0)
+    throw invalid(a, "workspace_bytes", "a workspace needs its size (normalize_workspace_size)");
   if (a.mode == NormMode::rmsnorm && a.beta != nullptr) throw invalid(a, "beta", "rmsnorm takes no beta");
   if (a.mode == NormMode::rmsnorm && a.mean != nullptr) throw invalid(a, "mean", "rmsnorm has no mean output");
   const auto check_aligned = [&](const void* p, std::int64_t to, const char* field) {
@@ -280,6 +293,10 @@ void validate(const NormalizeBackwardArgs& a) {
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
   const std::int64_t ld_dy = a.ld_dy == 0 ? a.cols : a.ld_dy;
   const std::int64_t ld_dx = a.ld_dx == 0 ? a.cols : a.ld_dx;
+  if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
+    throw invalid("workspace", "workspace must be aligned to 256 bytes");
+  if (a.workspace != nullptr && a.workspace_bytes == 0)
+    throw invalid("workspace_bytes", "a workspace needs its size (normalize_backward_workspace_size)");
   if (a.dgamma != nullptr && a.gamma == nullptr)
     throw invalid("dgamma", "dgamma needs the forward's gamma (without gamma there is no dgamma)");
   if (a.mode == NormMode::rmsnorm && a.dbeta != nullptr) throw invalid("dbeta", "rmsnorm has no beta, so no dbeta");
@@ -345,6 +362,11 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (why != nullptr) *why = std::move(reason);
     return false;
   };
+  if (c.splits != 1) {
+    if (c.splits < 1) return fail("splits: at least 1");
+    return split_rows::check(p, c, why, prune);
+  }
+  if (c.row_chunk != 0) return fail("row chunks are a field of split rows");
   const int elem = p.element_bytes();
   if (!is_pow2(c.threads_per_row) || c.threads_per_row > 1024) return fail("threads per row: power of two <= 1024");
   if (!is_pow2(c.rows_per_block)) return fail("rows per block: power of two");
@@ -451,11 +473,14 @@ std::vector<Config> enumerate(const Problem& p) {
       }
     }
   }
+  split_rows::enumerate(p, out);
   return out;
 }
 
-Config heuristic_config(const Problem& p, int cc_major) {
-  (void)cc_major;  // one rule serves sm_80..sm_100 today; the argument keeps the choice per architecture
+namespace {
+
+// The heuristic's one-block variant, if any is valid.
+std::optional<Config> one_block_heuristic(const Problem& p) {
   const int elem = p.element_bytes();
   // Widest vector first; enough threads that each keeps at most 4 vectors, at most a block;
   // the row in registers, else shared memory, else re-read.
@@ -480,13 +505,30 @@ Config heuristic_config(const Problem& p, int cc_major) {
       if (is_valid(p, c)) return c;
     }
   }
-  for (const auto& c : enumerate(p))
+  return std::nullopt;
+}
+
+}  // namespace
+
+Config heuristic_config(const Problem& p, int cc_major) {
+  (void)cc_major;  // one rule serves sm_80..sm_100 today; the argument keeps the choice per architecture
+  std::optional<Config> one_block = one_block_heuristic(p);
+  const std::vector<Config> space = one_block ? std::vector<Config>{} : enumerate(p);
+  for (const auto& c : space)
+    if (!one_block && c.splits == 1) one_block = c;
+  if (const auto split = split_rows::heuristic(p, one_block.has_value())) return *split;
+  if (one_block) return *one_block;
+  for (const auto& c : space)
     if (is_valid(p, c)) return c;
   throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");
 }
 
 Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   Geometry g;
+  if (c.splits != 1) {
+    split_rows::geometry(p, c, rows, g);
+    return g;
+  }
   g.block = static_cast<unsigned>(c.threads_per_row * c.rows_per_block);
   const std::int64_t blocks = ceil_div(rows, std::int64_t(c.rows_per_block) * c.row_loop);
   g.grid = static_cast<unsigned>(blocks);
@@ -536,6 +578,17 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
   const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
+  if (c.splits != 1) {
+    if (p.backward)
+      r.name_expressions = {fmt::format("kvt_normalize_backward_split<{}, {}, {}, {}, {}, {}, {}, {}>",
+                                        kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
+                                        p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0)};
+    else
+      r.name_expressions = {fmt::format("kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
+                                        c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p),
+                                        stats_bits(p))};
+    return r;
+  }
   if (p.backward) {
     r.name_expressions = {fmt::format("kvt_normalize_backward<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
                                       kernel_type(p.dtype), c.threads_per_row, c.rows_per_block, ve, c.items,
@@ -573,6 +626,7 @@ std::string template_hash() {
   std::uint64_t h = detail::hash64(embedded::normalize_cu);
   h = detail::hash64(embedded::common_cuh, h);
   h = detail::hash64(embedded::normalize_params_h, h);
+  h = detail::hash64(embedded::normalize_split_cuh, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);
 }
@@ -644,6 +698,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
 }
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  if (c.splits != 1) return split_rows::predicted_seconds(p, c, sm_count, bandwidth);
   // Calibration (H200, the exhaustive trials of 2026-11-22; bench/NOTES.md, "cost model"):
   constexpr double kLatency = 0.7e-6;       // DRAM load latency, s
   constexpr double kShuffle = 10e-9;        // one warp-shuffle step of a reduction

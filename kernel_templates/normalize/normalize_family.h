@@ -31,11 +31,19 @@ struct Config {
   Stat stat = Stat::two_pass;
   int row_loop = 1;         // backward: rows each row group handles in turn (grid = rows / (rpb * row_loop))
   bool recompute = false;   // backward: statistics recomputed from x instead of read from mean/rstd
+  // Split rows (normalize_split.cuh): each row is `splits` slices of items * threads_per_row vectors,
+  // one block each (rows_per_block 1, registers, two-pass within a slice), merged in later phases.
+  // 1: the one-block kernel. The backward's row_loop is then the rows a dx block handles in turn.
+  int splits = 1;
+  // Split rows, forward: rows per group of phase launches (0: every row at once). A group whose x
+  // fits in L2 is re-read from L2 by its output phase instead of from DRAM.
+  int row_chunk = 0;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
   /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
-  /// variants add ",loop=N" (row_loop above 1) and ",recompute".
+  /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N" (and
+  /// ",chunk=N").
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
@@ -99,12 +107,26 @@ struct Geometry {
   unsigned grid = 0;
   unsigned block = 0;
   std::size_t dynamic_smem = 0;
-  // Backward with dgamma/dbeta: the workspace (partials, level-1 rows, arrival counters).
+  // Backward with dgamma/dbeta, and split rows: the workspace (partials, level-1 rows, arrival
+  // counters; see below for split rows). Forward calls need one only when their rows are split.
   std::size_t workspace_bytes = 0;
   std::size_t level1_offset = 0;   // bytes from the workspace's start
   std::size_t counter_offset = 0;  // bytes; (level1_rows + 1) counters, zeroed before each launch
   int group_blocks = 1;
   int level1_rows = 1;
+  // Split rows: every phase's grid, and where each array lies in the workspace (bytes from its
+  // start; the forward's partials and merged rows, the backward's statistics, sums and dgamma /
+  // dbeta partial rows). Offsets of arrays a call does not use are 0.
+  int phase_count = 0;           // phases launched, in order (normalize_split.cuh); 0: one launch
+  int phases[6] = {};
+  unsigned phase_grid[6] = {};
+  bool direct = true;                // the output phase merges the partials itself
+  std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
+  int grad_groups = 1;               // backward: groups of row_loop rows with their own dgamma/dbeta rows
+  std::size_t stat_final_offset = 0;
+  std::size_t sum_partials_offset = 0;
+  std::size_t sum_final_offset = 0;
+  std::size_t grad_partials_offset = 0;
 };
 /// The one place that computes grid, block and dynamic shared memory of a launch.
 Geometry geometry(const Problem& problem, const Config& config, std::int64_t rows);

@@ -15,6 +15,13 @@ struct KvtNormalizeParams {
   long long ld_y;
   float eps;
   int ddof;
+  // Split rows (normalize_split.cuh; zero for the one-block kernel): each row is `splits` slices,
+  // processed in launches of the same kernel, one per `phase`.
+  float* row_partials;  // [rows][splits][3] statistics of each slice and the row's shift
+  float* row_final;     // [rows][3] merged statistics (direct == 0)
+  long long splits;
+  int phase;
+  int direct;           // 1: the output phase merges the slices' partials itself (few splits)
 };
 
 // Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or
@@ -42,4 +49,14 @@ struct KvtNormalizeBackwardParams {
   int row_loop;       // rows per row group: block b, pass it, group g has row (b * row_loop + it) * RPB + g
   int group_blocks;   // blocks per first-level group of the arrival tree
   int level1_rows;    // ceil(blocks / group_blocks)
+  // Split rows (normalize_split.cuh): statistics and sums per slice, merged per row when direct
+  // == 0; dgamma / dbeta partial rows of grad_groups groups of row_loop rows in `partials`.
+  float* stat_partials;  // [rows][splits][2]
+  float* stat_final;     // [rows][2]
+  float* sum_partials;   // [rows][splits][3]
+  float* sum_final;      // [rows][3]
+  long long splits;
+  int phase;
+  int direct;
+  int grad_groups;
 };

@@ -47,7 +47,10 @@ class NormalizeHarness final : public tuner::Harness {
     const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
     ld_ = (p.cols + align_elems - 1) / align_elems * align_elems;
     const std::size_t plane = std::size_t(p.rows) * std::size_t(ld_) * std::size_t(elem);
-    const std::size_t reference_bytes = std::size_t(p.rows) * std::size_t(p.cols) * 4 + std::size_t(p.rows) * 16;
+    std::size_t workspace_bytes = 0;
+    for (const Config& c : configs_) workspace_bytes = std::max(workspace_bytes, geometry(p, c, p.rows).workspace_bytes);
+    const std::size_t reference_bytes =
+        std::size_t(p.rows) * std::size_t(p.cols) * 4 + std::size_t(p.rows) * 16 + workspace_bytes;
     std::size_t free_bytes = 0, total_bytes = 0;
     detail::cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
     // Tuning memory is bounded: one slot must fit in half the free memory, rotation in a quarter.
@@ -71,6 +74,7 @@ class NormalizeHarness final : public tuner::Harness {
       beta_ = DeviceBuffer(std::size_t(p.cols) * elem);
       fill(beta_.get(), p.cols, 8, 0.0f, 0.5f, false, stream);
     }
+    if (workspace_bytes > 0) workspace_ = DeviceBuffer(workspace_bytes);
     mean_ = DeviceBuffer(std::size_t(p.rows) * 4);
     rstd_ = DeviceBuffer(std::size_t(p.rows) * 4);
     ref_ = DeviceBuffer(std::size_t(p.rows) * std::size_t(p.cols) * 4);
@@ -94,7 +98,7 @@ class NormalizeHarness final : public tuner::Harness {
     const KvtNormalizeParams params = base_params(slot);
     LaunchArgs args{params.x,    params.y,    params.gamma, params.beta, params.mean,
                     params.rstd, problem_.rows, ld_,        ld_,         1e-5f,
-                    0};
+                    0,           workspace_.get()};
     return normalize::launch(kernel, problem_, configs_.at(static_cast<std::size_t>(c.index)), args, stream);
   }
 
@@ -154,7 +158,7 @@ class NormalizeHarness final : public tuner::Harness {
   const std::vector<detail::LoadedKernel>& kernels_;
   std::int64_t ld_ = 0;
   std::vector<DeviceBuffer> x_, y_;
-  DeviceBuffer gamma_, beta_, mean_, rstd_, ref_, ref_mean_, ref_rstd_;
+  DeviceBuffer gamma_, beta_, workspace_, mean_, rstd_, ref_, ref_mean_, ref_rstd_;
 };
 
 // The backward's harness: rotation slots of (x, dy, dx), the forward's saved statistics and the
@@ -333,6 +337,35 @@ KvtNormalizeBackwardParams backward_params(const Problem& problem, const Config&
   params.row_loop = config.row_loop;
   params.group_blocks = g.group_blocks;
   params.level1_rows = g.level1_rows;
+  if (g.phase_count > 0 && base != nullptr) {  // split rows: the workspace holds per-slice arrays
+    params.stat_partials = reinterpret_cast<float*>(base);
+    params.stat_final = reinterpret_cast<float*>(base + g.stat_final_offset);
+    params.sum_partials = reinterpret_cast<float*>(base + g.sum_partials_offset);
+    params.sum_final = reinterpret_cast<float*>(base + g.sum_final_offset);
+    params.partials = reinterpret_cast<float*>(base + g.grad_partials_offset);
+    params.level1 = nullptr;
+    params.counters = nullptr;
+  }
+  params.splits = config.splits;
+  params.direct = g.direct ? 1 : 0;
+  params.grad_groups = g.grad_groups;
+  return params;
+}
+
+KvtNormalizeParams forward_params(const Problem& problem, const LaunchArgs& a) {
+  KvtNormalizeParams params{};
+  params.x = a.x;
+  params.y = a.y;
+  params.gamma = a.gamma;
+  params.beta = a.beta;
+  params.mean = a.mean;
+  params.rstd = a.rstd;
+  params.rows = a.rows;
+  params.cols = problem.cols;
+  params.ld_x = a.ld_x;
+  params.ld_y = a.ld_y;
+  params.eps = a.eps;
+  params.ddof = a.ddof;
   return params;
 }
 
@@ -367,8 +400,7 @@ std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector
 }
 
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& a, cudaStream_t stream) {
-  KvtNormalizeParams params{a.x,    a.y,          a.gamma, a.beta, a.mean, a.rstd,
-                            a.rows, problem.cols, a.ld_x,  a.ld_y, a.eps,  a.ddof};
+  KvtNormalizeParams params = forward_params(problem, a);
   tuner::launch_raw(tuner::support_kernels(support_request(problem, arch))[kReference], unsigned((a.rows + 127) / 128),
                     128, stream, {&params}, "normalize reference kernel");
 }
@@ -376,9 +408,29 @@ void run_reference(const Problem& problem, const std::string& arch, const Launch
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.rows);
-  const KvtNormalizeParams params{a.x,    a.y,          a.gamma, a.beta, a.mean, a.rstd,
-                                  a.rows, problem.cols, a.ld_x,  a.ld_y, a.eps,  a.ddof};
-  return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
+  KvtNormalizeParams params = forward_params(problem, a);
+  if (g.phase_count == 0) return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
+  if (a.workspace == nullptr) return cudaErrorInvalidValue;
+  auto* base = static_cast<unsigned char*>(a.workspace);
+  params.row_partials = reinterpret_cast<float*>(base);
+  params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
+  params.splits = config.splits;
+  params.direct = g.direct ? 1 : 0;
+  // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
+  const std::size_t elem = std::size_t(problem.element_bytes());
+  for (std::int64_t first = 0; first < a.rows; first += g.row_chunk) {
+    params.x = static_cast<const char*>(a.x) + std::size_t(first) * std::size_t(a.ld_x) * elem;
+    params.y = static_cast<char*>(a.y) + std::size_t(first) * std::size_t(a.ld_y) * elem;
+    params.mean = a.mean == nullptr ? nullptr : a.mean + first;
+    params.rstd = a.rstd == nullptr ? nullptr : a.rstd + first;
+    params.rows = std::min<std::int64_t>(g.row_chunk, a.rows - first);
+    for (int i = 0; i < g.phase_count; ++i) {
+      params.phase = g.phases[i];
+      const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params);
+      if (s != cudaSuccess) return s;
+    }
+  }
+  return cudaSuccess;
 }
 
 }  // namespace kvtune::normalize
@@ -388,7 +440,16 @@ namespace kvtune::normalize {
 cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                             const BackwardLaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.rows);
-  const KvtNormalizeBackwardParams params = backward_params(problem, config, g, a);
+  KvtNormalizeBackwardParams params = backward_params(problem, config, g, a);
+  if (g.phase_count > 0) {
+    if (a.workspace == nullptr) return cudaErrorInvalidValue;
+    for (int i = 0; i < g.phase_count; ++i) {
+      params.phase = g.phases[i];
+      const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params);
+      if (s != cudaSuccess) return s;
+    }
+    return cudaSuccess;
+  }
   if (g.workspace_bytes > 0) {
     if (a.workspace == nullptr) return cudaErrorInvalidValue;
     const cudaError_t s =

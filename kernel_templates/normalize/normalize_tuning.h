@@ -31,11 +31,14 @@ struct LaunchArgs {
   std::int64_t rows, ld_x, ld_y;
   float eps;
   int ddof;
+  void* workspace = nullptr;  // geometry().workspace_bytes, 256-byte aligned (split rows only)
 };
 /// Runs the naive float64 variant on `args`: y is f32 (args.ld_y elements per row), mean/rstd
 /// optional. For verification and tests.
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& args, cudaStream_t stream);
 
+/// Launches the variant: one kernel launch, or one per phase for split rows (which need
+/// args.workspace: cudaErrorInvalidValue without it).
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& args, cudaStream_t stream);
 
@@ -54,7 +57,8 @@ struct BackwardLaunchArgs {
   float eps;
   int ddof;
 };
-/// Zeroes the workspace's arrival counters (dgamma/dbeta) and launches the backward variant.
+/// Zeroes the workspace's arrival counters (dgamma/dbeta) and launches the backward variant (one
+/// launch per phase for split rows).
 cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                             const BackwardLaunchArgs& args, cudaStream_t stream);
 /// The backward's float64 reference: dx as f32 (ld_dx), dgamma/dbeta as f32 when non-null; its

@@ -128,6 +128,8 @@ kvtune::NormalizeArgs to_cpp(const kvt_normalize_args* in) {
   out.beta = a.beta;
   out.mean = a.mean;
   out.rstd = a.rstd;
+  out.workspace = a.workspace;
+  out.workspace_bytes = a.workspace_bytes;
   return out;
 }
 
@@ -317,6 +319,15 @@ kvt_status kvt_default_context(kvt_context** out) {
 
 kvt_status kvt_normalize(kvt_context* context, const kvt_normalize_args* args, void* stream) {
   return guarded([&] { context_of(context).normalize(to_cpp(args), stream_of(stream)); });
+}
+
+kvt_status kvt_normalize_workspace_size(kvt_context* context, const kvt_normalize_args* args, void* stream,
+                                        size_t* bytes) {
+  return guarded([&] {
+    if (bytes == nullptr) throw invalid("normalize", "bytes", "bytes is a null pointer");
+    *bytes = 0;
+    *bytes = context_of(context).normalize_workspace_size(to_cpp(args), stream_of(stream));
+  });
 }
 
 kvt_status kvt_normalize_backward(kvt_context* context, const kvt_normalize_backward_args* args, void* stream) {

@@ -876,33 +876,6 @@ struct Context::Impl {
 Context::Context(ContextOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Context::~Context() = default;
 
-void Context::normalize(const NormalizeArgs& args, Stream stream) {
-  normalize::validate(args);
-  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
-  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
-  const normalize::LaunchArgs launch_args{args.x,
-                                          args.y,
-                                          args.gamma,
-                                          args.beta,
-                                          args.mean,
-                                          args.rstd,
-                                          args.rows,
-                                          args.ld_x == 0 ? args.cols : args.ld_x,
-                                          args.ld_y == 0 ? args.cols : args.ld_y,
-                                          args.eps,
-                                          args.ddof};
-  const cudaError_t status =
-      normalize::launch(entry.kernel, problem, entry.config, launch_args, reinterpret_cast<cudaStream_t>(stream));
-  if (status != cudaSuccess)
-    detail::cuda_check(status, "cudaLaunchKernel", Error::Context{"normalize", problem.key(), entry.config.label(), "", ""});
-}
-
-std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream) {
-  normalize::validate(args);
-  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args, impl_->buckets), args.rows, stream)
-      .config.label();
-}
-
 namespace {
 
 // The scratch of one call: the caller's workspace when given (a framework's allocator owns all
@@ -948,6 +921,45 @@ class CallWorkspace {
 };
 
 }  // namespace
+
+void Context::normalize(const NormalizeArgs& args, Stream stream) {
+  normalize::validate(args);
+  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
+  const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+  const Error::Context where{"normalize", problem.key(), entry.config.label(), "", ""};
+  // Split rows only: the slices' partial statistics (normalize_workspace_size).
+  const CallWorkspace workspace(*impl_, normalize::geometry(problem, entry.config, args.rows).workspace_bytes,
+                                args.workspace, args.workspace_bytes, cuda_stream, where, "normalize_workspace_size");
+  const normalize::LaunchArgs launch_args{args.x,
+                                          args.y,
+                                          args.gamma,
+                                          args.beta,
+                                          args.mean,
+                                          args.rstd,
+                                          args.rows,
+                                          args.ld_x == 0 ? args.cols : args.ld_x,
+                                          args.ld_y == 0 ? args.cols : args.ld_y,
+                                          args.eps,
+                                          args.ddof,
+                                          workspace.get()};
+  const cudaError_t status = normalize::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
+  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
+}
+
+std::size_t Context::normalize_workspace_size(const NormalizeArgs& args, Stream stream) {
+  normalize::validate(args);
+  const normalize::Problem problem = normalize::make_problem(args, impl_->buckets);
+  const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
+  return normalize::geometry(problem, entry.config, args.rows).workspace_bytes;
+}
+
+std::string Context::normalize_variant(const NormalizeArgs& args, Stream stream) {
+  normalize::validate(args);
+  return impl_->entry_for<detail::NormalizeFamily>(normalize::make_problem(args, impl_->buckets), args.rows, stream)
+      .config.label();
+}
+
 
 void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream stream) {
   normalize::validate(args);
@@ -1101,6 +1113,10 @@ void tuned_normalize(const NormalizeArgs& args, Stream stream) { default_context
 
 void tuned_normalize_backward(const NormalizeBackwardArgs& args, Stream stream) {
   default_context().normalize_backward(args, stream);
+}
+
+std::size_t tuned_normalize_workspace_size(const NormalizeArgs& args, Stream stream) {
+  return default_context().normalize_workspace_size(args, stream);
 }
 
 std::size_t tuned_normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream) {

@@ -6,6 +6,7 @@ namespace kvtune::embedded {
 extern const std::string_view common_cuh;
 extern const std::string_view normalize_cu;
 extern const std::string_view normalize_params_h;
+extern const std::string_view normalize_split_cuh;
 extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
 extern const std::string_view dwconv_mma_cuh;

@@ -78,13 +78,14 @@ _ERROR_TYPES = {1: InvalidArgumentError, 2: NoGpuError, 3: NoGpuError, 8: Captur
 
 
 class NormalizeArgs(ctypes.Structure):
-    """kvt_normalize_args (104 bytes on LP64)."""
+    """kvt_normalize_args (120 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32),
         ("ddof", ctypes.c_int32), ("eps", ctypes.c_float), ("reserved0", ctypes.c_int32),
         ("x", ctypes.c_void_p), ("y", ctypes.c_void_p),
         ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("ld_x", ctypes.c_int64), ("ld_y", ctypes.c_int64),
         ("gamma", ctypes.c_void_p), ("beta", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
     ]
 
 
@@ -200,6 +201,8 @@ def _declare(lib):
         "kvt_context_destroy": (None, [vp]),
         "kvt_default_context": (c_status, [ctypes.POINTER(vp)]),
         "kvt_normalize": (c_status, [vp, ctypes.POINTER(NormalizeArgs), vp]),
+        "kvt_normalize_workspace_size": (c_status, [vp, ctypes.POINTER(NormalizeArgs), vp,
+                                                    ctypes.POINTER(ctypes.c_size_t)]),
         "kvt_dwconv": (c_status, [vp, ctypes.POINTER(DwConvArgs), vp]),
         "kvt_dwconv_workspace_size": (c_status, [vp, ctypes.POINTER(DwConvArgs), vp, ctypes.POINTER(ctypes.c_size_t)]),
         "kvt_normalize_variant": (c_status, [vp, ctypes.POINTER(NormalizeArgs), vp, ctypes.c_char_p, ctypes.c_size_t,
@@ -266,12 +269,15 @@ def library_path():
 
 # Bound function pointers of the hot path (set by _bind).
 _normalize_fn = _dwconv_fn = _workspace_fn = _backward_fn = _backward_workspace_fn = _decode_fn = None
+_normalize_workspace_fn = None
 
 
 def _bind(lib):
     global _normalize_fn, _dwconv_fn, _workspace_fn, _backward_fn, _backward_workspace_fn, _decode_fn
+    global _normalize_workspace_fn
     _decode_fn = lib.kvt_dwconv_decode
     _normalize_fn = lib.kvt_normalize
+    _normalize_workspace_fn = lib.kvt_normalize_workspace_size
     _backward_fn = lib.kvt_normalize_backward
     _backward_workspace_fn = lib.kvt_normalize_backward_workspace_size
     _dwconv_fn = lib.kvt_dwconv
@@ -449,6 +455,18 @@ def normalize_backward(args, stream=None, context=None):
     status = _backward_fn(_handle_of(context), ctypes.byref(args), stream)
     if status:
         raise_error(status)
+
+
+def normalize_workspace_size(args, stream=None, context=None):
+    """kvt_normalize_workspace_size: bytes of scratch the dispatched variant needs (0 unless it
+    splits rows across blocks)."""
+    if _normalize_workspace_fn is None:
+        library()
+    size = ctypes.c_size_t(0)
+    status = _normalize_workspace_fn(_handle_of(context), ctypes.byref(args), stream, ctypes.byref(size))
+    if status:
+        raise_error(status)
+    return size.value
 
 
 def normalize_backward_workspace_size(args, stream=None, context=None):

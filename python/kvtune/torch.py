@@ -190,8 +190,19 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
         if mode != _capi.RMSNORM:
             a.mean = mean.data_ptr()
         a.rstd = rstd.data_ptr()
-    _run(_capi.normalize, a, index)
+    # Only rows of 64 KiB and more can be split across blocks, the one kind of forward variant that
+    # takes a workspace: narrower rows skip the size query on the hot path.
+    wide = cols * x.element_size() >= _SPLIT_ROW_BYTES
+    _run(_norm_forward_wide_call if wide else _capi.normalize, a, index)
     return y, mean, rstd
+
+
+# kernel_templates/normalize/normalize_split.h, kMinRowBytes.
+_SPLIT_ROW_BYTES = 64 * 1024
+
+
+def _norm_forward_wide_call(a, stream):
+    _call_with_workspace(_capi.normalize_workspace_size, _capi.normalize, a, stream)
 
 
 _EMPTY_STATS = {}

@@ -49,7 +49,7 @@ def test_library_loads_and_reports_its_version():
 
 
 def test_struct_layouts_match_the_header():
-    assert ctypes.sizeof(_capi.NormalizeArgs) == 104
+    assert ctypes.sizeof(_capi.NormalizeArgs) == 120
     assert _capi.NormalizeArgs.x.offset == 24 and _capi.NormalizeArgs.rstd.offset == 96
     assert ctypes.sizeof(_capi.DwConvArgs) == 184
     assert _capi.DwConvArgs.x.offset == 96 and _capi.DwConvArgs.workspace_bytes.offset == 168
@@ -74,7 +74,7 @@ def test_normalize_backward_arguments_name_the_field():
 
 def test_init_functions_set_the_defaults():
     a = _capi.normalize_args()
-    assert a.struct_size == 104 and abs(a.eps - 1e-5) < 1e-12 and a.x is None and a.ld_x == 0
+    assert a.struct_size == 120 and abs(a.eps - 1e-5) < 1e-12 and a.x is None and a.ld_x == 0
     d = _capi.dwconv_args()
     assert d.struct_size == 184 and d.activation == 0 and d.h == 1 and d.kernel_h == 1 and d.deterministic == 1 and d.layout == _capi.NCHW
 

@@ -123,6 +123,19 @@ def test_rms_norm_matches_torch(shape, dtype, with_weight):
             lambda x, *w: F.rms_norm(x, (cols,), w[0] if w else None, eps), inputs, dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(2, 1 << 20), (3, (1 << 18) + 1)])
+def test_wide_rows_split_across_blocks_match_torch(shape, dtype):
+    """Rows one block cannot hold (issue 25): the forward's workspace comes from PyTorch's allocator."""
+    cols = shape[-1]
+    x = torch.randn(shape, device="cuda") * 3 + 1
+    w = torch.randn(cols, device="cuda")
+    b = torch.randn(cols, device="cuda")
+    compare(lambda x, w, b: kt.layer_norm(x, cols, w, b), lambda x, w, b: F.layer_norm(x, (cols,), w, b, eps=1e-5),
+            [x, w, b], dtype)
+    compare(lambda x, w: kt.rms_norm(x, cols, w, 1e-6), lambda x, w: F.rms_norm(x, (cols,), w, 1e-6), [x, w], dtype)
+
+
 def test_rms_norm_default_eps_is_torchs():
     x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
     close(kt.rms_norm(x, 64), F.rms_norm(x.double(), (64,), eps=torch.finfo(torch.float16).eps), TOL["float16"])

@@ -63,6 +63,11 @@ struct NormalizeArgs {
   const void* beta = nullptr;    ///< optional per-column shift (not with rmsnorm)
   float* mean = nullptr;         ///< optional per-row mean output (f32; not with rmsnorm)
   float* rstd = nullptr;         ///< optional per-row 1/(std+eps) or rsqrt(var+eps) output (f32)
+  /// Optional caller-owned scratch of at least normalize_workspace_size(args) bytes, 256-byte
+  /// aligned, used in stream order; only variants that split rows across blocks (wide rows) use
+  /// one. Null: kvtune's stream-ordered pool.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 /// Arguments of tuned_normalize_backward: the gradients of tuned_normalize with the same x, dtype,
@@ -283,13 +288,16 @@ class Context {
   /// Normalizes rows on `stream` (see NormalizeArgs), tuning on the first call for a problem when
   /// the policy says so. Throws kvtune::Error on invalid arguments or a failed launch.
   void normalize(const NormalizeArgs& args, Stream stream = nullptr);
+  /// Bytes of workspace the dispatched variant needs (0 unless it splits rows across blocks);
+  /// tunes or loads as a call would.
+  std::size_t normalize_workspace_size(const NormalizeArgs& args, Stream stream = nullptr);
 
   /// The gradients of normalize (see NormalizeBackwardArgs), tuned per problem as the forward.
   void normalize_backward(const NormalizeBackwardArgs& args, Stream stream = nullptr);
   /// The config label dispatched for these arguments (tunes or loads as a call would).
   std::string normalize_backward_variant(const NormalizeBackwardArgs& args, Stream stream = nullptr);
-  /// Bytes of workspace the dispatched variant needs (0 without dgamma/dbeta); tunes or loads as a
-  /// call would.
+  /// Bytes of workspace the dispatched variant needs (0 without dgamma/dbeta unless it splits rows
+  /// across blocks); tunes or loads as a call would.
   std::size_t normalize_backward_workspace_size(const NormalizeBackwardArgs& args, Stream stream = nullptr);
 
   /// Depthwise convolution on `stream` (see DwConvArgs). backward_weight with more than one split
@@ -331,6 +339,9 @@ Context& default_context();
 
 /// tuned_normalize on the default context.
 void tuned_normalize(const NormalizeArgs& args, Stream stream = nullptr);
+
+/// Context::normalize_workspace_size on the default context.
+std::size_t tuned_normalize_workspace_size(const NormalizeArgs& args, Stream stream = nullptr);
 
 /// Context::normalize_backward on the default context.
 void tuned_normalize_backward(const NormalizeBackwardArgs& args, Stream stream = nullptr);

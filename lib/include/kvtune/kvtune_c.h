@@ -120,6 +120,9 @@ typedef struct kvt_normalize_args {
   const void* beta;         /**< optional, x's dtype, not with rmsnorm */
   float* mean;              /**< optional per-row f32 output, not with rmsnorm */
   float* rstd;              /**< optional per-row f32 output */
+  void* workspace;          /**< optional caller scratch (kvt_normalize_workspace_size bytes, 256-byte
+                                 aligned; only variants that split wide rows use it); NULL: kvtune's pool */
+  size_t workspace_bytes;
 } kvt_normalize_args;
 
 /** Arguments of kvt_normalize_backward (kvtune::NormalizeBackwardArgs). */
@@ -230,9 +233,15 @@ KVT_API kvt_status kvt_default_context(kvt_context** out);
 /** Row normalization on `stream` (kvtune::Context::normalize). */
 KVT_API kvt_status kvt_normalize(kvt_context* context, const kvt_normalize_args* args, void* stream);
 
+/** Bytes of workspace the variant dispatched for `args` needs (0 unless it splits rows across
+ *  blocks); tunes or loads as a call would. The workspace fields of args are ignored. */
+KVT_API kvt_status kvt_normalize_workspace_size(kvt_context* context, const kvt_normalize_args* args, void* stream,
+                                                size_t* bytes);
+
 /** The gradients of kvt_normalize: dx, and dgamma/dbeta when asked (kvtune::Context::normalize_backward). */
 KVT_API kvt_status kvt_normalize_backward(kvt_context* context, const kvt_normalize_backward_args* args, void* stream);
-/** Bytes of workspace the backward variant dispatched for `args` needs (0 without dgamma/dbeta). */
+/** Bytes of workspace the backward variant dispatched for `args` needs (0 without dgamma/dbeta,
+ *  unless it splits rows across blocks). */
 KVT_API kvt_status kvt_normalize_backward_workspace_size(kvt_context* context, const kvt_normalize_backward_args* args,
                                                          void* stream, size_t* bytes);
 KVT_API kvt_status kvt_normalize_backward_variant(kvt_context* context, const kvt_normalize_backward_args* args,

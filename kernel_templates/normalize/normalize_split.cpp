@@ -1,0 +1,262 @@
+#include "kernel_templates/normalize/normalize_split.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvtune::normalize::split_rows {
+namespace {
+
+bool is_pow2(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+constexpr int kMaxItemBytes = 128;                        // registers one thread may keep per row
+constexpr std::int64_t kMaxGrid = std::int64_t(1) << 30;  // blocks per launch (the kernels loop beyond)
+// The backward's dgamma / dbeta partial rows: at most this many floats per gradient, unless one
+// group (every row in one loop) needs no partial rows at all.
+constexpr std::int64_t kMaxGradPartials = std::int64_t(1) << 24;
+
+int grads(const Problem& p) { return p.backward ? int(p.dgamma) + int(p.dbeta) : 0; }
+// Bytes of x (and dy, gamma) one thread keeps per slice: the pruned space keeps half the hard limit.
+int item_bytes_limit(const Problem& p, bool prune) {
+  const int limit = prune ? kMaxItemBytes / 2 : kMaxItemBytes;
+  return p.backward ? limit / 2 : limit;
+}
+// The longest row loop worth trying: 1 without dgamma/dbeta, else the first power of 4 that covers
+// every row (one group).
+std::int64_t row_loop_limit(const Problem& p) {
+  if (grads(p) == 0) return 1;
+  std::int64_t loop = 1;
+  while (loop < p.rows && loop < (std::int64_t(1) << 30)) loop *= 4;
+  return loop;
+}
+// Bytes of x a forward row chunk may hold so that its output phase re-reads x from L2 (every GPU
+// of sm_80 and later has at least 40 MB of L2): two points of the space.
+constexpr std::int64_t kChunkBytes[] = {8 << 20, 24 << 20};
+// The heuristic chunks forward calls whose x exceeds this.
+constexpr std::int64_t kChunkAbove = 48 << 20;
+
+std::int64_t floor_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+// Rows of a chunk of about `bytes` of x (at least one row).
+int chunk_rows(const Problem& p, std::int64_t bytes) {
+  const std::int64_t rows = std::max<std::int64_t>(1, bytes / (p.cols * p.element_bytes()));
+  return static_cast<int>(std::min<std::int64_t>(floor_pow2(rows), 1 << 30));
+}
+
+std::int64_t groups(const Problem& p, const Config& c, std::int64_t rows) {
+  return grads(p) > 0 ? ceil_div(rows, c.row_loop) : rows;
+}
+
+}  // namespace
+
+std::int64_t slice_elements(const Problem& p, const Config& c) {
+  return std::int64_t(c.items) * c.threads_per_row * (c.vector_bytes / p.element_bytes());
+}
+
+std::int64_t splits_for(const Problem& p, const Config& c) {
+  return ceil_div(p.cols, std::max<std::int64_t>(1, slice_elements(p, c)));
+}
+
+Config make(const Problem& p, int threads, int vector_bytes, int items, int row_loop, bool recompute) {
+  Config c;
+  c.threads_per_row = threads;
+  c.rows_per_block = 1;
+  c.vector_bytes = vector_bytes;
+  c.items = items;
+  c.keep = Keep::registers;
+  c.stat = Stat::two_pass;
+  c.row_loop = p.backward ? row_loop : 1;
+  c.recompute = p.backward && recompute;
+  c.splits = static_cast<int>(std::min<std::int64_t>(splits_for(p, c), 1 << 30));
+  return c;
+}
+
+bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
+  const auto fail = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  const int elem = p.element_bytes();
+  if (c.splits < 2) return fail("split rows: at least 2 splits");
+  if (!is_pow2(c.threads_per_row) || c.threads_per_row < 32 || c.threads_per_row > 1024)
+    return fail("split rows: threads per slice a power of two in 32..1024");
+  if (c.rows_per_block != 1) return fail("split rows: one slice per block (rows per block 1)");
+  if (c.keep != Keep::registers || c.stat != Stat::two_pass) return fail("split rows: slices in registers, two-pass");
+  if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
+    return fail("vector width: 1..16 bytes, at least one element");
+  if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
+  if (c.items < 1 || c.items * c.vector_bytes > item_bytes_limit(p, prune))
+    return fail("split rows: slice too large for registers");
+  if (c.splits != splits_for(p, c)) return fail("split rows: splits must be the slices a row needs");
+  if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
+  if (c.row_chunk < 0 || (p.backward && c.row_chunk != 0)) return fail("row chunks: forward only, at least 0");
+  if (p.backward) {
+    if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
+    if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
+  }
+  if (!prune) return true;
+  if (p.cols * elem < kMinRowBytes) return fail("split rows only for rows of 64 KiB and more");
+  if (c.threads_per_row < 128) return fail("split rows: at least 128 threads per slice");
+  if (c.vector_bytes < std::min(4, p.align_bytes)) return fail("2-byte accesses only where alignment forces them");
+  if (slice_elements(p, c) * elem < 8 * 1024) return fail("split rows: slices of at least 8 KiB");
+  if (c.row_chunk != 0 && (!is_pow2(c.row_chunk) || c.row_chunk >= p.rows))
+    return fail("split rows: a row chunk is a power of two below the rows");
+  if (p.backward) {
+    if (grads(p) == 0 && c.row_loop != 1) return fail("split rows: a row loop only for dgamma/dbeta");
+    if (grads(p) > 0) {
+      const auto fits = [&](int loop) {
+        const std::int64_t g = ceil_div(p.rows, loop);
+        return g == 1 || g * p.cols <= kMaxGradPartials;
+      };
+      if (!fits(c.row_loop)) return fail("split rows: dgamma/dbeta partial rows too large");
+      // A longer loop only when the next shorter one needs too much memory or too many blocks.
+      if (c.row_loop > 1 && fits(c.row_loop / 4) && ceil_div(p.rows, c.row_loop / 4) * c.splits <= 4096)
+        return fail("split rows: a row loop longer than needed");
+      if (c.row_loop > 1 && (c.row_loop & 0x55555555) == 0) return fail("split rows: row loop a power of 4");
+    }
+  }
+  return true;
+}
+
+void enumerate(const Problem& p, std::vector<Config>& out) {
+  const int elem = p.element_bytes();
+  if (p.cols * elem < kMinRowBytes) return;
+  for (int vb = elem; vb <= std::min(16, p.align_bytes); vb *= 2)
+    for (int threads : {128, 256, 512, 1024})
+      for (int items = 1; items * vb <= item_bytes_limit(p, true); items *= 2)
+        for (std::int64_t loop = 1; loop <= row_loop_limit(p); loop *= 4)
+          for (bool recompute : {false, true}) {
+            Config c = make(p, threads, vb, items, static_cast<int>(loop), recompute);
+            if (!check(p, c, nullptr, true) || std::find(out.begin(), out.end(), c) != out.end()) continue;
+            out.push_back(c);
+            if (p.backward) continue;
+            for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
+              c.row_chunk = chunk_rows(p, bytes);
+              if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+            }
+          }
+}
+
+namespace {
+
+// The heuristic's chunk: rows in groups of about 24 MiB of x when x is larger than 48 MiB.
+Config with_chunk(const Problem& p, Config c) {
+  if (!p.backward && p.rows * p.cols * p.element_bytes() > kChunkAbove) {
+    c.row_chunk = chunk_rows(p, kChunkBytes[1]);
+    if (!check(p, c, nullptr, false) || c.row_chunk >= p.rows) c.row_chunk = 0;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
+  const int elem = p.element_bytes();
+  // Few wide rows: one block per row would leave most SMs idle.
+  const bool few_wide = p.rows < 64 && p.cols * elem >= 4 * kMinRowBytes;
+  if (one_block_valid && !few_wide) return std::nullopt;
+  for (bool prune : {true, false}) {
+    for (int vb = std::min(16, p.align_bytes); vb >= elem; vb /= 2) {
+      // The largest slice that still gives at least 512 blocks, else the smallest valid one (the
+      // most blocks); per slice size the shortest valid row loop.
+      std::optional<Config> chosen;
+      for (int items = item_bytes_limit(p, prune) / vb; items >= 1; items /= 2) {
+        for (std::int64_t loop = 1; loop <= row_loop_limit(p); loop *= 4) {
+          const Config c = make(p, 256, vb, items, static_cast<int>(loop), !p.saved_stats);
+          if (!check(p, c, nullptr, prune)) continue;
+          chosen = c;
+          break;
+        }
+        if (chosen && p.rows * chosen->splits >= 512) return with_chunk(p, *chosen);
+      }
+      if (chosen) return with_chunk(p, *chosen);
+    }
+  }
+  return std::nullopt;
+}
+
+void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g) {
+  g.block = static_cast<unsigned>(c.threads_per_row);
+  g.dynamic_smem = 0;
+  const std::int64_t splits = c.splits;
+  const auto grid = [](std::int64_t blocks) { return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxGrid)); };
+  g.direct = splits <= kDirectSplits;
+  g.phase_count = 0;
+  const auto add = [&g](int phase, unsigned blocks) {
+    g.phases[g.phase_count] = phase;
+    g.phase_grid[g.phase_count] = blocks;
+    ++g.phase_count;
+  };
+  // Forward rows in chunks: every phase runs over one chunk, then the next (the workspace holds one).
+  if (!p.backward && c.row_chunk != 0) rows = std::min<std::int64_t>(rows, c.row_chunk);
+  g.row_chunk = rows;
+  const std::size_t partials = std::size_t(rows) * std::size_t(splits) * 4;  // bytes per float per slice
+  const std::size_t finals = std::size_t(rows) * 4;
+  if (!p.backward) {
+    add(0, grid(rows * splits));
+    if (!g.direct) add(1, grid(rows));
+    add(2, grid(rows * splits));
+    g.stat_final_offset = align256(3 * partials);
+    g.workspace_bytes = align256(g.stat_final_offset + (g.direct ? 0 : 3 * finals));
+    if (g.direct) g.stat_final_offset = 0;
+    g.grid = g.phase_grid[0];
+    return;
+  }
+  std::size_t at = 0;
+  if (c.recompute) {
+    add(0, grid(rows * splits));
+    at = align256(2 * partials);
+    if (!g.direct) {
+      add(1, grid(rows));
+      g.stat_final_offset = at;
+      at = align256(at + 2 * finals);
+    }
+  }
+  add(2, grid(rows * splits));
+  g.sum_partials_offset = at;
+  at = align256(at + 3 * partials);
+  if (!g.direct) {
+    add(3, grid(rows));
+    g.sum_final_offset = at;
+    at = align256(at + 3 * finals);
+  }
+  const std::int64_t group_count = groups(p, c, rows);
+  add(4, grid(group_count * splits));
+  g.grad_groups = grads(p) > 0 ? static_cast<int>(std::min<std::int64_t>(group_count, 1 << 30)) : 1;
+  if (grads(p) > 0 && g.grad_groups > 1) {
+    add(5, grid(ceil_div(p.cols, c.threads_per_row)));
+    g.grad_partials_offset = at;
+    at = align256(at + std::size_t(grads(p)) * std::size_t(g.grad_groups) * std::size_t(p.cols) * 4);
+  }
+  g.workspace_bytes = at;
+  g.grid = g.phase_grid[0];
+}
+
+double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  constexpr double kLatency = 0.7e-6;  // DRAM load latency, s (as the one-block model's)
+  constexpr double kLaunch = 2e-6;     // one dependent launch of a phase
+  constexpr double kL2Bytes = 40e6;    // a re-read of this much in flight is served by L2
+  Geometry g;
+  geometry(p, c, p.rows, g);
+  const double elem = p.element_bytes();
+  const double plane = double(p.rows) * double(p.cols) * elem;
+  // Forward: x read twice, y written; backward: x (and dy) read in each pass, dx written. The
+  // second read comes from L2 when the rows of one group of launches fit there.
+  const double chunks = c.row_chunk == 0 ? 1.0 : std::ceil(double(p.rows) / double(c.row_chunk));
+  const double reread = plane / chunks <= kL2Bytes ? 0.2 : 1.0;
+  double bytes = p.backward ? plane * (3 + 2 * reread + (c.recompute ? reread : 0)) : plane * (2 + reread);
+  bytes += double(grads(p)) * double(g.grad_groups > 1 ? g.grad_groups : 0) * double(p.cols) * 8;
+  const double blocks = double(p.rows) * double(c.splits);
+  const double per_sm = std::max(1, std::min(16, 2048 / c.threads_per_row));
+  const double resident = std::min(blocks, double(sm_count) * per_sm);
+  const double in_flight = resident * c.threads_per_row * c.items * c.vector_bytes;
+  const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  const double merge = g.direct ? 0 : double(c.splits) / c.threads_per_row * kLatency;
+  return memory + chunks * g.phase_count * kLaunch + merge;
+}
+
+}  // namespace kvtune::normalize::split_rows

@@ -1,0 +1,397 @@
+// kvtune normalize family, split rows: a row too wide for one block (or too few rows to fill the
+// GPU) is cut into p.splits slices of ITEMS * TPR * VW elements, one block each, and processed in
+// phases: the host launches the same kernel once per phase (p.phase), so no block ever waits for
+// another and every sum runs in a fixed order (deterministic, no atomics).
+//   kvt_normalize_split            0: each slice's statistics relative to the row's first element
+//                                     (two-pass over the slice in registers: mean, centred M2;
+//                                     rmsnorm: sum of squares) and that element (the shift: in
+//                                     place, phase 2 must not read it from y) into
+//                                     p.row_partials[row][split]
+//                                  1: (only when p.direct == 0) one block per row merges the
+//                                     partials (Chan, float64, fixed order) into p.row_final[row]
+//                                  2: each slice merges its row's statistics (every warp the same
+//                                     way, so every slice gets bitwise the same mean and scale),
+//                                     re-reads its slice of x and writes y (and mean / rstd)
+//   kvt_normalize_backward_split   0, 1: the statistics as above (recompute only)
+//                                  2, 3: each slice's sums of g, g * xhat and (saved mean) x - mean,
+//                                     then (p.direct == 0) merged per row
+//                                  4: dx, each block a group of p.row_loop rows of one slice;
+//                                     dgamma / dbeta summed over the group in registers
+//                                  5: (more than one group) dgamma / dbeta: the groups' partial rows
+//                                     summed in group order per column
+// Template arguments as normalize.cu's (the block is TPR threads, one slice; ITEMS vectors each).
+// x is read twice (phases 0 and 2): from L2 when the rows in flight fit there, else from DRAM.
+
+// Float64 merge state: Chan's (count, mean, M2) for statistics, plain sums otherwise.
+struct KvtMerge {
+  double n, a, b, c;
+};
+
+template <bool CHAN>
+__device__ __forceinline__ void kvt_merge(KvtMerge& l, const KvtMerge& r) {
+  if constexpr (CHAN) {
+    const double total = l.n + r.n;
+    if (r.n > 0.0) {
+      const double delta = r.a - l.a;
+      const double wr = r.n / total;
+      l.a += delta * wr;
+      l.b += r.b + delta * delta * l.n * wr;
+      l.n = total;
+    }
+  } else {
+    l.n += r.n;
+    l.a += r.a;
+    l.b += r.b;
+    l.c += r.c;
+  }
+}
+
+// Partial i of a row (K floats each; slices of `slice` elements, the last one shorter).
+template <int K>
+__device__ __forceinline__ KvtMerge kvt_partial(const float* src, long long i, long long slice, long long cols) {
+  KvtMerge m;
+  const long long left = cols - i * slice;
+  m.n = (double)(left < slice ? left : slice);
+  m.a = src[i * K];
+  m.b = K > 1 ? src[i * K + 1] : 0.0;
+  m.c = K > 2 ? src[i * K + 2] : 0.0;
+  return m;
+}
+
+__device__ __forceinline__ KvtMerge kvt_shfl_down(const KvtMerge& m, int o) {
+  return {__shfl_down_sync(0xffffffffu, m.n, o), __shfl_down_sync(0xffffffffu, m.a, o),
+          __shfl_down_sync(0xffffffffu, m.b, o), __shfl_down_sync(0xffffffffu, m.c, o)};
+}
+
+// The merge of `count` (<= 32) partials by one warp, lane 0's tree order, broadcast to every lane:
+// every warp of every slice of the row computes bitwise the same result.
+template <bool CHAN, int K>
+__device__ __forceinline__ KvtMerge kvt_merge_warp(const float* src, long long count, long long slice, long long cols) {
+  const int lane = threadIdx.x & 31;
+  KvtMerge m = {0.0, 0.0, 0.0, 0.0};
+  if (lane < count) m = kvt_partial<K>(src, lane, slice, cols);
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const KvtMerge r = kvt_shfl_down(m, o);
+    if ((lane & (2 * o - 1)) == 0) kvt_merge<CHAN>(m, r);
+  }
+  return {__shfl_sync(0xffffffffu, m.n, 0), __shfl_sync(0xffffffffu, m.a, 0), __shfl_sync(0xffffffffu, m.b, 0),
+          __shfl_sync(0xffffffffu, m.c, 0)};
+}
+
+// The merge of `count` partials by the whole block (thread t takes t, t + blockDim, ... in turn,
+// then a fixed tree); the result is written by thread 0 as one partial of K floats at dst.
+template <bool CHAN, int K>
+__device__ __forceinline__ void kvt_merge_block(const float* src, long long count, long long slice, long long cols,
+                                                float* dst, KvtMerge* scratch) {
+  KvtMerge m = {0.0, 0.0, 0.0, 0.0};
+  for (long long i = threadIdx.x; i < count; i += blockDim.x) kvt_merge<CHAN>(m, kvt_partial<K>(src, i, slice, cols));
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const KvtMerge r = kvt_shfl_down(m, o);
+    if ((lane & (2 * o - 1)) == 0) kvt_merge<CHAN>(m, r);
+  }
+  if (lane == 0) scratch[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    KvtMerge total = scratch[0];
+    for (int w = 1; w < int(blockDim.x / 32); ++w) kvt_merge<CHAN>(total, scratch[w]);
+    dst[0] = (float)total.a;
+    if (K > 1) dst[1] = (float)total.b;
+    if (K > 2) dst[2] = CHAN ? src[2] : (float)total.c;  // statistics: the row's shift, as every partial has it
+  }
+  __syncthreads();  // the scratch is reused by the block's next row
+}
+
+// A row's merged statistics: from its p.splits partials (direct) or the merged row (count 1);
+// K floats a partial (the forward's third is the shift, which merging leaves out).
+template <int MODE, int K>
+__device__ __forceinline__ KvtMerge kvt_row_stats(const float* partials, const float* merged, long long row,
+                                                  long long splits, long long slice, long long cols, int direct) {
+  if (direct) return kvt_merge_warp<MODE != 2, K>(partials + row * splits * K, splits, slice, cols);
+  return kvt_merge_warp<MODE != 2, K>(merged + row * K, 1, cols, cols);
+}
+
+// The forward's row scale from merged statistics (as normalize.cu's, in float64).
+template <int MODE>
+__device__ __forceinline__ float kvt_split_scale(const KvtMerge& m, double cols, int ddof, float eps) {
+  if constexpr (MODE == 2) return (float)(1.0 / sqrt(m.a / cols + (double)eps));
+  double var = m.b / (cols - (double)(MODE == 0 ? ddof : 0));  // 0/0 = NaN for one element, ddof 1
+  var = var < 0.0 ? 0.0 : var;
+  if constexpr (MODE == 0) return (float)(1.0 / (sqrt(var) + (double)eps));
+  return (float)(1.0 / sqrt(var + (double)eps));
+}
+
+// The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
+// K == 3 also stores the shift.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int K>
+__device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
+                                                float shift, float* dst, float* scratch) {
+  using Group = RowGroup<TPR, 1>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
+      const float f = kvt_to_float(v[i].v[k]) - shift;
+      if (j < cols) sum += MODE == 2 ? f * f : f;
+    }
+  sum = Group::sum(sum, scratch);
+  if (K == 3 && threadIdx.x == 0) dst[2] = shift;
+  if constexpr (MODE == 2) {
+    if (threadIdx.x == 0) dst[0] = sum, dst[1] = 0.f;
+    return;
+  }
+  const long long left = cols - begin;
+  const float mean = sum / (float)(left < kSlice ? left : kSlice);
+  float centred = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
+      const float d = (kvt_to_float(v[i].v[k]) - shift) - mean;
+      if (j < cols) centred += d * d;
+    }
+  centred = Group::sum(centred, scratch);
+  if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
+}
+
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
+__global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p) {
+  using V = Vec<T, VW>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
+  __shared__ KvtMerge merge_scratch[TPR / 32];
+  const long long items = p.phase == 1 ? p.rows : p.rows * p.splits;
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    if (p.phase == 1) {
+      kvt_merge_block<MODE != 2, 3>(p.row_partials + item * p.splits * 3, p.splits, kSlice, p.cols,
+                                    p.row_final + item * 3, merge_scratch);
+      continue;
+    }
+    const long long row = item / p.splits;
+    const long long begin = (item % p.splits) * kSlice;
+    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+    V v[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+    if (p.phase == 0) {
+      const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+      kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, p.row_partials + item * 3, scratch);
+      continue;
+    }
+    // In place, x[0] may already hold y[0]: the shift comes from the partials.
+    const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
+    const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
+    const float mean = MODE == 2 ? 0.f : (float)m.a;
+    const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
+    T* y = static_cast<T*>(p.y) + row * p.ld_y;
+    const T* gamma = static_cast<const T*>(p.gamma);
+    const T* beta = static_cast<const T*>(p.beta);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
+      if (j >= p.cols) continue;
+      V g, b, out;
+      if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
+      if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        float r = ((kvt_to_float(v[i].v[k]) - shift) - mean) * scale;
+        if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
+        if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
+        out.v[k] = kvt_from_float<T>(r);
+      }
+      store_masked<T, VW>(y, j, p.cols, out);
+    }
+    if (begin == 0 && threadIdx.x == 0) {
+      if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
+      if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
+    }
+  }
+}
+
+// A row's statistics for the backward: mean (relative to shift), scale s and, for standardize,
+// sigma; from the merged partials (recompute) or the forward's saved mean / rstd.
+template <int MODE, int RECOMPUTE>
+struct KvtRowStats {
+  float shift, mean, s, sigma;
+};
+
+template <class T, int MODE, int RECOMPUTE>
+__device__ __forceinline__ KvtRowStats<MODE, RECOMPUTE> kvt_backward_stats(const KvtNormalizeBackwardParams& p,
+                                                                          long long row, long long slice) {
+  KvtRowStats<MODE, RECOMPUTE> r = {0.f, 0.f, 0.f, 0.f};
+  if constexpr (RECOMPUTE) {
+    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+    r.shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+    const KvtMerge m = kvt_row_stats<MODE, 2>(p.stat_partials, p.stat_final, row, p.splits, slice, p.cols, p.direct);
+    const double n = (double)p.cols;
+    if constexpr (MODE == 2) {
+      r.s = (float)(1.0 / sqrt(m.a / n + (double)p.eps));
+    } else {
+      r.mean = (float)m.a;
+      double var = m.b / (n - (double)(MODE == 0 ? p.ddof : 0));
+      var = var < 0.0 ? 0.0 : var;
+      if constexpr (MODE == 0) {
+        r.sigma = (float)sqrt(var);
+        r.s = 1.f / (r.sigma + p.eps);
+      } else {
+        r.s = (float)(1.0 / sqrt(var + (double)p.eps));
+      }
+    }
+  } else {
+    r.s = p.rstd[row];
+    if constexpr (MODE != 2) r.shift = p.mean[row];
+    if constexpr (MODE == 0) r.sigma = 1.f / r.s - p.eps;
+  }
+  return r;
+}
+
+template <class T, int TPR, int VW, int ITEMS, int MODE, int GAMMA, int GRADS, int RECOMPUTE>
+__global__ void __launch_bounds__(TPR) kvt_normalize_backward_split(const KvtNormalizeBackwardParams p) {
+  using V = Vec<T, VW>;
+  using Group = RowGroup<TPR, 1>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  constexpr bool kCentre = !RECOMPUTE && MODE != 2;  // sums of x - mean correct a saved f32 mean
+  __shared__ float scratch[3 * Group::kScratch];
+  __shared__ KvtMerge merge_scratch[TPR / 32];
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const long long n_rows = p.rows;
+  const int phase = p.phase;
+
+  if (phase == 5) {  // dgamma / dbeta from the groups' partial rows, in group order
+    const long long slab = (long long)p.grad_groups * p.cols;
+    for (long long j = (long long)blockIdx.x * TPR + threadIdx.x; j < p.cols; j += (long long)gridDim.x * TPR) {
+      if constexpr ((GRADS & 1) != 0)
+        static_cast<T*>(p.dgamma)[j] = kvt_from_float<T>(kvt_sum_rows(p.partials + j, p.cols, p.grad_groups));
+      if constexpr ((GRADS & 2) != 0)
+        static_cast<T*>(p.dbeta)[j] =
+            kvt_from_float<T>(kvt_sum_rows(p.partials + ((GRADS & 1) != 0 ? slab : 0) + j, p.cols, p.grad_groups));
+    }
+    return;
+  }
+  if (phase == 1 || phase == 3) {  // one block per row merges its partials
+    for (long long row = blockIdx.x; row < n_rows; row += gridDim.x) {
+      if (phase == 1)
+        kvt_merge_block<MODE != 2, 2>(p.stat_partials + row * p.splits * 2, p.splits, kSlice, p.cols,
+                                      p.stat_final + row * 2, merge_scratch);
+      else
+        kvt_merge_block<false, 3>(p.sum_partials + row * p.splits * 3, p.splits, kSlice, p.cols, p.sum_final + row * 3,
+                                  merge_scratch);
+    }
+    return;
+  }
+
+  // Phases 0 and 2: one (row, slice) per item; phase 4: one (group of row_loop rows, slice).
+  const long long groups = phase == 4 ? (n_rows + p.row_loop - 1) / p.row_loop : n_rows;
+  const long long items = groups * p.splits;
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const long long group = item / p.splits;
+    const long long begin = (item % p.splits) * kSlice;
+    const long long first = phase == 4 ? group * p.row_loop : group;
+    const long long last = phase == 4 ? min(n_rows, first + p.row_loop) : first + 1;
+    float acc_g[ITEMS][VW], acc_b[ITEMS][VW];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < VW; ++k) acc_g[i][k] = acc_b[i][k] = 0.f;
+    auto column = [&](int i) { return begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW; };
+
+    for (long long row = first; row < last; ++row) {
+      const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+      const T* dy = static_cast<const T*>(p.dy) + row * p.ld_dy;
+      V xr[ITEMS], dyr[ITEMS], gr[ITEMS];
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) xr[i] = load_masked<T, VW>(x, column(i), p.cols);
+      if (phase == 0) {
+        const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+        kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 2>(xr, begin, p.cols, shift, p.stat_partials + item * 2, scratch);
+        continue;
+      }
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        dyr[i] = load_masked<T, VW>(dy, column(i), p.cols);
+        if constexpr (GAMMA) gr[i] = load_masked<T, VW>(gamma, column(i), p.cols);
+      }
+      const KvtRowStats<MODE, RECOMPUTE> st = kvt_backward_stats<T, MODE, RECOMPUTE>(p, row, kSlice);
+      float mean = st.mean;
+      const float s = st.s;
+      auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - st.shift) - mean) * s; };
+      auto g_of = [&](int i, int k) {
+        float g = kvt_to_float(dyr[i].v[k]);
+        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(gr[i].v[k]));  // rounded alike in both phases
+        return g;
+      };
+      if (phase == 2) {  // this slice's sums: A = sum(g), B = sum(g * xhat), C = sum(x - shift)
+        float v[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+          for (int k = 0; k < VW; ++k) {
+            if (column(i) + k >= p.cols) continue;
+            const float g = g_of(i, k);
+            v[0] += g;
+            v[1] += g * xhat_of(kvt_to_float(xr[i].v[k]));
+            v[2] += kvt_to_float(xr[i].v[k]) - st.shift;
+          }
+        Group::sums(v, scratch);
+        if (threadIdx.x == 0) {
+          float* dst = p.sum_partials + item * 3;
+          dst[0] = v[0], dst[1] = v[1], dst[2] = kCentre ? v[2] : 0.f;
+        }
+        continue;
+      }
+      // Phase 4: the row's sums, merged, then dx of this slice.
+      const KvtMerge sums = p.direct ? kvt_merge_warp<false, 3>(p.sum_partials + row * p.splits * 3, p.splits, kSlice, p.cols)
+                                     : kvt_merge_warp<false, 3>(p.sum_final + row * 3, 1, p.cols, p.cols);
+      const float n_cols = (float)p.cols;
+      float a = (float)sums.a, b = (float)sums.b;
+      if constexpr (kCentre) {
+        const float c = (float)(sums.c / (double)p.cols);
+        b = b - c * s * a;  // sum(g * (x - shift - c) * s)
+        mean = c;
+      }
+      const float ca = MODE == 2 ? 0.f : a / n_cols;
+      const float cb = MODE == 0 ? (st.sigma > 0.f ? b / (st.sigma * (n_cols - (float)p.ddof)) : 0.f) : s * b / n_cols;
+      T* dx = static_cast<T*>(p.dx) + row * p.ld_dx;
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        if (column(i) >= p.cols) continue;
+        V out;
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const float d = kvt_to_float(dyr[i].v[k]);
+          const float xhat = xhat_of(kvt_to_float(xr[i].v[k]));
+          out.v[k] = kvt_from_float<T>(s * (g_of(i, k) - ca) - xhat * cb);
+          acc_g[i][k] += d * xhat;  // masked-off columns are never stored
+          acc_b[i][k] += d;
+        }
+        store_masked<T, VW>(dx, column(i), p.cols, out);
+      }
+    }
+    if (phase != 4 || GRADS == 0) continue;
+    // This group's dgamma / dbeta over its slice: the final values when there is one group.
+    const long long slab = (long long)p.grad_groups * p.cols;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        const long long j = column(i) + k;
+        if (j >= p.cols) continue;
+        if (p.grad_groups == 1) {
+          if constexpr ((GRADS & 1) != 0) static_cast<T*>(p.dgamma)[j] = kvt_from_float<T>(acc_g[i][k]);
+          if constexpr ((GRADS & 2) != 0) static_cast<T*>(p.dbeta)[j] = kvt_from_float<T>(acc_b[i][k]);
+        } else {
+          float* part = p.partials + group * p.cols + j;
+          if constexpr ((GRADS & 1) != 0) part[0] = acc_g[i][k];
+          if constexpr ((GRADS & 2) != 0) part[(GRADS & 1) != 0 ? slab : 0] = acc_b[i][k];
+        }
+      }
+  }
+}

@@ -1,0 +1,378 @@
+// [gpu][normalize][wide] tests of split rows (issue 25): the split variants of the space against the
+// float64 reference kernels (forward and backward, every mode and dtype, widths just above what one
+// block holds and beyond 2^20, few rows and enough rows for several dgamma/dbeta groups), and calls
+// through a Context (heuristic and tuned) with every optional tensor, leading dimensions, in place,
+// |mean| >> std, the caller's workspace or the pool, against the CPU float64 reference.
+// The quick tier samples the split variants; [gpu-exhaustive][wide] checks every one and wider rows.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gpu_support.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_reference.h"
+#include "kernel_templates/normalize/normalize_tuning.h"
+#include "kvtune/kvtune.h"
+#include "lib/src/cuda_check.h"
+#include "lib/src/device.h"
+#include "normalize_gpu_helpers.h"
+#include "sample.h"
+
+using namespace kvtune;
+using namespace kvtune::test_normalize;
+
+namespace {
+
+struct Setup {
+  NormMode mode;
+  bool gamma, beta, mean, rstd;
+  int ddof;
+};
+const Setup kForwardSetups[] = {
+    {NormMode::standardize, false, false, true, true, 1},
+    {NormMode::layernorm, true, true, true, true, 0},
+    {NormMode::rmsnorm, true, false, false, true, 0},
+};
+
+struct BackwardSetup {
+  NormMode mode;
+  bool gamma, dgamma, dbeta, saved;
+  int ddof;
+};
+const BackwardSetup kBackwardSetups[] = {
+    {NormMode::layernorm, true, true, true, true, 0},
+    {NormMode::layernorm, false, false, true, false, 0},
+    {NormMode::rmsnorm, true, true, false, false, 0},
+    {NormMode::rmsnorm, false, false, false, true, 0},
+    {NormMode::standardize, false, false, false, true, 1},
+    {NormMode::standardize, true, true, true, false, 0},
+};
+
+// A width and the alignment class its calls have (16: aligned rows; the element size: odd rows).
+struct Width {
+  std::int64_t cols;
+  bool aligned;
+};
+
+normalize::Problem forward_problem(DType d, const Setup& s, Width w) {
+  normalize::Problem p;
+  p.dtype = d;
+  p.mode = s.mode;
+  p.cols = w.cols;
+  p.align_bytes = w.aligned ? 16 : int(elem_size(d));
+  p.gamma = s.gamma;
+  p.beta = s.beta;
+  p.mean_out = s.mean;
+  p.rstd_out = s.rstd;
+  return p;
+}
+
+normalize::Problem backward_problem(DType d, const BackwardSetup& s, Width w) {
+  normalize::Problem p;
+  p.backward = true;
+  p.dtype = d;
+  p.mode = s.mode;
+  p.cols = w.cols;
+  p.align_bytes = w.aligned ? 16 : int(elem_size(d));
+  p.gamma = s.gamma;
+  p.dgamma = s.dgamma;
+  p.dbeta = s.dbeta;
+  p.saved_stats = s.saved;
+  return p;
+}
+
+// The split variants of `p` (a sample with the heuristic's, or all) verified by the tuner's harness
+// (float64 reference kernel, poisoned outputs, every output compared) on each of `row_counts`.
+template <class MakeProblem>
+std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& problems,
+                                 const std::vector<std::int64_t>& row_counts) {
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  test::CompileMemo memo;
+  std::size_t checked = 0;
+  const std::vector<normalize::Problem> all = problems();
+  for (int pass = 0; pass < 2; ++pass) {  // 0: gather every problem's candidates, compiled together
+    if (pass == 1) memo.compile_pending();
+    for (normalize::Problem p : all) {
+      p.rows = row_counts.back();
+      std::vector<normalize::Config> split;
+      for (const auto& c : normalize::enumerate(p))
+        if (c.splits > 1) split.push_back(c);
+      REQUIRE_FALSE(split.empty());
+      if (!sample.all()) split = sample.apply(split, p.key());
+      const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major);
+      if (h.splits > 1 && std::find(split.begin(), split.end(), h) == split.end()) split.push_back(h);
+      const auto candidates = normalize::make_candidates(p, split, fingerprint.arch());
+      if (pass == 0) {
+        memo.add(candidates);
+        continue;
+      }
+      const auto compiled = memo.compile(candidates);
+      std::vector<detail::LoadedKernel> kernels;
+      for (std::size_t i = 0; i < compiled.size(); ++i) {
+        INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+        REQUIRE(compiled[i].status == tuner::Status::ok);
+        kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+      }
+      for (std::int64_t rows : row_counts) {
+        p.rows = rows;
+        auto harness = normalize::make_harness(p, split, fingerprint.arch(), 0, stream);
+        for (std::size_t i = 0; i < candidates.size(); ++i) {
+          const auto verdict = harness->verify(candidates[i], kernels[i], stream);
+          INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+          CHECK(verdict.ok);
+          ++checked;
+        }
+      }
+    }
+  }
+  cudaStreamDestroy(stream);
+  return checked;
+}
+
+std::vector<normalize::Problem> forward_problems(const std::vector<Width>& widths) {
+  std::vector<normalize::Problem> out;
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& s : kForwardSetups)
+      for (const Width& w : widths) out.push_back(forward_problem(d, s, w));
+  return out;
+}
+
+std::vector<normalize::Problem> backward_problems(const std::vector<Width>& widths) {
+  std::vector<normalize::Problem> out;
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& s : kBackwardSetups)
+      for (const Width& w : widths) out.push_back(backward_problem(d, s, w));
+  return out;
+}
+
+// Widths: just above the one-block limit of odd 16-bit rows (65,536 two-byte vectors) and of f32
+// rows of 4-byte vectors (262,144), and 2^20.
+const std::vector<Width> kQuickWidths = {{65537, false}, {262145, false}, {1 << 20, true}};
+
+}  // namespace
+
+TEST_CASE("split rows: a sample of forward variants matches the float64 reference", "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  const std::size_t checked =
+      check_split_variants(test::Sample{8}, [] { return forward_problems(kQuickWidths); }, {1, 5});
+  WARN("verified " << checked << " (split variant, rows) pairs");
+  CHECK(checked >= 3 * 3 * 3 * 2);
+}
+
+TEST_CASE("split rows: a sample of backward variants matches the float64 reference", "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  // 1 row: dgamma/dbeta written directly; 300 rows: groups of rows with their own partial rows.
+  const std::size_t checked =
+      check_split_variants(test::Sample{8}, [] { return backward_problems({{65537, false}, {1 << 18, true}}); },
+                           {1, 300});
+  WARN("verified " << checked << " (split variant, rows) pairs");
+  CHECK(checked >= 3 * 6 * 2 * 2);
+}
+
+TEST_CASE("split rows: every split variant matches the float64 reference", "[.][gpu-exhaustive][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  std::size_t checked = check_split_variants(
+      test::kEveryVariant, [] { return forward_problems({{65537, false}, {(1 << 20) + 1, false}, {1 << 22, true}}); },
+      {1, 3, 64});
+  checked += check_split_variants(
+      test::kEveryVariant, [] { return backward_problems({{65537, false}, {(1 << 20) + 1, false}}); }, {1, 3, 300});
+  WARN("verified " << checked << " (split variant, rows) pairs");
+}
+
+namespace {
+
+// One forward call through `context` against the CPU float64 reference: ld > cols when `pad`, in
+// place when `in_place`, the caller's workspace when `own_workspace`. Returns y's bytes.
+std::vector<unsigned char> check_forward_call(Context& context, DType d, const Setup& s, std::int64_t rows,
+                                              std::int64_t cols, bool pad, bool in_place, bool own_workspace,
+                                              double offset = 0.5, double scale = 2.0) {
+  const std::size_t e = elem_size(d);
+  const std::int64_t ld = pad ? cols + 5 : cols;
+  const auto x = random_tensor(d, std::size_t(rows * ld), 501 + cols, offset, scale);
+  const auto g = random_tensor(d, std::size_t(cols), 502, 1.0, 0.5);
+  const auto b = random_tensor(d, std::size_t(cols), 503, 0.0, 0.5);
+  Buffer bx(x.bytes.size()), by(x.bytes.size()), bg(g.bytes.size()), bb(b.bytes.size()), stats(std::size_t(rows) * 8);
+  cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bb.ptr, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+  NormalizeArgs a;
+  a.x = bx.ptr;
+  a.y = in_place ? bx.ptr : by.ptr;
+  a.rows = rows;
+  a.cols = cols;
+  a.ld_x = a.ld_y = ld;
+  a.dtype = d;
+  a.mode = s.mode;
+  a.ddof = s.ddof;
+  a.gamma = s.gamma ? bg.ptr : nullptr;
+  a.beta = s.beta ? bb.ptr : nullptr;
+  a.mean = s.mean ? stats.as<float>() : nullptr;
+  a.rstd = s.rstd ? stats.as<float>(std::size_t(rows) * 4) : nullptr;
+  std::unique_ptr<Buffer> workspace;
+  if (own_workspace) {
+    const std::size_t bytes = context.normalize_workspace_size(a);
+    workspace = std::make_unique<Buffer>(bytes);
+    a.workspace = workspace->ptr;
+    a.workspace_bytes = bytes;
+  }
+  context.normalize(a);
+  detail::cuda_check(cudaDeviceSynchronize(), "normalize");
+  const auto ref = normalize::reference(x.values, rows, cols, ld, s.mode, 1e-5, s.ddof,
+                                        s.gamma ? g.values : std::vector<double>{},
+                                        s.beta ? b.values : std::vector<double>{});
+  const std::string variant = context.normalize_variant(a);
+  INFO(to_string(d) << " " << to_string(s.mode) << " rows=" << rows << " cols=" << cols << (pad ? " ld+5" : "")
+                    << (in_place ? " in place" : "") << (own_workspace ? " own workspace" : "") << " variant "
+                    << variant);
+  CHECK(relative_error(d, a.y, rows, cols, ld, ref.y) < tolerance(d));
+  if (s.mean) CHECK(relative_error(DType::f32, stats.ptr, rows, 1, 1, ref.mean) < 1e-5);
+  if (s.rstd) CHECK(relative_error(DType::f32, stats.as<float>(std::size_t(rows) * 4), rows, 1, 1, ref.rstd) < 1e-4);
+  std::vector<unsigned char> y(std::size_t(rows * ld) * e);
+  cudaMemcpy(y.data(), a.y, y.size(), cudaMemcpyDeviceToHost);
+  return y;
+}
+
+// One backward call through `context` against the CPU float64 closed form (the forward saving the
+// statistics first when the setup reads them). Returns dx's bytes.
+std::vector<unsigned char> check_backward_call(Context& context, DType d, const BackwardSetup& s, std::int64_t rows,
+                                               std::int64_t cols, bool pad, bool in_place, bool own_workspace) {
+  const std::int64_t ld = pad ? cols + 3 : cols;
+  const auto x = random_tensor(d, std::size_t(rows * ld), 601 + cols, 0.5, 2.0);
+  const auto dy = random_tensor(d, std::size_t(rows * ld), 602 + cols, 0.0, 1.0);
+  const auto g = random_tensor(d, std::size_t(cols), 603, 1.0, 0.5);
+  Buffer bx(x.bytes.size()), bdy(dy.bytes.size()), bdx(dy.bytes.size()), bg(g.bytes.size()), bdg(g.bytes.size()),
+      bdb(g.bytes.size()), stats(std::size_t(rows) * 8);
+  cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bdy.ptr, dy.bytes.data(), dy.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  std::vector<double> xv(std::size_t(rows * cols)), dyv(xv.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      xv[std::size_t(r * cols + c)] = x.values[std::size_t(r * ld + c)];
+      dyv[std::size_t(r * cols + c)] = dy.values[std::size_t(r * ld + c)];
+    }
+  if (s.saved) {
+    NormalizeArgs f;
+    f.x = bx.ptr;
+    f.y = bdx.ptr;  // scratch: overwritten by the backward
+    f.rows = rows;
+    f.cols = cols;
+    f.ld_x = f.ld_y = ld;
+    f.dtype = d;
+    f.mode = s.mode;
+    f.ddof = s.ddof;
+    f.mean = s.mode == NormMode::rmsnorm ? nullptr : stats.as<float>();
+    f.rstd = stats.as<float>(std::size_t(rows) * 4);
+    context.normalize(f);
+  }
+  NormalizeBackwardArgs a;
+  a.x = bx.ptr;
+  a.dy = bdy.ptr;
+  a.dx = in_place ? bdy.ptr : bdx.ptr;
+  a.rows = rows;
+  a.cols = cols;
+  a.ld_x = a.ld_dy = a.ld_dx = ld;
+  a.dtype = d;
+  a.mode = s.mode;
+  a.ddof = s.ddof;
+  a.gamma = s.gamma ? bg.ptr : nullptr;
+  a.dgamma = s.dgamma ? bdg.ptr : nullptr;
+  a.dbeta = s.dbeta ? bdb.ptr : nullptr;
+  if (s.saved) {
+    a.mean = s.mode == NormMode::rmsnorm ? nullptr : stats.as<float>();
+    a.rstd = stats.as<float>(std::size_t(rows) * 4);
+  }
+  std::unique_ptr<Buffer> workspace;
+  if (own_workspace) {
+    const std::size_t bytes = context.normalize_backward_workspace_size(a);
+    workspace = std::make_unique<Buffer>(bytes);
+    a.workspace = workspace->ptr;
+    a.workspace_bytes = bytes;
+  }
+  context.normalize_backward(a);
+  detail::cuda_check(cudaDeviceSynchronize(), "normalize_backward");
+  const auto ref = normalize::reference_backward(xv, dyv, rows, cols, cols, s.mode, 1e-5, s.ddof,
+                                                 s.gamma ? g.values : std::vector<double>{});
+  INFO(to_string(d) << " " << to_string(s.mode) << " rows=" << rows << " cols=" << cols << (pad ? " ld+3" : "")
+                    << (in_place ? " dx=dy" : "") << (s.saved ? " saved" : " recomputed") << " variant "
+                    << context.normalize_backward_variant(a));
+  const double tol = d == DType::f32 ? 1e-4 : tolerance(d);
+  CHECK(relative_error(d, a.dx, rows, cols, ld, ref.dx) < tol);
+  if (s.dgamma) CHECK(relative_error(d, bdg.ptr, 1, cols, cols, ref.dgamma) < tol);
+  if (s.dbeta) CHECK(relative_error(d, bdb.ptr, 1, cols, cols, ref.dbeta) < tol);
+  std::vector<unsigned char> out(std::size_t(rows * ld) * elem_size(d));
+  cudaMemcpy(out.data(), a.dx, out.size(), cudaMemcpyDeviceToHost);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("split rows: heuristic calls, every mode and dtype, ld, in place, caller workspace, deterministic",
+          "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::heuristic;
+  Context context(o);
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& s : kForwardSetups) {
+      // Just above the one-block limit (odd rows: element-wide vectors), one row beyond 2^20.
+      check_forward_call(context, d, s, 3, 65537, false, false, false);
+      check_forward_call(context, d, s, 1, (1 << 20) + 7, true, true, true);
+    }
+  // A row of 2^22 + 3 f32 and of 2^22 bf16 (the merge phase: more than 32 slices a row), and many
+  // wide rows; each call twice gives the same bits.
+  for (const auto& s : kForwardSetups) {
+    const auto first = check_forward_call(context, DType::f32, s, 2, (1 << 22) + 3, false, false, true);
+    CHECK(first == check_forward_call(context, DType::f32, s, 2, (1 << 22) + 3, false, false, false));
+  }
+  check_forward_call(context, DType::bf16, kForwardSetups[1], 1, 1 << 22, false, true, false);
+  check_forward_call(context, DType::bf16, kForwardSetups[2], 96, 1 << 17, true, false, false);
+  // 64 MiB of x: the heuristic runs the rows in chunks of 16 (in place, strided, stats per chunk).
+  check_forward_call(context, DType::f32, kForwardSetups[1], 64, (1 << 18) + 1, true, true, false);
+  check_forward_call(context, DType::f32, kForwardSetups[0], 67, (1 << 18) + 1, false, false, true);
+  // |mean| >> std: the shifted statistics stay exact across slices.
+  check_forward_call(context, DType::f32, kForwardSetups[1], 2, 1 << 20, false, false, false, 1000.0, 0.01);
+  for (DType d : {DType::f32, DType::bf16})
+    for (const auto& s : kBackwardSetups) {
+      check_backward_call(context, d, s, 2, 65537, false, false, false);
+      check_backward_call(context, d, s, 1, (1 << 20) + 1, true, true, true);
+    }
+  const auto first = check_backward_call(context, DType::f32, kBackwardSetups[0], 40, 1 << 18, true, false, true);
+  CHECK(first == check_backward_call(context, DType::f32, kBackwardSetups[0], 40, 1 << 18, true, false, false));
+  check_backward_call(context, DType::bf16, kBackwardSetups[5], 2, (1 << 22) + 1, false, false, false);
+  // A workspace that is too small is refused, naming the field.
+  NormalizeArgs a;
+  Buffer x(std::size_t(1) << 22), small(256);
+  a.x = a.y = x.ptr;
+  a.rows = 1;
+  a.cols = 1 << 20;
+  a.workspace = small.ptr;
+  a.workspace_bytes = 16;
+  REQUIRE(context.normalize_workspace_size(a) > 16);
+  try {
+    context.normalize(a);
+    FAIL("a 16-byte workspace was accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace_bytes");
+  }
+}
+
+TEST_CASE("split rows: tuned calls of rows no single block holds", "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::tune;
+  Context context(o);
+  check_forward_call(context, DType::f32, kForwardSetups[1], 2, 1 << 20, false, false, false);
+  check_forward_call(context, DType::bf16, kForwardSetups[2], 2, (1 << 21) + 1, false, false, false);
+  check_backward_call(context, DType::bf16, kBackwardSetups[0], 4, 1 << 20, false, false, false);
+  CHECK(context.counters().tunes == 4);  // three problems and the forward that saved statistics for the backward
+}

@@ -1,0 +1,375 @@
+// CPU tests of normalize's split rows (rows wider than one block, issue 25): every width from 1 to
+// 2^31 - 1 has a valid variant in every mode, dtype and alignment, forward and backward; split
+// variants' labels, keys, workspace layout and validation; every kind of split kernel compiles.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compile_batches.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_split.h"
+#include "sample.h"
+
+using namespace kvtune;
+using normalize::Config;
+using normalize::Problem;
+
+namespace {
+
+constexpr std::int64_t kMaxCols = (std::int64_t(1) << 31) - 1;
+
+// The width classes of the issue: 1, odd, 2^k, 2^k + 1, just above what one block holds, 2^20 and
+// more, 2^31 - 1.
+const std::vector<std::int64_t>& width_classes() {
+  static const std::vector<std::int64_t> widths = {1,          37,          1024,         1025,          65536,
+                                                    65537,      262144,      262145,       524289,        1 << 20,
+                                                    (1 << 20) + 1, (1 << 22) + 3, std::int64_t(1) << 30, kMaxCols};
+  return widths;
+}
+
+Problem forward(DType dtype, NormMode mode, std::int64_t cols, int align, std::int64_t rows = 4) {
+  Problem p;
+  p.dtype = dtype;
+  p.mode = mode;
+  p.cols = cols;
+  p.rows = rows;
+  p.align_bytes = align;
+  p.gamma = true;
+  p.beta = mode != NormMode::rmsnorm;
+  p.mean_out = mode != NormMode::rmsnorm;
+  p.rstd_out = true;
+  return p;
+}
+
+Problem backward(DType dtype, NormMode mode, std::int64_t cols, int align, bool grads, bool saved, std::int64_t rows = 4) {
+  Problem p;
+  p.backward = true;
+  p.dtype = dtype;
+  p.mode = mode;
+  p.cols = cols;
+  p.rows = rows;
+  p.align_bytes = align;
+  p.gamma = grads;
+  p.dgamma = grads;
+  p.dbeta = grads && mode != NormMode::rmsnorm;
+  p.saved_stats = saved;
+  return p;
+}
+
+// The alignment classes a call of `cols` columns can have: every pointer 16-byte aligned with a
+// row pitch that keeps it, and only element alignment.
+std::vector<int> alignments(DType dtype, std::int64_t cols) {
+  const int elem = dtype == DType::f32 ? 4 : 2;
+  std::vector<int> out = {elem};
+  int a = elem;
+  while (a < 16 && (cols * elem) % (2 * a) == 0) a *= 2;
+  if (a != elem) out.push_back(a);
+  return out;
+}
+
+std::vector<Problem> every_width_problem() {
+  std::vector<Problem> out;
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+      for (std::int64_t cols : width_classes())
+        for (int align : alignments(dtype, cols)) {
+          out.push_back(forward(dtype, mode, cols, align));
+          out.push_back(forward(dtype, mode, cols, align, 65536));
+          for (bool grads : {false, true})
+            for (bool saved : {false, true}) out.push_back(backward(dtype, mode, cols, align, grads, saved));
+          out.push_back(backward(dtype, mode, cols, align, true, false, 65536));
+        }
+  return out;
+}
+
+bool any_one_block(const std::vector<Config>& configs) {
+  return std::any_of(configs.begin(), configs.end(), [](const Config& c) { return c.splits == 1; });
+}
+
+}  // namespace
+
+TEST_CASE("every width class has a valid variant, and the heuristic splits rows one block cannot hold",
+          "[normalize][wide]") {
+  for (const Problem& p : every_width_problem()) {
+    INFO(p.key());
+    const std::vector<Config> space = normalize::enumerate(p);
+    REQUIRE_FALSE(space.empty());
+    for (const Config& c : space) {  // the seed design (first) need only be runnable
+      std::string why;
+      INFO(c.label() << ": " << why);
+      REQUIRE((normalize::is_valid(p, c, &why) || (c == space.front() && normalize::is_runnable(p, c, &why))));
+    }
+    const Config h = normalize::heuristic_config(p, 9);
+    INFO(h.label());
+    std::string why;
+    CHECK(normalize::is_valid(p, h, &why));
+    if (!any_one_block(space)) CHECK(h.splits > 1);
+    // The split forms are points of the space wherever rows are wide.
+    const bool wide = p.cols * p.element_bytes() >= normalize::split_rows::kMinRowBytes;
+    CHECK(wide == std::any_of(space.begin(), space.end(), [](const Config& c) { return c.splits > 1; }));
+    if (h.splits > 1) {
+      CHECK(h.splits == normalize::split_rows::splits_for(p, h));
+      CHECK(normalize::geometry(p, h, p.rows).workspace_bytes > 0);
+    }
+  }
+}
+
+TEST_CASE("split rows: few wide rows take the split form, many rows of one block's width do not", "[normalize][wide]") {
+  // One row of 2^20 f32: a single block per row would use one SM.
+  CHECK(normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 1), 9).splits > 1);
+  CHECK(normalize::heuristic_config(backward(DType::bf16, NormMode::rmsnorm, 1 << 20, 16, true, true, 2), 9).splits > 1);
+  // 16384 rows of 1024: one block per row fills the GPU.
+  CHECK(normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 16384), 9).splits == 1);
+  // Just above the one-block limit of unaligned f16 (65,536 columns of 2-byte vectors).
+  const Problem f16 = forward(DType::f16, NormMode::standardize, 65537, 2, 4096);
+  CHECK_FALSE(any_one_block(normalize::enumerate(f16)));
+  const Config h = normalize::heuristic_config(f16, 9);
+  CHECK(h.splits > 1);
+  CHECK(normalize::is_valid(f16, h));
+}
+
+TEST_CASE("split rows: the constraints say why", "[normalize][wide]") {
+  const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 8);
+  Config c = normalize::split_rows::make(p, 256, 16, 4, 1, false);
+  std::string why;
+  REQUIRE(normalize::is_valid(p, c, &why));
+  CHECK(c.splits == (1 << 20) / (256 * 4 * 4));
+  Config wrong = c;
+  wrong.splits += 1;
+  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
+  CHECK(why.find("splits must be the slices a row needs") != std::string::npos);
+  wrong = c;
+  wrong.rows_per_block = 2;
+  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
+  CHECK(why.find("rows per block") != std::string::npos);
+  wrong = c;
+  wrong.keep = normalize::Keep::reread;
+  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
+  wrong = c;
+  wrong.items = 16;  // 256 bytes a thread
+  wrong.splits = static_cast<int>(normalize::split_rows::splits_for(p, wrong));
+  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
+  CHECK(why.find("registers") != std::string::npos);
+  wrong = c;
+  wrong.splits = 0;
+  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
+  Problem misaligned = p;
+  misaligned.align_bytes = 4;
+  CHECK_FALSE(normalize::is_runnable(misaligned, c, &why));
+  CHECK(why.find("alignment") != std::string::npos);
+  // The backward: without saved statistics only recomputing variants.
+  const Problem b = backward(DType::bf16, NormMode::layernorm, 1 << 20, 16, true, false, 8);
+  Config bc = normalize::split_rows::make(b, 256, 16, 2, 1, false);
+  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
+  CHECK(why.find("recomputes") != std::string::npos);
+  bc.recompute = true;
+  CHECK(normalize::is_valid(b, bc, &why));
+}
+
+TEST_CASE("split rows: labels, JSON and the space's uniqueness", "[normalize][wide]") {
+  const Problem p = backward(DType::f16, NormMode::standardize, (1 << 20) + 1, 2, true, true, 4096);
+  const auto space = normalize::enumerate(p);
+  std::set<std::string> labels;
+  int split = 0;
+  for (const Config& c : space) {
+    CHECK(labels.insert(c.label()).second);
+    CHECK(Config::from_json(c.to_json()) == c);
+    if (c.splits > 1) {
+      ++split;
+      CHECK(c.label().find(",split=" + std::to_string(c.splits)) != std::string::npos);
+    }
+  }
+  CHECK(split > 0);
+  const Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 4096), 9);
+  CHECK(one_block.to_json().count("split") == 0);
+  CHECK(one_block.label().find("split") == std::string::npos);
+  nlohmann::json j = normalize::split_rows::make(forward(DType::f32, NormMode::rmsnorm, 1 << 22, 16), 512, 16, 4, 1,
+                                                 false)
+                         .to_json();
+  CHECK(j.at("split") == (1 << 22) / (512 * 16));
+  j["split"] = "many";
+  CHECK_THROWS_AS(Config::from_json(j), Error);
+}
+
+TEST_CASE("split rows: forward rows in chunks whose x stays in L2", "[normalize][wide]") {
+  // 512 rows of 2^20 f32 (4 MiB each, 2 GiB of x): chunks of about 8 and 24 MiB, rounded down to
+  // powers of two (2 and 4 rows), are points of the space; the heuristic takes the larger.
+  const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 512);
+  std::set<int> chunks;
+  for (const Config& c : normalize::enumerate(p))
+    if (c.splits > 1) chunks.insert(c.row_chunk);
+  CHECK(chunks == std::set<int>{0, 2, 4});
+  const Config h = normalize::heuristic_config(p, 9);
+  CHECK(h.row_chunk == 4);
+  CHECK(h.label().find(",chunk=4") != std::string::npos);
+  CHECK(Config::from_json(h.to_json()) == h);
+  // The workspace holds one chunk: 4 rows' partials whatever the rows.
+  CHECK(normalize::geometry(p, h, 512).workspace_bytes == normalize::geometry(p, h, 4).workspace_bytes);
+  CHECK(normalize::geometry(p, h, 3).row_chunk == 3);
+  // A few rows (x in L2 anyway) are not chunked; the backward has no chunks.
+  CHECK(normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 8), 9).row_chunk == 0);
+  const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 20, 16, true, true, 512);
+  for (const Config& c : normalize::enumerate(b)) CHECK(c.row_chunk == 0);
+  Config bad = normalize::heuristic_config(b, 9);
+  bad.row_chunk = 4;
+  std::string why;
+  CHECK_FALSE(normalize::is_runnable(b, bad, &why));
+  CHECK(why.find("forward only") != std::string::npos);
+  Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
+  one_block.row_chunk = 4;
+  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
+  Config odd = h;
+  odd.row_chunk = 3;
+  CHECK(normalize::is_runnable(p, odd));  // runs, but not a point of the pruned space
+  CHECK_FALSE(normalize::is_valid(p, odd, &why));
+}
+
+TEST_CASE("split rows: phases and workspace arrays laid out without overlap", "[normalize][wide]") {
+  for (bool bwd : {false, true}) {
+    for (std::int64_t cols : {std::int64_t(1) << 20, kMaxCols}) {
+      for (std::int64_t rows : {std::int64_t(1), std::int64_t(3), std::int64_t(1000)}) {
+        const Problem p = bwd ? backward(DType::f32, NormMode::layernorm, cols, 4, true, false, rows)
+                              : forward(DType::f32, NormMode::layernorm, cols, 4, rows);
+        const Config h = normalize::heuristic_config(p, 9);
+        INFO(p.key() << " " << h.label());
+        REQUIRE(h.splits > 1);
+        const auto g = normalize::geometry(p, h, rows);
+        CHECK(g.block == unsigned(h.threads_per_row));
+        CHECK(g.phase_count >= 2);
+        CHECK(g.direct == (h.splits <= normalize::split_rows::kDirectSplits));
+        for (int i = 0; i < g.phase_count; ++i) {
+          CHECK(g.phase_grid[i] >= 1);
+          CHECK(g.phase_grid[i] <= (1u << 30));
+          if (i > 0) CHECK(g.phases[i] > g.phases[i - 1]);
+        }
+        // Each array: [offset, offset + bytes) in order, inside the workspace, 256-byte aligned; the
+        // forward's hold one chunk of rows.
+        CHECK(g.row_chunk == (h.row_chunk == 0 ? rows : std::min<std::int64_t>(rows, h.row_chunk)));
+        if (bwd) CHECK(h.row_chunk == 0);
+        const std::int64_t chunk = g.row_chunk;
+        const std::size_t partials = std::size_t(chunk) * std::size_t(h.splits) * 4;
+        std::vector<std::pair<std::size_t, std::size_t>> arrays;
+        if (!bwd) {  // each slice's statistics and the row's shift
+          arrays.push_back({0, 3 * partials});
+          if (!g.direct) arrays.push_back({g.stat_final_offset, 3 * std::size_t(chunk) * 4});
+        } else {
+          arrays.push_back({0, 2 * partials});  // recompute: the statistics
+          if (!g.direct) arrays.push_back({g.stat_final_offset, 2 * std::size_t(rows) * 4});
+          arrays.push_back({g.sum_partials_offset, 3 * partials});
+          if (!g.direct) arrays.push_back({g.sum_final_offset, 3 * std::size_t(rows) * 4});
+          if (g.grad_groups > 1) arrays.push_back({g.grad_partials_offset, 2 * std::size_t(g.grad_groups) * std::size_t(cols) * 4});
+        }
+        for (std::size_t i = 0; i < arrays.size(); ++i) {
+          CHECK(arrays[i].first % 256 == 0);
+          CHECK(arrays[i].first + arrays[i].second <= g.workspace_bytes);
+          if (i > 0) CHECK(arrays[i - 1].first + arrays[i - 1].second <= arrays[i].first);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("split rows: the forward's workspace fields are validated before any GPU work", "[normalize][wide]") {
+  NormalizeArgs a;
+  a.x = a.y = reinterpret_cast<void*>(std::uintptr_t(1) << 20);
+  a.rows = 2;
+  a.cols = kMaxCols;  // the widest row: valid
+  CHECK_NOTHROW(normalize::validate(a));
+  a.cols = kMaxCols + 2;
+  try {
+    normalize::validate(a);
+    FAIL("cols above 2^31 accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "cols");
+  }
+  a.cols = 1 << 20;
+  a.workspace = reinterpret_cast<void*>((std::uintptr_t(1) << 30) + 64);
+  a.workspace_bytes = 1 << 20;
+  try {
+    normalize::validate(a);
+    FAIL("misaligned workspace accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace");
+  }
+  a.workspace = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+  a.workspace_bytes = 0;
+  try {
+    normalize::validate(a);
+    FAIL("workspace without its size accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace_bytes");
+  }
+  // The backward checks its workspace fields the same way.
+  NormalizeBackwardArgs b;
+  b.x = b.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 20);
+  b.dx = reinterpret_cast<void*>(std::uintptr_t(1) << 40);
+  b.rows = 2;
+  b.cols = 1 << 20;
+  CHECK_NOTHROW(normalize::validate(b));
+  b.workspace = reinterpret_cast<void*>((std::uintptr_t(1) << 30) + 8);
+  b.workspace_bytes = 4096;
+  try {
+    normalize::validate(b);
+    FAIL("misaligned backward workspace accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace");
+  }
+  b.workspace = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+  b.workspace_bytes = 0;
+  try {
+    normalize::validate(b);
+    FAIL("backward workspace without its size accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "workspace_bytes");
+  }
+  // Sizes whose element count overflows stay errors naming the field.
+  a.workspace = nullptr;
+  a.rows = std::int64_t(1) << 40;
+  a.cols = 1 << 20;
+  try {
+    normalize::validate(a);
+    FAIL("overflowing rows x cols accepted");
+  } catch (const Error& e) {
+    CHECK(e.context().field == "rows");
+  }
+}
+
+// Every kind of split kernel (forward: mode x affine x stats; backward: mode x gamma x grads x
+// recompute) compiles for sm_80 and sm_90, with a seeded sample of slice shapes.
+TEST_CASE("split-row kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc]") {
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  const test::Sample sample{8};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    std::vector<detail::CompileRequest> requests;
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+        std::vector<Problem> problems;
+        Problem plain = forward(dtype, mode, (1 << 20) + 1, dtype == DType::f32 ? 4 : 2);
+        plain.gamma = plain.beta = plain.mean_out = plain.rstd_out = false;
+        problems.push_back(plain);
+        problems.push_back(forward(dtype, mode, 1 << 20, 16));
+        problems.push_back(backward(dtype, mode, 1 << 20, 16, true, false, 1 << 12));
+        problems.push_back(backward(dtype, mode, (1 << 20) + 1, dtype == DType::f32 ? 4 : 2, false, true));
+        for (const Problem& p : problems) {
+          std::vector<Config> split;
+          for (const Config& c : normalize::enumerate(p))
+            if (c.splits > 1) split.push_back(c);
+          REQUIRE_FALSE(split.empty());
+          std::vector<Config> chosen = sample.apply(split, p.key() + arch);
+          chosen.push_back(normalize::heuristic_config(p, 9));
+          for (const Config& c : chosen) requests.push_back(normalize::compile_request(p, c, arch));
+          variants += chosen.size();
+        }
+      }
+    test::add_batched(batches, requests, 48);
+  }
+  const std::size_t total = test::check_compiled(batches, variants);
+  WARN("compiled " << total << " split-row normalize variants for sm_80 and sm_90");
+}
