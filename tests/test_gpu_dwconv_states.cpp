@@ -3,7 +3,8 @@
 // odd sizes, against the float64 reference of the whole operation; (2) prefill's final state fed to
 // the decode step reproduces the full convolution of the concatenated sequence; (3) every variant of
 // the dwconv_states family passes its tuning harness's verification (the plain result in, the whole
-// operation's result out).
+// operation's result out). The hidden [gpu-bench][states] times the fix-up against the plain call it
+// follows (Mamba prefill / training shape, bf16, tuned).
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "gpu_support.h"
 #include "kernel_templates/dwconv_states/dwconv_states_family.h"
@@ -111,7 +114,9 @@ TEST_CASE("dwconv states through the Context: options x layouts x dtypes x direc
       for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
         for (Option option : {Option::initial_state, Option::seq_idx})
           for (Activation act : {Activation::none, Activation::silu}) {
-            const int d = 1 + i++ % 2;
+            // Dilation by dtype and layout: the two options share the plain problems (one compile each).
+            const int d = 1 + (static_cast<int>(t) + static_cast<int>(layout)) % 2;
+            ++i;
             INFO(to_string(t) << " " << to_string(layout) << " " << to_string(dir) << " "
                               << (option == Option::seq_idx ? "seq_idx" : "initial_state") << " " << to_string(act)
                               << " dilation " << d);
@@ -300,4 +305,74 @@ TEST_CASE("every dwconv_states variant passes the tuning harness's verification"
   cudaStreamDestroy(stream);
   WARN("verified " << verified << " dwconv_states variants");
   CHECK(verified > 18);
+}
+
+namespace {
+
+// Microseconds a call takes, from CUDA events over `reps` calls after a warm-up.
+template <class F> double call_us(cudaStream_t stream, int reps, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < reps; ++i) f();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1e3 * ms / reps;
+}
+
+}  // namespace
+
+// The fix-up's cost against the plain call it follows (bench/NOTES.md's prediction): Mamba prefill and
+// training shapes, bf16, K = 4, silu, tuned.
+TEST_CASE("dwconv states: the fix-up's cost against the plain call", "[.][gpu-bench][states]") {
+  KVTUNE_REQUIRE_GPU();
+  ContextOptions o;
+  o.cache_path = ":memory:";
+  o.policy = Policy::tune;
+  Context context(o);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  const std::int64_t n = 8, c = 4096, w = 2048;
+  const int k = 4;
+  const DType t = DType::bf16;
+  Tensor x = exact_tensor(t, std::size_t(n * c * w), 1), dy = exact_tensor(t, std::size_t(n * c * w), 2);
+  Tensor y = exact_tensor(t, std::size_t(n * c * w), 3), dx = exact_tensor(t, std::size_t(n * c * w), 4);
+  Tensor wt = exact_tensor(t, std::size_t(c * k), 5, 32), bias = exact_tensor(t, std::size_t(c), 6);
+  Tensor dw = exact_tensor(t, std::size_t(c * k), 7), db = exact_tensor(t, std::size_t(c), 8);
+  Tensor init = exact_tensor(t, std::size_t(n * c * (k - 1)), 9), state = exact_tensor(t, std::size_t(n * c * (k - 1)), 10);
+  const auto seq = dwconv_states::packed_seq_idx(n, w, 256, 11);  // a boundary every ~256 positions
+  const tuner::DeviceBuffer seq_device = upload_ints(seq);
+  std::string table = "| direction | layout | option | plain us | with option us | extra |\n|---|---|---|---|---|---|\n";
+  for (DwLayout layout : {DwLayout::nlc, DwLayout::ncl})
+    for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight}) {
+      DwConvArgs a;
+      a.direction = dir, a.layout = layout, a.dtype = t, a.n = n, a.c = c, a.h = 1, a.w = w, a.kernel_w = k;
+      a.causal = true, a.activation = Activation::silu;
+      a.x = x.device.get(), a.weight = wt.device.get(), a.bias = bias.device.get(), a.dy = dy.device.get();
+      if (dir == DwDirection::forward) a.y = y.device.get();
+      if (dir == DwDirection::backward_data) a.dx = dx.device.get();
+      if (dir == DwDirection::backward_weight) a.dweight = dw.device.get(), a.dbias = db.device.get();
+      const double plain = call_us(stream, 20, [&] { context.dwconv(a, stream); });
+      for (const char* option : {"initial_state", "seq_idx"}) {
+        DwConvArgs s = a;
+        if (std::string(option) == "seq_idx") {
+          s.seq_idx = seq_device.as<std::int32_t>();
+        } else {
+          s.initial_state = init.device.get();
+          if (dir == DwDirection::backward_data) s.dinitial_state = state.device.get();
+        }
+        if (dir == DwDirection::forward) s.final_state = state.device.get();
+        const double with = call_us(stream, 20, [&] { context.dwconv(s, stream); });
+        table += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1f} % |\n", to_string(dir), to_string(layout), option,
+                             plain, with, 100 * (with / plain - 1));
+      }
+    }
+  WARN(table);
+  cudaStreamDestroy(stream);
 }
