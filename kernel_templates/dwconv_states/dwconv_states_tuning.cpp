@@ -1,5 +1,6 @@
 #include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -16,6 +17,8 @@ namespace kvtune::dwconv_states {
 namespace {
 
 using tuner::DeviceBuffer;
+
+constexpr std::int64_t kMaxReferenceElements = std::int64_t(1) << 23;
 
 // Relative L2 error allowed against the float64 reference: f32 arithmetic, or 16-bit rounding (the
 // weight gradient's correction is added to an already rounded value: two roundings).
@@ -63,7 +66,10 @@ class StatesHarness final : public tuner::Harness {
  public:
   StatesHarness(const Problem& p, std::vector<Config> configs, const std::string& arch, cudaStream_t stream)
       : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(support_request(p, arch))) {
-    batch_ = p.n;
+    // The float64 reference of the whole operation runs on the CPU: at most kMaxReferenceElements a
+    // tensor (the rows of the bucket beyond them are left out; the fix-up's work is per row, so its
+    // variants rank alike on fewer rows).
+    batch_ = std::clamp<std::int64_t>(kMaxReferenceElements / (p.c * p.w), 1, p.n);
     const std::int64_t s = p.state_len();
     tensor_ = batch_ * p.c * p.w;
     state_count_ = batch_ * p.c * s;
