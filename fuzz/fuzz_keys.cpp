@@ -21,6 +21,7 @@
 #include "fuzz/fuzz_support.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
+#include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "lib/src/key_text.h"
 #include "tools/common.h"
@@ -74,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_decoder("normalize", key, kvtune::normalize::problem_from_key);
   check_decoder("dwconv", key, kvtune::dwconv::problem_from_key);
   check_decoder("dwconv_decode", key, kvtune::dwconv_decode::problem_from_key);
+  check_decoder("dwconv_states", key, kvtune::dwconv_states::problem_from_key);
 
   std::optional<nlohmann::json> config;
   if (newline != std::string::npos) {

@@ -23,9 +23,10 @@ static_assert(sizeof(kvt_normalize_args) == 120, "kvt_normalize_args layout");
 static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_args, rstd) == 96 &&
                   offsetof(kvt_normalize_args, workspace) == 104 && offsetof(kvt_normalize_args, workspace_bytes) == 112,
               "normalize offsets");
-static_assert(sizeof(kvt_dwconv_args) == 184, "kvt_dwconv_args layout");
+static_assert(sizeof(kvt_dwconv_args) == 216, "kvt_dwconv_args layout");
 static_assert(offsetof(kvt_dwconv_args, x) == 96 && offsetof(kvt_dwconv_args, workspace_bytes) == 168 &&
-                  offsetof(kvt_dwconv_args, activation) == 176,
+                  offsetof(kvt_dwconv_args, activation) == 176 && offsetof(kvt_dwconv_args, initial_state) == 184 &&
+                  offsetof(kvt_dwconv_args, seq_idx) == 208,
               "dwconv offsets");
 static_assert(sizeof(kvt_counters) == 144, "kvt_counters layout");
 // The enums mirror the C++ ones value for value.
@@ -289,6 +290,20 @@ TEST_CASE("C ABI: struct_size versioning", "[c_api]") {
   older.args.activation = 99;
   older.args.c = 0;
   check_error(kvt_dwconv(t.context, &older.args, nullptr), KVT_ERROR_INVALID_ARGUMENT, "c", "c must be positive");
+  // A struct from before the states: none, whatever follows in memory; with them, their rules apply.
+  older.args = valid_dwconv();
+  older.args.struct_size = offsetof(kvt_dwconv_args, initial_state);
+  older.args.seq_idx = static_cast<const int32_t*>(fake(0x400001));
+  older.args.c = 0;
+  check_error(kvt_dwconv(t.context, &older.args, nullptr), KVT_ERROR_INVALID_ARGUMENT, "c", "c must be positive");
+  auto states = valid_dwconv();
+  states.causal = 0;
+  states.final_state = fake(0x400000);
+  check_error(kvt_dwconv(t.context, &states, nullptr), KVT_ERROR_INVALID_ARGUMENT, "final_state", "causal 1D");
+  states = valid_dwconv();
+  states.initial_state = fake(0x400000);
+  states.seq_idx = static_cast<const int32_t*>(fake(0x500000));
+  check_error(kvt_dwconv(t.context, &states, nullptr), KVT_ERROR_INVALID_ARGUMENT, "seq_idx", "initial state");
 
   kvt_counters counters;
   counters.struct_size = 2;

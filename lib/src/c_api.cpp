@@ -179,6 +179,8 @@ kvtune::DwConvArgs to_cpp(const kvt_dwconv_args* in) {
   out.workspace = a.workspace;
   out.workspace_bytes = a.workspace_bytes;
   out.activation = enum_field<kvtune::Activation>(a.activation, KVT_ACT_RELU, "dwconv", "activation");
+  out.initial_state = a.initial_state, out.final_state = a.final_state, out.dinitial_state = a.dinitial_state;
+  out.seq_idx = a.seq_idx;
   return out;
 }
 

@@ -1004,7 +1004,13 @@ std::size_t Context::normalize_backward_workspace_size(const NormalizeBackwardAr
 
 void Context::dwconv(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
+  dwconv_states::validate(args);
   const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
+  // States and seq_idx: the fix-up problems around the unchanged tuned kernels (dwconv_states).
+  const dwconv_states::Plan plan = dwconv_states::make_plan(args, impl_->buckets);
+  using States = detail::DwConvStatesFamily;
+  const auto* states_prep = plan.prep ? &impl_->entry_for<States>(*plan.prep, args.n, stream) : nullptr;
+  const auto* states_fix = plan.fix ? &impl_->entry_for<States>(*plan.fix, args.n, stream) : nullptr;
   // backward_data / backward_weight with an activation: the gradient prep dy * act'(z) into the front
   // of the workspace first, then the plain backward problem on it in place of dy (two tuned problems).
   const std::optional<dwconv::Problem> prep = dwconv::gradient_prep_problem(args, impl_->buckets);
@@ -1028,24 +1034,38 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
     prep_args.src = args.x, prep_args.dst = workspace.get(), prep_args.weight = args.weight, prep_args.bias = args.bias;
     prep_args.aux = args.dy, prep_args.batch = args.n;
     status = dwconv::launch(prep_entry->kernel, *prep, prep_entry->config, prep_args, cuda_stream);
+    if (status == cudaSuccess && states_prep != nullptr)
+      status = dwconv_states::launch(states_prep->kernel, *plan.prep, states_prep->config,
+                                     dwconv_states::launch_args(args, *plan.prep, nullptr, workspace.get()), cuda_stream);
     if (args.direction == DwDirection::backward_data) launch_args.src = workspace.get();
     else launch_args.aux = workspace.get();
   }
   if (status == cudaSuccess) status = dwconv::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
+  if (status == cudaSuccess && states_fix != nullptr)
+    status = dwconv_states::launch(states_fix->kernel, *plan.fix, states_fix->config,
+                                   dwconv_states::launch_args(args, *plan.fix, prep ? workspace.get() : args.dy, nullptr),
+                                   cuda_stream);
   if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
 }
 
 std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
+  dwconv_states::validate(args);
+  const dwconv_states::Plan plan = dwconv_states::make_plan(args, impl_->buckets);
+  const auto states = [&](const std::optional<dwconv_states::Problem>& p) {
+    return p ? " then states " + impl_->entry_for<detail::DwConvStatesFamily>(*p, args.n, stream).config.label() : "";
+  };
   std::string label;
   if (const auto prep = dwconv::gradient_prep_problem(args, impl_->buckets))
-    label = impl_->entry_for<detail::DwConvFamily>(*prep, args.n, stream).config.label() + " then ";
-  return label + impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream)
-                     .config.label();
+    label = impl_->entry_for<detail::DwConvFamily>(*prep, args.n, stream).config.label() + states(plan.prep) + " then ";
+  return label +
+         impl_->entry_for<detail::DwConvFamily>(dwconv::make_problem(args, impl_->buckets), args.n, stream).config.label() +
+         states(plan.fix);
 }
 
 std::size_t Context::dwconv_workspace_size(const DwConvArgs& args, Stream stream) {
   dwconv::validate(args);
+  dwconv_states::validate(args);  // the fix-ups take no workspace
   const dwconv::Problem problem = dwconv::make_problem(args, impl_->buckets);
   std::size_t prep_bytes = 0;
   if (const auto prep = dwconv::gradient_prep_problem(args, impl_->buckets)) {

@@ -13,4 +13,6 @@ extern const std::string_view dwconv_mma_cuh;
 extern const std::string_view dwconv_activation_cuh;
 extern const std::string_view dwconv_decode_cu;
 extern const std::string_view dwconv_decode_params_h;
+extern const std::string_view dwconv_states_cu;
+extern const std::string_view dwconv_states_params_h;
 }  // namespace kvtune::embedded

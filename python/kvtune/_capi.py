@@ -104,7 +104,7 @@ class NormalizeBackwardArgs(ctypes.Structure):
 
 
 class DwConvArgs(ctypes.Structure):
-    """kvt_dwconv_args (184 bytes on LP64)."""
+    """kvt_dwconv_args (216 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("direction", ctypes.c_int32), ("layout", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
@@ -117,6 +117,8 @@ class DwConvArgs(ctypes.Structure):
         ("dy", ctypes.c_void_p), ("dx", ctypes.c_void_p), ("dweight", ctypes.c_void_p), ("dbias", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
         ("activation", ctypes.c_int32), ("reserved1", ctypes.c_int32),
+        ("initial_state", ctypes.c_void_p), ("final_state", ctypes.c_void_p), ("dinitial_state", ctypes.c_void_p),
+        ("seq_idx", ctypes.c_void_p),
     ]
 
 

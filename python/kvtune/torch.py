@@ -668,12 +668,22 @@ def dwconv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
 
 
 def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, dilation: int = 1,
-                  deterministic: bool = True, activation: Optional[str] = None) -> torch.Tensor:
+                  deterministic: bool = True, activation: Optional[str] = None,
+                  initial_states: Optional[torch.Tensor] = None, return_final_states: bool = False,
+                  seq_idx: Optional[torch.Tensor] = None, final_states_out: Optional[torch.Tensor] = None):
     """Causal depthwise conv1d (Mamba's): left padding (K - 1) * dilation, none on the right, so the
     output has x's length; equal to F.conv1d(x, w, b, padding=(K-1)*dilation, groups=C)[..., :L].
-    activation='silu' is Mamba's causal_conv1d(..., activation="silu"), fused with its backward."""
+    activation='silu' is Mamba's causal_conv1d(..., activation="silu"), fused with its backward.
+    As causal-conv1d's causal_conv1d_fn: initial_states [N, C, (K-1)*dilation] (the inputs before
+    position 0; differentiable), return_final_states (returns (y, final_states), the last
+    (K-1)*dilation inputs: causal_conv1d_update's conv_state as it is), final_states_out (a tensor they
+    are written into), seq_idx (int32 [N, L]: packed sequences, no window crosses a change; not with
+    initial_states). kvtune/_states.py has the details."""
     k = _kernel_1d(weight, "causal_conv1d")
     act = _activation_code("causal_conv1d", activation)
+    if initial_states is not None or return_final_states or seq_idx is not None or final_states_out is not None:
+        return _causal_conv1d_states(x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic, act),
+                                     initial_states, return_final_states, seq_idx, final_states_out)
     if _traced(x):
         return torch.ops.kvtune.causal_conv1d(x, weight, bias, int(dilation), bool(deterministic), act)
     return _dwconv("causal_conv1d", x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic, act))
@@ -701,6 +711,11 @@ def dwconv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
 from ._decode import make as _make_decode  # noqa: E402
 
 causal_conv1d_update = _make_decode(_check_tensor, _activation_code, _invalid, _run, _traced, HAS_CUSTOM_OPS)
+
+# causal_conv1d's states and packed sequences (kvtune/_states.py), over this module's helpers.
+from ._states import make as _make_states  # noqa: E402
+
+_causal_conv1d_states = _make_states(globals())
 
 
 # ---- torch.library registration (torch >= 2.4) -----------------------------------------------

@@ -51,9 +51,10 @@ def test_library_loads_and_reports_its_version():
 def test_struct_layouts_match_the_header():
     assert ctypes.sizeof(_capi.NormalizeArgs) == 120
     assert _capi.NormalizeArgs.x.offset == 24 and _capi.NormalizeArgs.rstd.offset == 96
-    assert ctypes.sizeof(_capi.DwConvArgs) == 184
+    assert ctypes.sizeof(_capi.DwConvArgs) == 216
     assert _capi.DwConvArgs.x.offset == 96 and _capi.DwConvArgs.workspace_bytes.offset == 168
     assert _capi.DwConvArgs.activation.offset == 176
+    assert _capi.DwConvArgs.initial_state.offset == 184 and _capi.DwConvArgs.seq_idx.offset == 208
     assert ctypes.sizeof(_capi.ContextOptions) == 72
     assert ctypes.sizeof(_capi.Counters) == 144
     assert ctypes.sizeof(_capi.NormalizeBackwardArgs) == 144
@@ -76,7 +77,7 @@ def test_init_functions_set_the_defaults():
     a = _capi.normalize_args()
     assert a.struct_size == 120 and abs(a.eps - 1e-5) < 1e-12 and a.x is None and a.ld_x == 0
     d = _capi.dwconv_args()
-    assert d.struct_size == 184 and d.activation == 0 and d.h == 1 and d.kernel_h == 1 and d.deterministic == 1 and d.layout == _capi.NCHW
+    assert d.struct_size == 216 and d.seq_idx is None and d.activation == 0 and d.h == 1 and d.kernel_h == 1 and d.deterministic == 1 and d.layout == _capi.NCHW
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -138,6 +139,26 @@ def test_dwconv_activation_rules_name_the_field(context):
     with pytest.raises(kvtune.InvalidArgumentError, match="weight is a null pointer") as e:
         _capi.dwconv_workspace_size(a, context=context)
     assert e.value.field == "weight"
+
+
+@pytest.mark.parametrize("direction,fields,field,message", [
+    (_capi.FORWARD, {"causal": 0, "final_state": 0x600000}, "final_state", "causal 1D"),
+    (_capi.FORWARD, {"initial_state": 0x600000, "seq_idx": 0x700000}, "seq_idx", "initial state"),
+    (_capi.FORWARD, {"dinitial_state": 0x600000}, "dinitial_state", "backward_data"),
+    (_capi.FORWARD, {"final_state": 0x100040}, "final_state", "overlaps x"),
+    (_capi.FORWARD, {"seq_idx": 0x600002}, "seq_idx", "aligned to 4 bytes"),
+    (_capi.BACKWARD_DATA, {"final_state": 0x600000}, "final_state", "forward"),
+])
+def test_dwconv_states_rules_name_the_field(context, direction, fields, field, message):
+    a = dwconv_args()
+    a.direction = direction
+    if direction != _capi.FORWARD:
+        a.y, a.dy, a.dx = None, 0x400000, 0x500000
+    for name, value in fields.items():
+        setattr(a, name, value)
+    with pytest.raises(kvtune.InvalidArgumentError, match=message) as e:
+        _capi.dwconv(a, context=context)
+    assert e.value.field == field
 
 
 def test_struct_size_is_checked(context):

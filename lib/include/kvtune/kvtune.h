@@ -154,6 +154,30 @@ struct DwConvArgs {
   /// stream-ordered pool.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  /// States and packed sequences of the 1D causal convolution (causal = true, layout ncl or nlc,
+  /// stride_w = 1; any other problem given one of these throws kvtune::Error naming it). A state is
+  /// the S = (kernel_w - 1) * dilation_w inputs before a row's position 0, dense [n, c, S] in x's
+  /// dtype, channel-first for both layouts: the layout of the decode step's state
+  /// (DwConvDecodeArgs::state, dilation 1), so a prefill's final_state is the decode step's state as
+  /// it is. With u = [initial_state, x] along the length (zeros when no initial state):
+  ///   forward:          y[t] = act(bias + sum_k w[k] u[S + t - (K-1-k) dilation])
+  ///   initial_state     (in)  forward, backward_weight (the taps that read it count in dweight), and
+  ///                           backward_data with an activation (z is recomputed, as with bias)
+  ///   final_state       (out) forward: the last S entries of u (x's last S inputs once w >= S)
+  ///   dinitial_state    (out) backward_data: the gradient of initial_state
+  ///   seq_idx           (in)  int32 [n, w], every direction: position t of a row reads position t'
+  ///                           only when seq_idx[t'] == seq_idx[t] (zero otherwise), so no window
+  ///                           crosses from one packed sequence into another (causal-conv1d's
+  ///                           seq_idx). Not with initial_state or dinitial_state. With final_state,
+  ///                           entries of an earlier sequence than the row's last position are zero
+  ///                           (the state of the last sequence, which a decode step continues).
+  /// The tuned kernel runs unchanged; a small tuned fix-up kernel (family dwconv_states) recomputes
+  /// the outputs whose window reaches the initial state or crosses a sequence boundary and writes the
+  /// state (bench/NOTES.md, "states and packed sequences").
+  const void* initial_state = nullptr;
+  void* final_state = nullptr;
+  void* dinitial_state = nullptr;
+  const std::int32_t* seq_idx = nullptr;
 };
 
 /// Arguments of tuned_dwconv_decode: one decode step of a causal depthwise conv1d (Mamba-style

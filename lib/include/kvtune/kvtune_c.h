@@ -178,6 +178,12 @@ typedef struct kvt_dwconv_args {
   int32_t activation;       /**< kvt_activation (kvtune::DwConvArgs::activation: what each direction
                                  then computes and needs); default KVT_ACT_NONE */
   int32_t reserved1;        /**< 0 */
+  /* States and packed sequences of the causal conv1d (kvtune::DwConvArgs: [n, c, (kernel_w - 1) *
+     dilation_w] states in x's dtype, channel-first; seq_idx int32 [n, w]); NULL: none. */
+  const void* initial_state;
+  void* final_state;        /**< forward output: the last inputs, the decode step's state */
+  void* dinitial_state;     /**< backward_data output: the initial state's gradient */
+  const int32_t* seq_idx;   /**< packed sequences: no window crosses a change of seq_idx */
 } kvt_dwconv_args;
 
 /** Arguments of kvt_dwconv_decode (kvtune::DwConvDecodeArgs): one decode step of a causal depthwise

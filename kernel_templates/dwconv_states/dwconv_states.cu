@@ -1,0 +1,196 @@
+// kvtune states and packed sequences of the causal depthwise conv1d (dwconv_states family), compiled by
+// NVRTC. The tuned dwconv kernel runs unchanged (zeros before position 0, windows across sequence
+// boundaries); this fix-up then rewrites only what those options change. One kernel, kvt_dwconv_states:
+//   T      storage type (float, kvt_f16, kvt_bf16); f32 accumulation
+//   CL     0: NCL, 1: NLC;  K taps, D dilation, S = (K - 1) * D inputs of state
+//   DIR    0 forward: recompute the outputs whose window reaches the initial state (t < S) or crosses a
+//            seq_idx change, with EPI (dwconv_activation.cuh: act(z), or the gradient prep dy * act'(z));
+//            STATE: write the final state (the last S inputs of [initial_state, x])
+//          1 backward_data: recompute dx where a tap reaches into another sequence; STATE: d initial_state
+//          2 backward_weight: add to dweight what the plain kernel missed (taps that read the initial
+//            state) or counted wrongly (taps across a sequence boundary); one block per BLOCK channels
+//            walks every row in order (deterministic, no workspace)
+//   BIAS, INIT (initial state read), SEQ (seq_idx read)
+//   BLOCK  threads per block, one channel each; P positions a block's chunk decides on at once (config)
+// DIR 0 / 1: block (row n, chunk) of grid.x, channels by grid.y; chunk index `chunks` of a row writes the
+// state. A chunk marks its positions that need fixing in shared memory (K seq_idx compares each); the
+// block then walks the marked ones, every thread recomputing its channel there.
+#include "common.cuh"
+#include "dwconv_params.h"  // KvtDwConvParams, which dwconv_activation.cuh's epilogue names
+#include "dwconv_activation.cuh"
+#include "dwconv_states_params.h"
+
+template <int CL>
+__device__ __forceinline__ long long kvt_states_index(const KvtDwConvStatesParams& p, long long n, long long c, long long t) {
+  return CL ? (n * p.length + t) * p.channels + c : (n * p.channels + c) * p.length + t;
+}
+
+// Whether position t of the chunk starting at t0 needs its output recomputed. seq holds the seq_idx of
+// positions t0 - S .. t0 + P - 1 (DIR 0, 2) or t0 .. t0 + P + S - 1 (DIR 1).
+template <int DIR, int K, int D, int INIT, int SEQ>
+__device__ __forceinline__ bool kvt_states_marked(const int* seq, long long t, long long t0, long long length) {
+  constexpr int S = (K - 1) * D;
+  if (DIR != 1 && INIT && t < S) return true;
+  if constexpr (SEQ == 1) {
+#pragma unroll
+    for (int k = 0; k < K - 1; ++k) {
+      const int lag = (K - 1 - k) * D;
+      if constexpr (DIR == 1) {
+        if (t + lag < length && seq[t + lag - t0] != seq[t - t0]) return true;
+      } else {
+        if (t - lag >= 0 && seq[t - lag - t0 + S] != seq[t - t0 + S]) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Loads seq_idx of the chunk's window into shared memory and marks its positions; returns whether any is.
+template <int DIR, int K, int D, int INIT, int SEQ, int BLOCK, int P>
+__device__ __forceinline__ bool kvt_states_mark_chunk(const KvtDwConvStatesParams& p, long long n, long long t0, int* seq,
+                                                      unsigned char* marked, int* any) {
+  constexpr int S = (K - 1) * D;
+  __syncthreads();  // every thread is done with the last chunk's marks (DIR 2 walks chunks in turn)
+  if (threadIdx.x == 0) *any = 0;
+  if constexpr (SEQ == 1) {
+    const long long first = DIR == 1 ? t0 : t0 - S;
+    for (int i = threadIdx.x; i < P + S; i += BLOCK) {
+      const long long t = first + i;
+      seq[i] = t >= 0 && t < p.length ? p.seq_idx[n * p.length + t] : 0;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < P; i += BLOCK) {
+    const long long t = t0 + i;
+    const bool m = t < p.length && kvt_states_marked<DIR, K, D, INIT, SEQ>(seq, t, t0, p.length);
+    marked[i] = m;
+    if (m) *any = 1;
+  }
+  __syncthreads();
+  return *any != 0;
+}
+
+// Input q of channel c as the output at t sees it: x, or the initial state before 0, or zero across a
+// sequence boundary. seq_t is seq_idx[t] (SEQ).
+template <class T, int CL, int K, int D, int INIT, int SEQ>
+__device__ __forceinline__ float kvt_states_input(const KvtDwConvStatesParams& p, long long n, long long c, long long q,
+                                                  int seq_t) {
+  constexpr int S = (K - 1) * D;
+  if (q < 0) {
+    if constexpr (INIT == 1) return kvt_to_float(static_cast<const T*>(p.initial_state)[(n * p.channels + c) * S + S + q]);
+    return 0.0f;
+  }
+  if constexpr (SEQ == 1)
+    if (p.seq_idx[n * p.length + q] != seq_t) return 0.0f;
+  return kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]);
+}
+
+template <class T, int CL, int DIR, int K, int D, int EPI, int BIAS, int INIT, int STATE, int SEQ, int BLOCK, int P>
+__global__ void __launch_bounds__(BLOCK) kvt_dwconv_states(KvtDwConvStatesParams p) {
+  constexpr int S = (K - 1) * D;
+  static_assert(K >= 2 && P % 32 == 0, "a state of at least one input; whole warps of positions");
+  __shared__ int seq[SEQ ? P + S : 1];
+  __shared__ unsigned char marked[P];
+  __shared__ int any;
+  const long long c = static_cast<long long>(blockIdx.y) * BLOCK + threadIdx.x;
+  const bool active = c < p.channels;
+  const T* weight = static_cast<const T*>(p.weight);
+  float taps[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) taps[k] = active ? kvt_to_float(weight[c * K + k]) : 0.0f;
+
+  if constexpr (DIR == 2) {
+    // The weight gradient's correction: sum over rows and marked positions of g[t] (true - plain input).
+    float correction[K - 1];
+#pragma unroll
+    for (int k = 0; k < K - 1; ++k) correction[k] = 0.0f;
+    const T* g = static_cast<const T*>(p.aux);
+    for (long long n = 0; n < p.batch; ++n)
+      for (long long chunk = 0; chunk < p.chunks; ++chunk) {
+        const long long t0 = chunk * P;
+        if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, &any)) continue;
+        if (active)
+          for (int i = 0; i < P; ++i) {
+            if (!marked[i]) continue;
+            const long long t = t0 + i;
+            const int seq_t = SEQ ? seq[i + S] : 0;
+            const float gt = kvt_to_float(g[kvt_states_index<CL>(p, n, c, t)]);
+#pragma unroll
+            for (int k = 0; k < K - 1; ++k) {
+              const long long q = t - (K - 1 - k) * D;
+              const float plain = q >= 0 ? kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]) : 0.0f;
+              correction[k] = fmaf(gt, kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, q, seq_t) - plain, correction[k]);
+            }
+          }
+      }
+    if (active) {
+      T* dw = static_cast<T*>(p.dst);
+#pragma unroll
+      for (int k = 0; k < K - 1; ++k) dw[c * K + k] = kvt_from_float<T>(kvt_to_float(dw[c * K + k]) + correction[k]);
+    }
+    return;
+  } else {
+    const long long per_row = p.chunks + STATE;
+    const long long n = blockIdx.x / per_row;
+    const long long chunk = blockIdx.x % per_row;
+    if (chunk == p.chunks) {
+      // The state: thread e of the block's BLOCK x S entries, channel-major like the state itself.
+      const long long c0 = static_cast<long long>(blockIdx.y) * BLOCK;
+      T* out = static_cast<T*>(p.state_out);
+      for (int e = threadIdx.x; e < BLOCK * S; e += BLOCK) {
+        const long long ce = c0 + e / S;
+        const int j = e % S;
+        if (ce >= p.channels) break;
+        float v = 0.0f;
+        if constexpr (DIR == 0) {
+          // Entry j is input L - S + j (before 0: the initial state's), zero when of an earlier sequence.
+          const int seq_last = SEQ ? p.seq_idx[n * p.length + p.length - 1] : 0;
+          v = kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, ce, p.length - S + j, seq_last);
+        } else {
+          // d initial_state[j]: the outputs t = j - S + lag that read it through tap k.
+#pragma unroll
+          for (int k = 0; k < K - 1; ++k) {
+            const long long t = j - S + (K - 1 - k) * D;
+            if (t >= 0 && t < p.length)
+              v = fmaf(kvt_to_float(weight[ce * K + k]),
+                       kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, ce, t)]), v);
+          }
+        }
+        out[(n * p.channels + ce) * S + j] = kvt_from_float<T>(v);
+      }
+      return;
+    }
+    const long long t0 = chunk * P;
+    if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, &any) || !active) return;
+    float bias = 0.0f;
+    if constexpr (BIAS == 1 && DIR == 0) bias = kvt_to_float(static_cast<const T*>(p.bias)[c]);
+    T* dst = static_cast<T*>(p.dst);
+    for (int i = 0; i < P; ++i) {
+      if (!marked[i]) continue;
+      const long long t = t0 + i;
+      const long long o = kvt_states_index<CL>(p, n, c, t);
+      if constexpr (DIR == 0) {
+        const int seq_t = SEQ ? seq[i + S] : 0;
+        float z = bias;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+          z = fmaf(taps[k], kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, t - (K - 1 - k) * D, seq_t), z);
+        if constexpr (kvt_grad_prep(EPI))
+          dst[o] = kvt_from_float<T>(kvt_to_float(static_cast<const T*>(p.aux)[o]) * kvt_act_derivative<kvt_act_of(EPI)>(z));
+        else
+          dst[o] = kvt_from_float<T>(kvt_act_value<EPI>(z));
+      } else {
+        // dx[t] = sum_k w[k] dy[t + lag_k] over the outputs of t's own sequence.
+        const int seq_t = SEQ ? seq[i] : 0;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const long long q = t + (K - 1 - k) * D;
+          if (q < p.length && (SEQ == 0 || seq[q - t0] == seq_t))
+            v = fmaf(taps[k], kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]), v);
+        }
+        dst[o] = kvt_from_float<T>(v);
+      }
+    }
+  }
+}
