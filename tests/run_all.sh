@@ -3,7 +3,9 @@
 #   release  Release build in build/, its whole ctest suite, two tests at a time: CPU tests
 #            everywhere, [gpu] tests skip with a printed reason where there is no GPU (ctest:
 #            "Skipped"). The two NVRTC compile sweeps ([slow]) compile a seeded quarter of each
-#            problem's variants.
+#            problem's variants; the other tests that compile many variants compile every other
+#            NVRTC program (KVTUNE_TEST_NVRTC_EVERY=2, tests/compile_batches.h); the sweeps stage
+#            compiles them all.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
 #            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
@@ -18,7 +20,7 @@
 # Not run by default (name it):
 #   sweeps   [sweep-full] on the release build: every variant of the NVRTC compile sweeps' problems
 #            (dwconv for sm_90, normalize for sm_80 and sm_90), where the release stage compiles a
-#            quarter. CPU time: about 4x that of the release stage's two [slow] cases.
+#            quarter; then the [nvrtc] tests with every program (the release stage: every other). CPU time: about 4x that of the release stage's two [slow] cases.
 # The sanitizer build uses clang (libFuzzer; a third faster to build than gcc with these flags)
 # and Ninja; asan and fuzz share it, so it is compiled once.
 # usage: tests/run_all.sh [release] [python] [asan] [fuzz] [sweeps]   (no argument: release python asan fuzz)
@@ -81,7 +83,7 @@ stage_release() {
   # Two tests at a time: each test is its own process with its own files (ctest runs the longest
   # first, by the times of the last run in build/Testing).
   local status=0
-  ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
+  KVTUNE_TEST_NVRTC_EVERY=2 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
   count_ctest release build/ctest.log
   return "$status"
 }
@@ -101,7 +103,7 @@ stage_asan() {
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
   # The CPU tests that compile many variants compile every 8th NVRTC program here
-  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles them all.
+  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every other one.
   export KVTUNE_TEST_NVRTC_EVERY=8
   # Two processes at a time (each test case uses its own files): the tools tests, which run the
   # sanitized tools as processes, beside everything else; each log is printed when its run ends.
@@ -126,7 +128,9 @@ stage_sweeps() {
   build_release
   local status=0
   ./build/tests/kvtune_tests '[sweep-full]' --durations yes 2>&1 | tee build/sweeps.log || status=$?
-  count_catch sweeps build/sweeps.log
+  KVTUNE_TEST_NVRTC_EVERY=1 ./build/tests/kvtune_tests '[nvrtc]~[slow]' --durations yes 2>&1 | tee build/sweeps-nvrtc.log ||
+    status=$?
+  count_catch sweeps build/sweeps.log build/sweeps-nvrtc.log
   return "$status"
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -984,11 +985,16 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   mid.kernel_h = mid.kernel_w = 15;
   mid.pad_top = mid.pad_bottom = mid.pad_left = mid.pad_right = 7;
   const Problem m = dwconv::make_problem(mid);
+  // Each kernel takes NVRTC seconds: with KVTUNE_TEST_NVRTC_EVERY set (the release and ASan stages),
+  // one variant per (run length, opt-in) pair; every one in the sweeps stage.
   std::vector<detail::CompileRequest> requests;
-  for (const auto& v : dwconv::enumerate(m))
-    if (v.kernel == dwconv::Kernel::tiled &&
-        (v.outputs_per_thread >= 8 || dwconv::geometry(m, v, 1).dynamic_smem > 48 * 1024))
-      requests.push_back(dwconv::compile_request(m, v, "sm_90"));
+  std::set<std::pair<int, bool>> kinds;
+  for (const auto& v : dwconv::enumerate(m)) {
+    const bool opt_in_smem = dwconv::geometry(m, v, 1).dynamic_smem > 48 * 1024;
+    if (v.kernel != dwconv::Kernel::tiled || (v.outputs_per_thread < 8 && !opt_in_smem)) continue;
+    if (!kinds.insert({v.outputs_per_thread, opt_in_smem}).second && test::nvrtc_every() > 1) continue;
+    requests.push_back(dwconv::compile_request(m, v, "sm_90"));
+  }
   REQUIRE(requests.size() >= 4);
   std::vector<detail::CompileRequest> batches;
   test::add_batched(batches, requests, 64);

@@ -33,8 +33,6 @@ std::int64_t row_loop_limit(const Problem& p) {
 // Bytes of x a forward row chunk may hold so that its output phase re-reads x from L2 (every GPU
 // of sm_80 and later has at least 40 MB of L2): two points of the space.
 constexpr std::int64_t kChunkBytes[] = {8 << 20, 24 << 20};
-// The heuristic chunks forward calls whose x exceeds this.
-constexpr std::int64_t kChunkAbove = 48 << 20;
 
 std::int64_t floor_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -141,19 +139,6 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
           }
 }
 
-namespace {
-
-// The heuristic's chunk: rows in groups of about 24 MiB of x when x is larger than 48 MiB.
-Config with_chunk(const Problem& p, Config c) {
-  if (!p.backward && p.rows * p.cols * p.element_bytes() > kChunkAbove) {
-    c.row_chunk = chunk_rows(p, kChunkBytes[1]);
-    if (!check(p, c, nullptr, false) || c.row_chunk >= p.rows) c.row_chunk = 0;
-  }
-  return c;
-}
-
-}  // namespace
-
 std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
   const int elem = p.element_bytes();
   // Few wide rows: one block per row would leave most SMs idle.
@@ -162,7 +147,8 @@ std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
   for (bool prune : {true, false}) {
     for (int vb = std::min(16, p.align_bytes); vb >= elem; vb /= 2) {
       // The largest slice that still gives at least 512 blocks, else the smallest valid one (the
-      // most blocks); per slice size the shortest valid row loop.
+      // most blocks); per slice size the shortest valid row loop. Never row chunks: on an H100 every
+      // chunked variant lost to its unchunked twin (bench/NOTES.md, 2026-11-26 23:46).
       std::optional<Config> chosen;
       for (int items = item_bytes_limit(p, prune) / vb; items >= 1; items /= 2) {
         for (std::int64_t loop = 1; loop <= row_loop_limit(p); loop *= 4) {
@@ -171,9 +157,9 @@ std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
           chosen = c;
           break;
         }
-        if (chosen && p.rows * chosen->splits >= 512) return with_chunk(p, *chosen);
+        if (chosen && p.rows * chosen->splits >= 512) return *chosen;
       }
-      if (chosen) return with_chunk(p, *chosen);
+      if (chosen) return *chosen;
     }
   }
   return std::nullopt;
@@ -238,7 +224,9 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   constexpr double kLatency = 0.7e-6;  // DRAM load latency, s (as the one-block model's)
-  constexpr double kLaunch = 2e-6;     // one dependent launch of a phase
+  // One dependent launch of a phase: the launch plus the ramp and drain of a short grid (H100: row
+  // chunks of 2-3 phases cost 20-30 us a chunk beyond their bytes).
+  constexpr double kLaunch = 8e-6;
   constexpr double kL2Bytes = 40e6;    // a re-read of this much in flight is served by L2
   Geometry g;
   geometry(p, c, p.rows, g);
