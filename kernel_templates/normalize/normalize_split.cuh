@@ -244,8 +244,9 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
 
 // Thread 0 of each slice of a row: publishes the slice's partial (written by this thread) and waits
 // until all `splits` slices of the row have. Only ever called in a cooperative launch whose blocks are
-// all co-resident, so every slice it waits for is running; the bound on the wait (about 20 s) turns
-// a broken guarantee into a fault instead of a hang.
+// all co-resident, so every slice it waits for is running; the bound on the wait (2^26 polls, at
+// least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops at 256 ns:
+// a round's end is late by at most that much.
 __device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsigned splits) {
   __threadfence();  // release: the partial before the arrival
   atomicAdd(counter, 1u);
@@ -253,9 +254,9 @@ __device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsig
   for (long long polls = 0;; ++polls) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
     if (seen >= splits) break;
-    if (polls > (1ll << 24)) __trap();
+    if (polls > (1ll << 26)) __trap();
     __nanosleep(sleep);
-    sleep = sleep < 1024 ? 2 * sleep : 1024;
+    sleep = sleep < 256 ? 2 * sleep : 256;
   }
   __threadfence();  // acquire: the other slices' partials after their arrival
 }
