@@ -87,6 +87,13 @@ normalize::Problem backward_problem(DType d, const BackwardSetup& s, Width w) {
   return p;
 }
 
+// Whether the device holds all of a row's slices of the cooperative variant `c` at once.
+bool row_fits(const detail::LoadedKernel& kernel, const normalize::Config& c) {
+  int blocks = 0;
+  detail::cuda_check(kernel.co_resident_blocks(unsigned(c.threads_per_row), 0, &blocks), "co_resident_blocks");
+  return blocks >= c.splits;
+}
+
 // The split variants of `p` (a sample with the heuristic's, or all) verified by the tuner's harness
 // (float64 reference kernel, poisoned outputs, every output compared) on each of `row_counts`.
 template <class MakeProblem>
@@ -106,7 +113,18 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
       for (const auto& c : normalize::enumerate(p))
         if (c.splits > 1) split.push_back(c);
       REQUIRE_FALSE(split.empty());
-      if (!sample.all()) split = sample.apply(split, p.key());
+      if (!sample.all()) {
+        // The forward's one-pass cooperative variants are sampled on their own too, so each
+        // forward problem checks both forms (at least one coop variant).
+        std::vector<normalize::Config> coop;
+        for (const auto& c : split)
+          if (c.cooperative) coop.push_back(c);
+        split = sample.apply(split, p.key());
+        std::vector<normalize::Config> more = sample.apply(coop, p.key() + ",coop");
+        if (more.empty() && !coop.empty()) more.push_back(coop[coop.size() / 2]);
+        for (const auto& c : more)
+          if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
+      }
       const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major);
       if (h.splits > 1 && std::find(split.begin(), split.end(), h) == split.end()) split.push_back(h);
       const auto candidates = normalize::make_candidates(p, split, fingerprint.arch());
@@ -127,6 +145,12 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         for (std::size_t i = 0; i < candidates.size(); ++i) {
           const auto verdict = harness->verify(candidates[i], kernels[i], stream);
           INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+          if (split[i].cooperative && !row_fits(kernels[i], split[i])) {
+            // A row's slices cannot all be co-resident here: refused at launch, never run.
+            CHECK_FALSE(verdict.ok);
+            CHECK(verdict.message.find("launch failed") != std::string::npos);
+            continue;
+          }
           CHECK(verdict.ok);
           ++checked;
         }
@@ -376,4 +400,124 @@ TEST_CASE("split rows: tuned calls of rows no single block holds", "[gpu][normal
   check_forward_call(context, DType::bf16, kForwardSetups[2], 2, (1 << 21) + 1, false, false, false);
   check_backward_call(context, DType::bf16, kBackwardSetups[0], 4, 1 << 20, false, false, false);
   CHECK(context.counters().tunes == 4);  // three problems and the forward that saved statistics for the backward
+}
+
+namespace {
+
+struct CoopRun {
+  std::vector<unsigned char> y, stats;
+};
+
+// One launch of the cooperative variant `c` (compiled for the problem of these arguments) on rows of
+// `cols` (ld = cols + 5 when `pad`, in place when `in_place`), against the CPU float64 reference.
+CoopRun check_coop_launch(const detail::LoadedKernel& kernel, const normalize::Problem& p, const normalize::Config& c,
+                          DType d, const Setup& s, std::int64_t rows, std::int64_t cols, bool pad, bool in_place) {
+  const std::int64_t ld = pad ? cols + 5 : cols;
+  const auto x = random_tensor(d, std::size_t(rows * ld), 701 + cols, 0.5, 2.0);
+  const auto g = random_tensor(d, std::size_t(cols), 702, 1.0, 0.5);
+  const auto b = random_tensor(d, std::size_t(cols), 703, 0.0, 0.5);
+  Buffer bx(x.bytes.size()), by(x.bytes.size()), bg(g.bytes.size()), bb(b.bytes.size()), stats(std::size_t(rows) * 8);
+  cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(bb.ptr, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+  cudaMemset(by.ptr, 0xFF, x.bytes.size());
+  cudaMemset(stats.ptr, 0xFF, std::size_t(rows) * 8);
+  const auto g_shape = normalize::geometry(p, c, rows);
+  Buffer workspace(g_shape.workspace_bytes);
+  cudaMemset(workspace.ptr, 0x5A, g_shape.workspace_bytes);  // counters are the launch's to zero
+  void* y = in_place ? bx.ptr : by.ptr;
+  normalize::LaunchArgs a{bx.ptr,
+                          y,
+                          s.gamma ? bg.ptr : nullptr,
+                          s.beta ? bb.ptr : nullptr,
+                          s.mean ? stats.as<float>() : nullptr,
+                          s.rstd ? stats.as<float>(std::size_t(rows) * 4) : nullptr,
+                          rows,
+                          ld,
+                          ld,
+                          1e-5f,
+                          s.ddof,
+                          workspace.ptr};
+  INFO(to_string(d) << " " << to_string(s.mode) << " rows=" << rows << " cols=" << cols << (pad ? " ld+5" : "")
+                    << (in_place ? " in place" : "") << " " << c.label());
+  REQUIRE(normalize::launch(kernel, p, c, a, nullptr) == cudaSuccess);
+  detail::cuda_check(cudaDeviceSynchronize(), "cooperative normalize");
+  const auto ref = normalize::reference(x.values, rows, cols, ld, s.mode, 1e-5, s.ddof,
+                                        s.gamma ? g.values : std::vector<double>{},
+                                        s.beta ? b.values : std::vector<double>{});
+  CHECK(relative_error(d, y, rows, cols, ld, ref.y) < tolerance(d));
+  if (s.mean) CHECK(relative_error(DType::f32, stats.ptr, rows, 1, 1, ref.mean) < 1e-5);
+  if (s.rstd) CHECK(relative_error(DType::f32, stats.as<float>(std::size_t(rows) * 4), rows, 1, 1, ref.rstd) < 1e-4);
+  CoopRun run;
+  run.y.resize(x.bytes.size());
+  run.stats.resize(std::size_t(rows) * 8);
+  cudaMemcpy(run.y.data(), y, run.y.size(), cudaMemcpyDeviceToHost);
+  cudaMemcpy(run.stats.data(), stats.ptr, run.stats.size(), cudaMemcpyDeviceToHost);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("split rows: the cooperative one-pass form matches the float64 reference, in place, ld, deterministic",
+          "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  test::CompileMemo memo;
+  std::size_t launched = 0, refused = 0;
+  struct Case {
+    std::int64_t rows, cols;
+    bool pad, in_place;
+  };
+  // Odd rows (element-wide vectors), padded in place; many rows (several rounds of the row slots);
+  // an odd row of 1.5 Mi (more than 32 slices: the block-wide merge).
+  const Case cases[] = {{3, 65537, false, false}, {5, (1 << 20) + 7, true, true}, {300, 1 << 16, false, true},
+                        {2, (3 << 19) + 1, true, false}};
+  for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
+    if (pass == 1) memo.compile_pending();
+    for (DType d : {DType::f32, DType::f16, DType::bf16})
+      for (const auto& s : kForwardSetups)
+        for (const Case& k : cases) {
+          normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
+          p.rows = normalize::rows_bucket(k.rows);
+          // The coop variants with the fewest and the most slices a row.
+          std::vector<normalize::Config> coop;
+          for (const auto& c : normalize::enumerate(p))
+            if (c.cooperative) coop.push_back(c);
+          INFO(p.key());
+          REQUIRE_FALSE(coop.empty());
+          const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
+            return a.splits < b.splits;
+          };
+          const std::vector<normalize::Config> chosen = {*std::min_element(coop.begin(), coop.end(), by_splits),
+                                                         *std::max_element(coop.begin(), coop.end(), by_splits)};
+          const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
+          if (pass == 0) {
+            memo.add(candidates);
+            continue;
+          }
+          const auto compiled = memo.compile(candidates);
+          for (std::size_t i = 0; i < chosen.size(); ++i) {
+            INFO(candidates[i].label << " " << compiled[i].message);
+            REQUIRE(compiled[i].status == tuner::Status::ok);
+            const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+            if (!row_fits(kernel, chosen[i])) {  // refused, never run without the guarantee
+              normalize::LaunchArgs a{};
+              a.rows = k.rows;
+              Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
+              a.workspace = workspace.ptr;
+              CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorCooperativeLaunchTooLarge);
+              ++refused;
+              continue;
+            }
+            const CoopRun first = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+            const CoopRun second = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+            CHECK(first.y == second.y);  // bitwise, run to run
+            CHECK(first.stats == second.stats);
+            ++launched;
+          }
+        }
+  }
+  WARN("checked " << launched << " cooperative launches (twice each); " << refused
+                  << " variants refused: a row's slices exceed what the device holds at once");
+  CHECK(launched >= 3 * 3 * 4);
 }

@@ -379,3 +379,135 @@ TEST_CASE("split-row kernels compile for sm_80 and sm_90", "[normalize][wide][nv
   const std::size_t total = test::check_compiled(batches, variants);
   WARN("compiled " << total << " split-row normalize variants for sm_80 and sm_90");
 }
+
+TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its reasons", "[normalize][wide]") {
+  // 128 rows of 2^20 f32: every forward split shape also has its one-pass twin (where a row's
+  // slices are few enough threads), labelled ",coop", stored as "coop": true.
+  const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 128);
+  const auto space = normalize::enumerate(p);
+  std::size_t coop = 0;
+  for (const Config& c : space) {
+    if (!c.cooperative) continue;
+    ++coop;
+    INFO(c.label());
+    CHECK(c.splits > 1);
+    CHECK(c.row_chunk == 0);
+    CHECK(c.label().find(",coop") != std::string::npos);
+    CHECK(c.to_json().at("coop") == true);
+    CHECK(Config::from_json(c.to_json()) == c);
+    Config twin = c;
+    twin.cooperative = false;
+    CHECK(std::find(space.begin(), space.end(), twin) != space.end());
+    CHECK(twin.label() + ",coop" == c.label());
+    CHECK(std::int64_t(c.splits) * c.threads_per_row <= (std::int64_t(1) << 17));
+  }
+  CHECK(coop > 0);
+  CHECK(normalize::heuristic_config(p, 9).cooperative == false);  // the heuristic keeps the phases
+  for (const Config& c : space)
+    if (!c.cooperative) CHECK(c.to_json().count("coop") == 0);
+  // The backward has no one-pass form, nor do narrow rows.
+  for (const Config& c : normalize::enumerate(backward(DType::f32, NormMode::layernorm, 1 << 20, 16, true, true, 128)))
+    CHECK_FALSE(c.cooperative);
+  for (const Config& c : normalize::enumerate(forward(DType::f32, NormMode::layernorm, 1024, 16, 128)))
+    CHECK_FALSE(c.cooperative);
+
+  Config c = normalize::split_rows::make(p, 256, 16, 4, 1, false);
+  c.cooperative = true;
+  std::string why;
+  CHECK(normalize::is_valid(p, c, &why));
+  Config chunked = c;
+  chunked.row_chunk = 4;
+  CHECK_FALSE(normalize::is_runnable(p, chunked, &why));
+  CHECK(why.find("no row chunks") != std::string::npos);
+  const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 20, 16, true, true, 128);
+  Config bc = normalize::split_rows::make(b, 256, 16, 2, 1, false);
+  bc.cooperative = true;
+  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
+  CHECK(why.find("forward only") != std::string::npos);
+  Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
+  one_block.cooperative = true;
+  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
+  CHECK(why.find("field of split rows") != std::string::npos);
+  // A row of 2^22 f32 in slices of 1024 x 16 bytes: 2^18 threads, runnable where a GPU holds them
+  // (the launch decides) but not a point of the pruned space.
+  const Problem wide = forward(DType::f32, NormMode::standardize, 1 << 22, 16, 4);
+  Config huge = normalize::split_rows::make(wide, 1024, 16, 1, 1, false);
+  huge.cooperative = true;
+  CHECK(normalize::is_runnable(wide, huge, &why));
+  CHECK_FALSE(normalize::is_valid(wide, huge, &why));
+  CHECK(why.find("2^17 threads") != std::string::npos);
+  // A malformed flag is refused.
+  nlohmann::json j = c.to_json();
+  j["coop"] = "yes";
+  CHECK_THROWS_AS(Config::from_json(j), Error);
+}
+
+TEST_CASE("split rows: the cooperative form's geometry, workspace and cost", "[normalize][wide]") {
+  for (std::int64_t rows : {std::int64_t(1), std::int64_t(3), std::int64_t(1000)}) {
+    const Problem p = forward(DType::bf16, NormMode::rmsnorm, (1 << 22) + 1, 2, rows);
+    for (int items : {1, 8}) {  // 4097 and 513 slices a row (runnable; beyond the pruned space)
+      Config c = normalize::split_rows::make(p, 1024, 2, items, 1, false);
+      c.cooperative = true;
+      INFO(c.label() << " rows=" << rows);
+      REQUIRE(normalize::is_runnable(p, c));
+      const auto g = normalize::geometry(p, c, rows);
+      CHECK(g.cooperative);
+      CHECK(g.phase_count == 1);
+      CHECK(g.block == 1024u);
+      CHECK(g.grid == unsigned(rows * c.splits));  // an upper bound: the launch takes the co-resident slots
+      CHECK(g.row_chunk == rows);
+      // Partials [rows][splits][3], then the rows' arrival counters, 256-byte aligned.
+      const std::size_t partials = std::size_t(rows) * std::size_t(c.splits) * 12;
+      CHECK(g.counter_offset % 256 == 0);
+      CHECK(g.counter_offset >= partials);
+      CHECK(g.counter_offset + std::size_t(rows) * 4 <= g.workspace_bytes);
+      CHECK(g.workspace_bytes % 256 == 0);
+    }
+  }
+  // The cost model ranks the one-pass form (2N bytes) ahead of its phased twin (3N) where a row's
+  // slices fit the GPU at once (H100: 132 SMs, 3 TB/s), and last where they cannot.
+  const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 128);
+  Config phased = normalize::split_rows::make(p, 1024, 16, 4, 1, false);
+  Config coop = phased;
+  coop.cooperative = true;
+  CHECK(normalize::predicted_seconds(p, coop, 132, 3e12) < normalize::predicted_seconds(p, phased, 132, 3e12));
+  CHECK(normalize::predicted_seconds(p, coop, 132, 3e12) > 2.0 * 128 * (1 << 20) * 4 / 3e12);
+  CHECK(normalize::predicted_seconds(p, coop, 2, 3e12) == 1.0);
+}
+
+// The one-pass cooperative kernels (mode x affine x stats x dtype, a sample of slice shapes, with
+// and without the block-wide merge of more than 32 slices) compile for sm_80 and sm_90.
+TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc]") {
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  const test::Sample sample{3};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    std::vector<detail::CompileRequest> requests;
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+        Problem plain = forward(dtype, mode, (1 << 20) + 1, dtype == DType::f32 ? 4 : 2);
+        plain.gamma = plain.beta = plain.mean_out = plain.rstd_out = false;
+        for (const Problem& p : {plain, forward(dtype, mode, 1 << 20, 16)}) {
+          std::vector<Config> coop;
+          for (const Config& c : normalize::enumerate(p))
+            if (c.cooperative) coop.push_back(c);
+          REQUIRE_FALSE(coop.empty());
+          // Rows of more than 32 slices: the block-wide merge is compiled too.
+          CHECK(std::any_of(coop.begin(), coop.end(), [](const Config& c) { return c.splits > 32; }));
+          std::vector<Config> chosen = sample.apply(coop, p.key() + arch);
+          chosen.push_back(coop.front());
+          chosen.push_back(coop.back());
+          for (const Config& c : chosen) {
+            const auto r = normalize::compile_request(p, c, arch);
+            REQUIRE(r.name_expressions.size() == 1);
+            CHECK(r.name_expressions[0].rfind("kvt_normalize_split_coop<", 0) == 0);
+            requests.push_back(r);
+          }
+          variants += chosen.size();
+        }
+      }
+    test::add_batched(batches, requests, 48);
+  }
+  const std::size_t total = test::check_compiled(batches, variants);
+  WARN("compiled " << total << " cooperative split-row normalize variants for sm_80 and sm_90");
+}

@@ -213,8 +213,10 @@ class NormalizeProblem final : public OpProblem {
                   if (nz::is_runnable(p, c)) ++s.runnable;
                 }
     // Split rows: threads per slice, vector width, vectors per thread (up to 128 bytes), and the
-    // backward's row loop (up to 4^7) and recompute, or the forward's row chunk (0, powers of two).
+    // backward's row loop (up to 4^7) and recompute, or the forward's row chunk (0, powers of two)
+    // and one-pass cooperative form (chunk -1 below).
     std::vector<int> chunks = {0};
+    if (!p.backward) chunks.push_back(-1);
     if (!p.backward)
       for (int chunk = 1; chunk < p.rows && chunks.size() < 16; chunk *= 2) chunks.push_back(chunk);
     const std::vector<int> split_loops =
@@ -226,7 +228,8 @@ class NormalizeProblem final : public OpProblem {
             for (bool recompute : recomputes)
               for (int chunk : chunks) {
                 nz::Config c = nz::split_rows::make(p, tpr, vb, items, loop, recompute);
-                c.row_chunk = chunk;
+                c.row_chunk = std::max(chunk, 0);
+                c.cooperative = chunk < 0;
                 ++s.total;
                 if (nz::is_runnable(p, c)) ++s.runnable;
               }

@@ -22,6 +22,8 @@ struct KvtNormalizeParams {
   long long splits;
   int phase;
   int direct;           // 1: the output phase merges the slices' partials itself (few splits)
+  // The one-pass cooperative kernel (kvt_normalize_split_coop): per-row arrival counters, zero at launch.
+  unsigned* row_counters;  // [rows]
 };
 
 // Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or

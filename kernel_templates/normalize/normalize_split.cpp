@@ -33,6 +33,9 @@ std::int64_t row_loop_limit(const Problem& p) {
 // Bytes of x a forward row chunk may hold so that its output phase re-reads x from L2 (every GPU
 // of sm_80 and later has at least 40 MB of L2): two points of the space.
 constexpr std::int64_t kChunkBytes[] = {8 << 20, 24 << 20};
+// The cooperative form's row must be in flight at once: at most 2^17 threads (half of what an H100
+// holds at full occupancy, 132 x 2048; the launch checks the actual device).
+constexpr std::int64_t kMaxCoopThreads = std::int64_t(1) << 17;
 
 std::int64_t floor_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -92,6 +95,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.splits != splits_for(p, c)) return fail("split rows: splits must be the slices a row needs");
   if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
   if (c.row_chunk < 0 || (p.backward && c.row_chunk != 0)) return fail("row chunks: forward only, at least 0");
+  if (c.cooperative && p.backward) return fail("the cooperative one-pass form: forward only");
+  if (c.cooperative && c.row_chunk != 0)
+    return fail("the cooperative one-pass form reads x once: no row chunks (they exist for the re-read)");
   if (p.backward) {
     if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
     if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
@@ -103,6 +109,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (slice_elements(p, c) * elem < 8 * 1024) return fail("split rows: slices of at least 8 KiB");
   if (c.row_chunk != 0 && (!is_pow2(c.row_chunk) || c.row_chunk >= p.rows))
     return fail("split rows: a row chunk is a power of two below the rows");
+  // A row's slices must all be co-resident: the launch checks the device; this drops what few GPUs hold.
+  if (c.cooperative && c.splits * c.threads_per_row > kMaxCoopThreads)
+    return fail("cooperative: a row's slices exceed 2^17 threads (half of an H100 at full occupancy)");
   if (p.backward) {
     if (grads(p) == 0 && c.row_loop != 1) return fail("split rows: a row loop only for dgamma/dbeta");
     if (grads(p) > 0) {
@@ -132,6 +141,9 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             if (!check(p, c, nullptr, true) || std::find(out.begin(), out.end(), c) != out.end()) continue;
             out.push_back(c);
             if (p.backward) continue;
+            Config one_pass = c;  // the cooperative one-pass form of the same slices
+            one_pass.cooperative = true;
+            if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
               if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
@@ -182,6 +194,15 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
   g.row_chunk = rows;
   const std::size_t partials = std::size_t(rows) * std::size_t(splits) * 4;  // bytes per float per slice
   const std::size_t finals = std::size_t(rows) * 4;
+  if (!p.backward && c.cooperative) {
+    // One launch; its grid (rows * splits here) is cut to the co-resident row slots at launch.
+    g.cooperative = true;
+    add(0, grid(rows * splits));
+    g.counter_offset = align256(3 * partials);
+    g.workspace_bytes = align256(g.counter_offset + std::size_t(rows) * 4);
+    g.grid = g.phase_grid[0];
+    return;
+  }
   if (!p.backward) {
     add(0, grid(rows * splits));
     if (!g.direct) add(1, grid(rows));
@@ -222,12 +243,39 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
   g.grid = g.phase_grid[0];
 }
 
+namespace {
+
+// The cooperative form: x read once and y written once by the co-resident row slots, round after
+// round, each round ending in a wait for the row's slices (kBarrier) and a merge of S partials that
+// every slice reads from L2 (S^2 x 12 bytes a row). Uncalibrated (bench/NOTES.md, "one pass").
+double cooperative_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  constexpr double kLatency = 0.7e-6;  // as predicted_seconds'
+  constexpr double kLaunch = 2e-6;     // the launch and the counters' memset
+  constexpr double kBarrier = 2e-6;    // one round's arrival, wait and merge latency
+  constexpr double kL2Factor = 3.0;    // L2 bandwidth relative to DRAM's
+  const double regs = 48.0 + c.items * c.vector_bytes / 4.0;  // sm_90 builds: 64 at 64 bytes a thread
+  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
+  const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+  const double slots = std::floor(double(sm_count) * per_sm / double(c.splits));
+  if (slots < 1) return 1.0;  // a row's slices cannot be co-resident: last
+  const double rounds = std::ceil(double(p.rows) / slots);
+  const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
+  const double merge_bytes = double(p.rows) * double(c.splits) * double(c.splits) * 12.0 / kL2Factor;
+  const double in_flight = std::min(slots, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
+  const double memory = (2.0 * plane + merge_bytes) / bandwidth *
+                        std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  return memory + 2 * kLaunch + rounds * kBarrier;
+}
+
+}  // namespace
+
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   constexpr double kLatency = 0.7e-6;  // DRAM load latency, s (as the one-block model's)
   // One dependent launch of a phase: the launch plus the ramp and drain of a short grid (H100: row
   // chunks of 2-3 phases cost 20-30 us a chunk beyond their bytes).
   constexpr double kLaunch = 8e-6;
   constexpr double kL2Bytes = 40e6;    // a re-read of this much in flight is served by L2
+  if (c.cooperative) return cooperative_seconds(p, c, sm_count, bandwidth);
   Geometry g;
   geometry(p, c, p.rows, g);
   const double elem = p.element_bytes();

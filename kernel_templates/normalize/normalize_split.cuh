@@ -19,8 +19,14 @@
 //                                     dgamma / dbeta summed over the group in registers
 //                                  5: (more than one group) dgamma / dbeta: the groups' partial rows
 //                                     summed in group order per column
+//   kvt_normalize_split_coop       one pass, one cooperative launch of co-resident blocks (config
+//                                     `coop`): each block keeps its slice in registers, writes the
+//                                     slice's statistics as phase 0 does, waits at its row's arrival
+//                                     counter for the row's other slices, merges all of them in a
+//                                     fixed order and writes y as phase 2 does, so x is read once.
 // Template arguments as normalize.cu's (the block is TPR threads, one slice; ITEMS vectors each).
-// x is read twice (phases 0 and 2): from L2 when the rows in flight fit there, else from DRAM.
+// The phased kernel reads x twice (phases 0 and 2): from L2 when the rows in flight fit there, else
+// from DRAM.
 
 // Float64 merge state: Chan's (count, mean, M2) for statistics, plain sums otherwise.
 struct KvtMerge {
@@ -46,15 +52,16 @@ __device__ __forceinline__ void kvt_merge(KvtMerge& l, const KvtMerge& r) {
   }
 }
 
-// Partial i of a row (K floats each; slices of `slice` elements, the last one shorter).
+// Partial i of a row (K floats each; slices of `slice` elements, the last one shorter). Loaded past
+// L1 (ld.cg): the cooperative kernel reads partials that other blocks wrote during the same launch.
 template <int K>
 __device__ __forceinline__ KvtMerge kvt_partial(const float* src, long long i, long long slice, long long cols) {
   KvtMerge m;
   const long long left = cols - i * slice;
   m.n = (double)(left < slice ? left : slice);
-  m.a = src[i * K];
-  m.b = K > 1 ? src[i * K + 1] : 0.0;
-  m.c = K > 2 ? src[i * K + 2] : 0.0;
+  m.a = __ldcg(src + i * K);
+  m.b = K > 1 ? __ldcg(src + i * K + 1) : 0.0;
+  m.c = K > 2 ? __ldcg(src + i * K + 2) : 0.0;
   return m;
 }
 
@@ -80,10 +87,11 @@ __device__ __forceinline__ KvtMerge kvt_merge_warp(const float* src, long long c
 }
 
 // The merge of `count` partials by the whole block (thread t takes t, t + blockDim, ... in turn,
-// then a fixed tree); the result is written by thread 0 as one partial of K floats at dst.
+// then a fixed tree, then the warps' results in warp order), returned to every thread: bitwise the
+// same in every block of the same size.
 template <bool CHAN, int K>
-__device__ __forceinline__ void kvt_merge_block(const float* src, long long count, long long slice, long long cols,
-                                                float* dst, KvtMerge* scratch) {
+__device__ __forceinline__ KvtMerge kvt_merge_block_all(const float* src, long long count, long long slice,
+                                                        long long cols, KvtMerge* scratch) {
   KvtMerge m = {0.0, 0.0, 0.0, 0.0};
   for (long long i = threadIdx.x; i < count; i += blockDim.x) kvt_merge<CHAN>(m, kvt_partial<K>(src, i, slice, cols));
   const int lane = threadIdx.x & 31;
@@ -94,14 +102,23 @@ __device__ __forceinline__ void kvt_merge_block(const float* src, long long coun
   }
   if (lane == 0) scratch[threadIdx.x / 32] = m;
   __syncthreads();
+  KvtMerge total = scratch[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w) kvt_merge<CHAN>(total, scratch[w]);
+  __syncthreads();  // the scratch is reused by the block's next row
+  return total;
+}
+
+// The merge of `count` partials by the whole block (as kvt_merge_block_all); the result is written
+// by thread 0 as one partial of K floats at dst.
+template <bool CHAN, int K>
+__device__ __forceinline__ void kvt_merge_block(const float* src, long long count, long long slice, long long cols,
+                                                float* dst, KvtMerge* scratch) {
+  const KvtMerge total = kvt_merge_block_all<CHAN, K>(src, count, slice, cols, scratch);
   if (threadIdx.x == 0) {
-    KvtMerge total = scratch[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w) kvt_merge<CHAN>(total, scratch[w]);
     dst[0] = (float)total.a;
     if (K > 1) dst[1] = (float)total.b;
     if (K > 2) dst[2] = CHAN ? src[2] : (float)total.c;  // statistics: the row's shift, as every partial has it
   }
-  __syncthreads();  // the scratch is reused by the block's next row
 }
 
 // A row's merged statistics: from its p.splits partials (direct) or the merged row (count 1);
@@ -160,6 +177,39 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
 }
 
+// The output of one slice from its row's merged statistics (phase 2 and the cooperative kernel):
+// y from the kept vectors, and the row's mean / rstd from its first slice.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
+__device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const Vec<T, VW> (&v)[ITEMS],
+                                                 long long row, long long begin, float shift, const KvtMerge& m) {
+  using V = Vec<T, VW>;
+  const float mean = MODE == 2 ? 0.f : (float)m.a;
+  const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
+  T* y = static_cast<T*>(p.y) + row * p.ld_y;
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
+    if (j >= p.cols) continue;
+    V g, b, out;
+    if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
+    if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      float r = ((kvt_to_float(v[i].v[k]) - shift) - mean) * scale;
+      if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
+      if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
+      out.v[k] = kvt_from_float<T>(r);
+    }
+    store_masked<T, VW>(y, j, p.cols, out);
+  }
+  if (begin == 0 && threadIdx.x == 0) {
+    if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
+    if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
+  }
+}
+
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p) {
   using V = Vec<T, VW>;
@@ -188,31 +238,61 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
     // In place, x[0] may already hold y[0]: the shift comes from the partials.
     const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
     const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
-    const float mean = MODE == 2 ? 0.f : (float)m.a;
-    const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
-    T* y = static_cast<T*>(p.y) + row * p.ld_y;
-    const T* gamma = static_cast<const T*>(p.gamma);
-    const T* beta = static_cast<const T*>(p.beta);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
+  }
+}
+
+// Thread 0 of each slice of a row: publishes the slice's partial (written by this thread) and waits
+// until all `splits` slices of the row have. Only ever called in a cooperative launch whose blocks are
+// all co-resident, so every slice it waits for is running; the bound on the wait (2^26 polls, at
+// least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops at 256 ns:
+// a round's end is late by at most that much.
+__device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsigned splits) {
+  __threadfence();  // release: the partial before the arrival
+  atomicAdd(counter, 1u);
+  unsigned seen = 0, sleep = 32;
+  for (long long polls = 0;; ++polls) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    if (seen >= splits) break;
+    if (polls > (1ll << 26)) __trap();
+    __nanosleep(sleep);
+    sleep = sleep < 256 ? 2 * sleep : 256;
+  }
+  __threadfence();  // acquire: the other slices' partials after their arrival
+}
+
+// One pass, cooperative: gridDim.x = (co-resident row slots) * splits, all blocks co-resident (the
+// host refuses the launch otherwise). Block b always takes slice b % splits of rows b / splits,
+// b / splits + slots, ...: the blocks of a row slot wait only for each other, round after round.
+// p.row_counters[rows] are zero at launch; p.row_partials as phase 0's.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
+__global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormalizeParams p) {
+  using V = Vec<T, VW>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
+  __shared__ KvtMerge merge_scratch[TPR / 32];
+  const long long slots = gridDim.x / p.splits;
+  const long long slot = blockIdx.x / p.splits;
+  if (slot >= slots) return;
+  const long long split = blockIdx.x % p.splits;
+  const long long begin = split * kSlice;
+  for (long long row = slot; row < p.rows; row += slots) {
+    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+    float* partials = p.row_partials + row * p.splits * 3;
+    V v[ITEMS];
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
-      if (j >= p.cols) continue;
-      V g, b, out;
-      if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
-      if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
-#pragma unroll
-      for (int k = 0; k < VW; ++k) {
-        float r = ((kvt_to_float(v[i].v[k]) - shift) - mean) * scale;
-        if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
-        if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
-        out.v[k] = kvt_from_float<T>(r);
-      }
-      store_masked<T, VW>(y, j, p.cols, out);
-    }
-    if (begin == 0 && threadIdx.x == 0) {
-      if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
-      if constexpr ((STATS_OUT & 2) != 0) p.rstd[row] = scale;
-    }
+    for (int i = 0; i < ITEMS; ++i)
+      v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+    // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
+    const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+    kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
+    if (threadIdx.x == 0) kvt_row_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
+    __syncthreads();
+    // Every slice merges all of the row's partials the same way: bitwise the same statistics.
+    const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
+                                      : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
+                                                                          merge_scratch);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
   }
 }
 

@@ -369,6 +369,25 @@ KvtNormalizeParams forward_params(const Problem& problem, const LaunchArgs& a) {
   return params;
 }
 
+// The one-pass cooperative split form: the counters zeroed, then one launch of as many whole row
+// slots (splits blocks each) as the device holds at once. Where not even one row's slices fit, or
+// the device has no cooperative launch, the variant is refused (never launched without the
+// co-residency guarantee: its blocks wait for each other).
+cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config& config, const Geometry& g,
+                               KvtNormalizeParams& params, cudaStream_t stream) {
+  int resident = 0;
+  cudaError_t status = kernel.co_resident_blocks(g.block, 0, &resident);
+  if (status != cudaSuccess) return status;
+  if (resident == 0) return cudaErrorNotSupported;
+  const std::int64_t slots = std::min<std::int64_t>(resident / config.splits, params.rows);
+  if (slots < 1) return cudaErrorCooperativeLaunchTooLarge;
+  auto* base = reinterpret_cast<unsigned char*>(params.row_partials);
+  params.row_counters = reinterpret_cast<unsigned*>(base + g.counter_offset);
+  status = cudaMemsetAsync(params.row_counters, 0, std::size_t(params.rows) * sizeof(unsigned), stream);
+  if (status != cudaSuccess) return status;
+  return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params);
+}
+
 }  // namespace
 
 std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vector<Config>& configs,
@@ -416,6 +435,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
   params.splits = config.splits;
   params.direct = g.direct ? 1 : 0;
+  if (g.cooperative) return launch_cooperative(kernel, config, g, params, stream);
   // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
   const std::size_t elem = std::size_t(problem.element_bytes());
   for (std::int64_t first = 0; first < a.rows; first += g.row_chunk) {

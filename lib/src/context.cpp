@@ -944,7 +944,11 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
                                           args.ddof,
                                           workspace.get()};
   const cudaError_t status = normalize::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
-  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
+  if (status != cudaSuccess)
+    detail::cuda_check(status,
+                       entry.config.cooperative ? "cooperative launch (a row's slices must all be co-resident)"
+                                                : "cudaLaunchKernel",
+                       where);
 }
 
 std::size_t Context::normalize_workspace_size(const NormalizeArgs& args, Stream stream) {

@@ -19,7 +19,32 @@ LoadedKernel LoadedKernel::load(const std::string& image, const std::string& low
   loaded.attributes_.max_threads_per_block = attributes.maxThreadsPerBlock;
   loaded.attributes_.static_smem = attributes.sharedSizeBytes;
   loaded.attributes_.local_bytes = attributes.localSizeBytes;
+  loaded.co_resident_ = std::make_shared<std::array<std::atomic<int>, kMaxDevices>>();
+  for (auto& blocks : *loaded.co_resident_) blocks.store(0, std::memory_order_relaxed);
   return loaded;
+}
+
+cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, int* blocks) const {
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const bool cached = co_resident_ != nullptr && device >= 0 && device < kMaxDevices;
+  if (cached) {
+    const int known = (*co_resident_)[std::size_t(device)].load(std::memory_order_relaxed);
+    if (known > 0) {
+      *blocks = known - 1;
+      return cudaSuccess;
+    }
+  }
+  int cooperative = 0, sms = 0, per_sm = 0;
+  if ((status = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device)) != cudaSuccess ||
+      (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+      (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel_),
+                                                              static_cast<int>(block), smem)) != cudaSuccess)
+    return status;
+  *blocks = cooperative != 0 ? sms * per_sm : 0;
+  if (cached) (*co_resident_)[std::size_t(device)].store(*blocks + 1, std::memory_order_relaxed);
+  return cudaSuccess;
 }
 
 void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {

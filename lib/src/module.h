@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -37,10 +39,35 @@ class LoadedKernel {
     return cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, smem, stream);
   }
 
+  /// Blocks of `block` threads (and `smem` dynamic bytes) the current device holds at once (SMs x
+  /// occupancy); 0 where it has no cooperative launch. Kept per device: call it with one block size
+  /// and shared memory per kernel (a variant's).
+  cudaError_t co_resident_blocks(unsigned block, std::size_t smem, int* blocks) const;
+  /// A cooperative launch (all blocks co-resident, or cudaErrorCooperativeLaunchTooLarge).
+  template <class Params>
+  cudaError_t launch_cooperative(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                                 const Params& params) const {
+    void* args[] = {const_cast<Params*>(&params)};
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeCooperative;
+    attribute.val.cooperative = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel_), args);
+  }
+
  private:
+  static constexpr int kMaxDevices = 64;
   std::shared_ptr<CUlib_st> library_;
   cudaKernel_t kernel_ = nullptr;
   KernelAttributes attributes_;
+  // co_resident_blocks per device ordinal, plus one (0: not yet asked); shared by copies.
+  std::shared_ptr<std::array<std::atomic<int>, kMaxDevices>> co_resident_;
 };
 
 }  // namespace kvtune::detail
