@@ -247,11 +247,13 @@ namespace {
 
 // The cooperative form: x read once and y written once by the co-resident row slots, round after
 // round, each round ending in a wait for the row's slices (kBarrier) and a merge of S partials that
-// every slice reads from L2 (S^2 x 12 bytes a row). Uncalibrated (bench/NOTES.md, "one pass").
+// every slice reads from L2 (S^2 x 12 bytes a row). The round's cost is an H100 measurement: a
+// round reads, waits, merges and writes in lockstep, so nothing overlaps its barrier (bench/NOTES.md,
+// "one pass").
 double cooperative_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   constexpr double kLatency = 0.7e-6;  // as predicted_seconds'
   constexpr double kLaunch = 2e-6;     // the launch and the counters' memset
-  constexpr double kBarrier = 2e-6;    // one round's arrival, wait and merge latency
+  constexpr double kBarrier = 12e-6;   // one round's arrival, wait, merge and unoverlapped latencies
   constexpr double kL2Factor = 3.0;    // L2 bandwidth relative to DRAM's
   const double regs = 48.0 + c.items * c.vector_bytes / 4.0;  // sm_90 builds: 64 at 64 bytes a thread
   const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
