@@ -303,14 +303,11 @@ TEST_CASE("split rows: the forward's workspace fields are validated before any G
   } catch (const Error& e) {
     CHECK(e.context().field == "workspace");
   }
+  // A workspace of 0 bytes is what normalize_workspace_size gives a call that needs none: valid here;
+  // the call refuses it, naming workspace_bytes, when its variant needs more.
   a.workspace = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
   a.workspace_bytes = 0;
-  try {
-    normalize::validate(a);
-    FAIL("workspace without its size accepted");
-  } catch (const Error& e) {
-    CHECK(e.context().field == "workspace_bytes");
-  }
+  CHECK_NOTHROW(normalize::validate(a));
   // The backward checks its workspace fields the same way.
   NormalizeBackwardArgs b;
   b.x = b.dy = reinterpret_cast<void*>(std::uintptr_t(1) << 20);
@@ -328,12 +325,7 @@ TEST_CASE("split rows: the forward's workspace fields are validated before any G
   }
   b.workspace = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
   b.workspace_bytes = 0;
-  try {
-    normalize::validate(b);
-    FAIL("backward workspace without its size accepted");
-  } catch (const Error& e) {
-    CHECK(e.context().field == "workspace_bytes");
-  }
+  CHECK_NOTHROW(normalize::validate(b));
   // Sizes whose element count overflows stay errors naming the field.
   a.workspace = nullptr;
   a.rows = std::int64_t(1) << 40;

@@ -217,8 +217,6 @@ void validate(const NormalizeArgs& a) {
   const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
   if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
     throw invalid(a, "workspace", "workspace must be aligned to 256 bytes");
-  if (a.workspace != nullptr && a.workspace_bytes == 0)
-    throw invalid(a, "workspace_bytes", "a workspace needs its size (normalize_workspace_size)");
   if (a.mode == NormMode::rmsnorm && a.beta != nullptr) throw invalid(a, "beta", "rmsnorm takes no beta");
   if (a.mode == NormMode::rmsnorm && a.mean != nullptr) throw invalid(a, "mean", "rmsnorm has no mean output");
   const auto check_aligned = [&](const void* p, std::int64_t to, const char* field) {
@@ -299,8 +297,6 @@ void validate(const NormalizeBackwardArgs& a) {
   const std::int64_t ld_dx = a.ld_dx == 0 ? a.cols : a.ld_dx;
   if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
     throw invalid("workspace", "workspace must be aligned to 256 bytes");
-  if (a.workspace != nullptr && a.workspace_bytes == 0)
-    throw invalid("workspace_bytes", "a workspace needs its size (normalize_backward_workspace_size)");
   if (a.dgamma != nullptr && a.gamma == nullptr)
     throw invalid("dgamma", "dgamma needs the forward's gamma (without gamma there is no dgamma)");
   if (a.mode == NormMode::rmsnorm && a.dbeta != nullptr) throw invalid("dbeta", "rmsnorm has no beta, so no dbeta");
