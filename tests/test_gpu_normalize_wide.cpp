@@ -478,48 +478,48 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
     // Every setup with every case, the dtype rotating (each dtype meets every setup and every case).
     for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
       for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
-          const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
-          const Setup& s = kForwardSetups[si];
-          const Case& k = cases[ci];
-          normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
-          p.rows = normalize::rows_bucket(k.rows);
-          // The coop variants with the fewest and the most slices a row.
-          std::vector<normalize::Config> coop;
-          for (const auto& c : normalize::enumerate(p))
-            if (c.cooperative) coop.push_back(c);
-          INFO(p.key());
-          REQUIRE_FALSE(coop.empty());
-          const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
-            return a.splits < b.splits;
-          };
-          const std::vector<normalize::Config> chosen = {*std::min_element(coop.begin(), coop.end(), by_splits),
-                                                         *std::max_element(coop.begin(), coop.end(), by_splits)};
-          const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
-          if (pass == 0) {
-            memo.add(candidates);
+        const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
+        const Setup& s = kForwardSetups[si];
+        const Case& k = cases[ci];
+        normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
+        p.rows = normalize::rows_bucket(k.rows);
+        // The coop variants with the fewest and the most slices a row.
+        std::vector<normalize::Config> coop;
+        for (const auto& c : normalize::enumerate(p))
+          if (c.cooperative) coop.push_back(c);
+        INFO(p.key());
+        REQUIRE_FALSE(coop.empty());
+        const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
+          return a.splits < b.splits;
+        };
+        const std::vector<normalize::Config> chosen = {*std::min_element(coop.begin(), coop.end(), by_splits),
+                                                       *std::max_element(coop.begin(), coop.end(), by_splits)};
+        const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
+        if (pass == 0) {
+          memo.add(candidates);
+          continue;
+        }
+        const auto compiled = memo.compile(candidates);
+        for (std::size_t i = 0; i < chosen.size(); ++i) {
+          INFO(candidates[i].label << " " << compiled[i].message);
+          REQUIRE(compiled[i].status == tuner::Status::ok);
+          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+          if (!row_fits(kernel, chosen[i])) {  // refused, never run without the guarantee
+            normalize::LaunchArgs a{};
+            a.rows = k.rows;
+            Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
+            a.workspace = workspace.ptr;
+            CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorCooperativeLaunchTooLarge);
+            ++refused;
             continue;
           }
-          const auto compiled = memo.compile(candidates);
-          for (std::size_t i = 0; i < chosen.size(); ++i) {
-            INFO(candidates[i].label << " " << compiled[i].message);
-            REQUIRE(compiled[i].status == tuner::Status::ok);
-            const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-            if (!row_fits(kernel, chosen[i])) {  // refused, never run without the guarantee
-              normalize::LaunchArgs a{};
-              a.rows = k.rows;
-              Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
-              a.workspace = workspace.ptr;
-              CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorCooperativeLaunchTooLarge);
-              ++refused;
-              continue;
-            }
-            const CoopRun first = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-            const CoopRun second = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-            CHECK(first.y == second.y);  // bitwise, run to run
-            CHECK(first.stats == second.stats);
-            ++launched;
-          }
+          const CoopRun first = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          const CoopRun second = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          CHECK(first.y == second.y);  // bitwise, run to run
+          CHECK(first.stats == second.stats);
+          ++launched;
         }
+      }
   }
   WARN("checked " << launched << " cooperative launches (twice each); " << refused
                   << " variants refused: a row's slices exceed what the device holds at once");
