@@ -28,9 +28,9 @@
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
 #include "kvtune/kvtune.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
-#include "lib/src/module.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/module.h"
 
 using namespace kvtune;
 using Clock = std::chrono::steady_clock;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kvtune/error.h"
-#include "lib/src/device.h"
+#include "core/device.h"
 
 namespace kvtune::cache {
 

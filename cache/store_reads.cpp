@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "cache/store_impl.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 
 namespace kvtune::cache {
 namespace internal {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "cache/store_impl.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 
 namespace kvtune::cache {
 namespace {

@@ -36,7 +36,7 @@
 #include "cache/store.h"
 #include "fuzz/fuzz_support.h"
 #include "lib/src/families.h"
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 #include "lib/src/stored_entry.h"
 #include "tools/cache_view.h"
 #include "tools/common.h"

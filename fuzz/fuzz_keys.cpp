@@ -1,6 +1,6 @@
 // Fuzz target: the stored-key decoders. The input is a problem key, then optionally a newline and
 // a config as JSON text. Read by: each family's problem_from_key (kernel_templates/*/
-// *_family.h), the splitter they share (lib/src/key_text.h split_key, key_value, key_number), and
+// *_family.h), the splitter they share (core/key_text.h split_key, key_value, key_number), and
 // the tools' view of both, every operator's OpHandler::key_info and check_config (tools/ops.h,
 // op_normalize.cpp, op_dwconv.cpp, op_dwconv_decode.cpp).
 //
@@ -23,7 +23,7 @@
 #include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
 #include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
-#include "lib/src/key_text.h"
+#include "core/key_text.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 

@@ -15,8 +15,8 @@
 
 #include "cache/store.h"
 #include "kernel_templates/normalize/normalize_family.h"
-#include "lib/src/hash.h"
-#include "lib/src/nvrtc.h"
+#include "core/hash.h"
+#include "core/nvrtc.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::test {
 

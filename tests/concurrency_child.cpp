@@ -21,7 +21,7 @@
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kvtune/kvtune.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 using namespace kvtune;
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace kvtune::test {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 #include "tuner/tuner.h"
 
 namespace kvtune::test {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/device.h"
+#include "core/device.h"
 #include "lib/src/dispatch_table.h"
 #include "env_guard.h"
 #include "gpu_support.h"

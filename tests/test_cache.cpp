@@ -28,7 +28,7 @@
 
 #include "cache/store.h"
 #include "kvtune/error.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 #include "cache_fixtures.h"
 
 namespace fs = std::filesystem;

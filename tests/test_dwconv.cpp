@@ -16,7 +16,7 @@
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "compile_batches.h"
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 #include "sample.h"
 
 using namespace kvtune;

@@ -14,7 +14,7 @@
 #include "compile_batches.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 
 using namespace kvtune;
 using dwconv::Config;

@@ -22,8 +22,8 @@
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "tuner/harness_support.h"
 
 using namespace kvtune;

@@ -23,11 +23,11 @@
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kernel_templates/dwconv/dwconv_params.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
-#include "lib/src/embedded.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/embedded.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 #include "tuner/harness_support.h"
 
 using namespace kvtune;

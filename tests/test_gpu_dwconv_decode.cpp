@@ -25,10 +25,10 @@
 #include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
 #include "kernel_templates/dwconv_decode/dwconv_decode_reference.h"
 #include "kernel_templates/dwconv_decode/dwconv_decode_tuning.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 #include "tuner/harness_support.h"
 
 using namespace kvtune;

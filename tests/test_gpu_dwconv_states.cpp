@@ -21,10 +21,10 @@
 #include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
 #include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 #include "tuner/harness_support.h"
 
 using namespace kvtune;

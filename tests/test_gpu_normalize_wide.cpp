@@ -20,8 +20,8 @@
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
 #include "kvtune/kvtune.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "normalize_gpu_helpers.h"
 #include "sample.h"
 

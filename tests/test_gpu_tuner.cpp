@@ -25,7 +25,7 @@
 #include "gpu_support.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kvtune/kvtune.h"
-#include "lib/src/device.h"
+#include "core/device.h"
 
 using namespace kvtune;
 

@@ -15,7 +15,7 @@
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "compile_batches.h"
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 #include "sample.h"
 
 using namespace kvtune;

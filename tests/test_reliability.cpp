@@ -15,7 +15,7 @@
 
 #include "cache/store.h"
 #include "cache_fixtures.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 
 using namespace kvtune;
 

@@ -25,8 +25,8 @@
 #include "gpu_support.h"
 #include "kvtune/kvtune.h"
 #include "lib/src/families.h"
-#include "lib/src/hash.h"
-#include "lib/src/nvrtc.h"
+#include "core/hash.h"
+#include "core/nvrtc.h"
 #include "lib/src/stored_entry.h"
 #include "tools/cache_view.h"
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "env_guard.h"
-#include "lib/src/buckets.h"
+#include "core/buckets.h"
 #include "lib/src/dispatch_table.h"
 #include "lib/src/families.h"
 #include "tuner/tuner.h"

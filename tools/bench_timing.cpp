@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 #include "tuner/event_timer.h"
 #include "tuner/harness_support.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/module.h"
+#include "core/module.h"
 #include "tools/bench_report.h"
 
 namespace kvtune::bench {

@@ -8,9 +8,9 @@
 
 #include "kvtune/kvtune.h"
 #include "lib/src/families.h"
-#include "lib/src/hash.h"
-#include "lib/src/json_fields.h"
-#include "lib/src/nvrtc.h"
+#include "core/hash.h"
+#include "core/json_fields.h"
+#include "core/nvrtc.h"
 #include "lib/src/stored_entry.h"
 #include "tools/common.h"
 #include "tools/ops.h"

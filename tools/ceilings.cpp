@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "kvtune/error.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 #include "tuner/event_timer.h"
 #include "tuner/harness_support.h"
 

@@ -18,7 +18,7 @@
 
 #include "cache/store.h"
 #include "kvtune/error.h"
-#include "lib/src/json_fields.h"
+#include "core/json_fields.h"
 
 namespace kvtune::tools {
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/json_fields.h"
+#include "core/json_fields.h"
 
 namespace CLI {
 class App;

@@ -15,7 +15,7 @@
 
 #include "cache/store.h"
 #include "kvtune/kvtune.h"
-#include "lib/src/json_fields.h"
+#include "core/json_fields.h"
 #include "tools/cache_view.h"
 #include "tools/common.h"
 #include "tools/ops.h"

@@ -23,9 +23,9 @@
 #include <fmt/format.h>
 
 #include "cache/store.h"
-#include "lib/src/device.h"
-#include "lib/src/hash.h"
-#include "lib/src/nvrtc.h"
+#include "core/device.h"
+#include "core/hash.h"
+#include "core/nvrtc.h"
 #include "tools/cache_view.h"
 #include "tools/common.h"
 #include "tools/ops.h"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/op_family.h"

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/ops.h"

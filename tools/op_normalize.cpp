@@ -11,7 +11,7 @@
 
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_split.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/op_family.h"

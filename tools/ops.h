@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::tools {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 

@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 
 #include "cache/store.h"
-#include "lib/src/cuda_check.h"
-#include "lib/src/device.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "tools/cache_view.h"
 #include "tools/ceilings.h"
 #include "tools/common.h"

@@ -1,6 +1,6 @@
 #include "tuner/event_timer.h"
 
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace kvtune::tuner {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace kvtune::tuner {
 

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "lib/src/cuda_check.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 #include "tuner/tuner.h"
 
 namespace kvtune::tuner {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "kvtune/error.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "tuner/event_timer.h"
 
 namespace kvtune::tuner {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "lib/src/module.h"
-#include "lib/src/nvrtc.h"
+#include "core/module.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::tuner {
 

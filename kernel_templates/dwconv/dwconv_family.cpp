@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/src/embedded.h"
-#include "lib/src/hash.h"
-#include "lib/src/byte_range.h"
-#include "lib/src/json_fields.h"
-#include "lib/src/key_text.h"
+#include "core/embedded.h"
+#include "core/hash.h"
+#include "core/byte_range.h"
+#include "core/json_fields.h"
+#include "core/key_text.h"
 
 namespace kvtune::dwconv {
 namespace {

@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/src/byte_range.h"
-#include "lib/src/embedded.h"
-#include "lib/src/hash.h"
-#include "lib/src/json_fields.h"
-#include "lib/src/key_text.h"
+#include "core/byte_range.h"
+#include "core/embedded.h"
+#include "core/hash.h"
+#include "core/json_fields.h"
+#include "core/key_text.h"
 
 namespace kvtune::dwconv_decode {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "kernel_templates/dwconv_states/dwconv_states_params.h"
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "tuner/harness_support.h"
 
 namespace kvtune::dwconv_states {

@@ -11,8 +11,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kvtune/kvtune.h"
-#include "lib/src/buckets.h"
-#include "lib/src/nvrtc.h"
+#include "core/buckets.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::normalize {
 

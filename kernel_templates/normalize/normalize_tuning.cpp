@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernel_templates/normalize/normalize_params.h"
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 #include "tuner/harness_support.h"
 
 namespace kvtune::normalize {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cache/store.h"
-#include "lib/src/json_fields.h"
-#include "lib/src/nvrtc.h"
+#include "core/json_fields.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::detail {
 

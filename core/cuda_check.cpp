@@ -1,4 +1,4 @@
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 #include <fmt/format.h>
 

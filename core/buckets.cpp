@@ -1,4 +1,4 @@
-#include "lib/src/buckets.h"
+#include "core/buckets.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,6 +1,6 @@
-#include "lib/src/module.h"
+#include "core/module.h"
 
-#include "lib/src/cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace kvtune::detail {
 

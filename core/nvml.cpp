@@ -1,4 +1,4 @@
-#include "lib/src/nvml.h"
+#include "core/nvml.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

@@ -1,13 +1,13 @@
-#include "lib/src/device.h"
+#include "core/device.h"
 
 #include <cuda_runtime_api.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lib/src/cuda_check.h"
-#include "lib/src/hash.h"
-#include "lib/src/nvrtc.h"
+#include "core/cuda_check.h"
+#include "core/hash.h"
+#include "core/nvrtc.h"
 
 namespace kvtune::detail {
 

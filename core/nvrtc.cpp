@@ -1,4 +1,4 @@
-#include "lib/src/nvrtc.h"
+#include "core/nvrtc.h"
 
 #include <cxxabi.h>
 #include <nvrtc.h>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "kvtune/error.h"
-#include "lib/src/hash.h"
+#include "core/hash.h"
 
 namespace kvtune::detail {
 namespace {
