@@ -5,7 +5,8 @@
 //   cold      wall time of the first call of a problem in a fresh context: tuning from nothing,
 //             budgeted (the default) and exhaustive
 //   repeat    one problem tuned 5 times from scratch: the winners and their times
-// Prints a Markdown report on stdout and writes the numbers as JSON to argv[1].
+// Prints a Markdown report on stdout and writes the numbers as JSON to argv[1]; with
+// --dispatch-only OUT_JSON, only the dispatch row.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -263,8 +264,19 @@ nlohmann::json repeat() {
 int main(int argc, char** argv) {
   try {
     if (argc == 3 && std::string(argv[1]) == "--warm-child") return warm_child(argv[2]);
+    // --dispatch-only OUT_JSON: the dispatch row alone (a before/after comparison of the hot path).
+    if (argc == 3 && std::string(argv[1]) == "--dispatch-only") {
+      const std::string out = argv[2];
+      const std::string where = std::filesystem::path(out).parent_path().string();
+      const nlohmann::json d = dispatch(where.empty() ? "." : where);
+      std::ofstream(out) << d.dump(2) << "\n";
+      std::printf("dispatch: kvtune %.3f us, bare launch %.3f us, overhead %.3f us, lookup alone %.3f us\n",
+                  d["kvtune_us"].get<double>(), d["bare_launch_us"].get<double>(), d["overhead_us"].get<double>(),
+                  d["lookup_only_us"].get<double>());
+      return 0;
+    }
     if (argc != 2) {
-      std::fprintf(stderr, "usage: %s OUT_JSON\n", argv[0]);
+      std::fprintf(stderr, "usage: %s OUT_JSON | --dispatch-only OUT_JSON\n", argv[0]);
       return 2;
     }
     const std::string dir = std::filesystem::path(argv[1]).parent_path().string();

@@ -13,7 +13,7 @@ Devices::~Devices() {
     if (d->workspace_pool != nullptr) cudaMemPoolDestroy(d->workspace_pool);
 }
 
-DeviceState& Devices::get(int ordinal) {
+DeviceState& Devices::set_up(int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxDevices)
     throw Error(Error::Context{"context", "", "", "", "device"},
                 fmt::format("device ordinal {} out of range", ordinal));
@@ -50,6 +50,7 @@ DeviceState& Devices::get(int ordinal) {
     } catch (const Error& e) {
       state_.log("warn", std::string("could not record the device in the cache: ") + e.what());
     }
+    d->ready.store(true, std::memory_order_release);
   });
   return *d;
 }

@@ -45,6 +45,7 @@ template <class... F> struct TablesOf<std::tuple<F...>> {
 struct DeviceState {
   int ordinal = 0;
   std::once_flag init;
+  std::atomic<bool> ready{false};  // init has run: the fields below are set
   DeviceFingerprint fingerprint;
   std::string device_id;
   double bandwidth = 3.0e12;  // for the cost model: the stored copy ceiling once measured
@@ -80,8 +81,14 @@ class Devices {
 
   // The device's state; on first use reads its fingerprint and records it in the cache (with
   // the stored copy ceiling as the cost model's bandwidth). kvtune::Error for an ordinal out of
-  // range.
-  DeviceState& get(int ordinal);
+  // range. Inline for the hot path: one acquire load and a flag once the device is set up.
+  DeviceState& get(int ordinal) {
+    if (ordinal >= 0 && ordinal < kMaxDevices)
+      if (DeviceState* d = devices_[ordinal].load(std::memory_order_acquire);
+          d != nullptr && d->ready.load(std::memory_order_acquire))
+        return *d;
+    return set_up(ordinal);
+  }
   // The device's workspace pool, made on first use; null: use the default pool.
   cudaMemPool_t workspace_pool(int ordinal);
 
@@ -91,6 +98,8 @@ class Devices {
   std::array<std::atomic<DeviceState*>, kMaxDevices> devices_{};  // read without a lock
   std::vector<std::unique_ptr<DeviceState>> storage_;               // written under mutex_
   std::mutex mutex_;
+
+  DeviceState& set_up(int ordinal);  // get()'s first call on a device (and its error)
 };
 
 }  // namespace kvtune::detail
