@@ -1,8 +1,8 @@
 // Fuzz target: the stored-key decoders. The input is a problem key, then optionally a newline and
-// a config as JSON text. Read by: each family's problem_from_key (kernel_templates/*/
+// a config as JSON text. Read by: each registered family's problem_from_key (kernel_templates/*/
 // *_family.h), the splitter they share (core/key_text.h split_key, key_value, key_number), and
 // the tools' view of both, every operator's OpHandler::key_info and check_config (tools/ops.h,
-// op_normalize.cpp, op_dwconv.cpp, op_dwconv_decode.cpp).
+// op_*.cpp).
 //
 // Contracts checked:
 //   - problem_from_key never throws, and a problem it returns has exactly this key;
@@ -17,13 +17,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "fuzz/fuzz_support.h"
-#include "kernel_templates/dwconv/dwconv_family.h"
-#include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
-#include "kernel_templates/dwconv_states/dwconv_states_family.h"
-#include "kernel_templates/normalize/normalize_family.h"
 #include "core/key_text.h"
+#include "lib/src/families.h"
 #include "tools/common.h"
 #include "tools/ops.h"
 
@@ -65,6 +63,12 @@ void check_decoder(const char* family, const std::string& key, Decode decode) {
   }
 }
 
+// Every registered family's key decoder (lib/src/families.h).
+template <class... F>
+void check_decoders(const std::string& key, std::tuple<F...>*) {
+  (check_decoder(F::kOp, key, F::from_key), ...);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -72,10 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto newline = input.find('\n');
   const std::string key = input.substr(0, newline);
   check_splitter(key);
-  check_decoder("normalize", key, kvtune::normalize::problem_from_key);
-  check_decoder("dwconv", key, kvtune::dwconv::problem_from_key);
-  check_decoder("dwconv_decode", key, kvtune::dwconv_decode::problem_from_key);
-  check_decoder("dwconv_states", key, kvtune::dwconv_states::problem_from_key);
+  check_decoders(key, static_cast<kvtune::detail::Families*>(nullptr));
 
   std::optional<nlohmann::json> config;
   if (newline != std::string::npos) {

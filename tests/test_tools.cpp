@@ -405,7 +405,7 @@ TEST_CASE("tools: dwconv shapes entries parse, bad ones are refused with the fie
 
   // An operator nobody has announced is unknown, listing the known ones.
   check_usage_error(tune({"--shapes", shapes_file(dir, R"([{"op": "matmul", "m": 8}])", "mm.json"), "--dry-run"}),
-                    "problems[0]: unknown operator 'matmul' (known: normalize, dwconv, dwconv_decode)");
+                    "problems[0]: unknown operator 'matmul' (known: normalize, dwconv, dwconv_decode, dwconv_states)");
 }
 
 TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {

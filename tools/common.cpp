@@ -241,5 +241,29 @@ DType parse_dtype_name(const std::string& text, const std::string& where) {
   throw InputError(fmt::format("{}: unknown dtype '{}' (f32, f16, bf16)", where, text));
 }
 
+DwLayout parse_layout(const std::string& text, const std::string& where) {
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
+    if (text == to_string(l)) return l;
+  throw InputError(fmt::format("{}: unknown layout '{}' (ncl, nlc, nchw, nhwc)", where, text));
+}
+
+DwDirection parse_direction(const std::string& text, const std::string& where) {
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    if (text == to_string(d)) return d;
+  throw InputError(
+      fmt::format("{}: unknown direction '{}' (forward, backward_data, backward_weight)", where, text));
+}
+
+Activation parse_activation(const std::string& text, const std::string& where) {
+  for (Activation a : {Activation::none, Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
+    if (text == to_string(a)) return a;
+  throw InputError(fmt::format("{}: unknown activation '{}' (none, silu, gelu_tanh, gelu_erf, relu)", where, text));
+}
+
+std::int64_t pow2_bucket(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
 
 }  // namespace kvtune::tools

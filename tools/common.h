@@ -96,5 +96,13 @@ std::string json_string(const nlohmann::json& entry, const char* field, const st
                         const std::string& fallback);
 /// "f32", "f16", "bf16".
 DType parse_dtype_name(const std::string& text, const std::string& where);
+/// "ncl", "nlc", "nchw", "nhwc".
+DwLayout parse_layout(const std::string& text, const std::string& where);
+/// "forward", "backward_data", "backward_weight".
+DwDirection parse_direction(const std::string& text, const std::string& where);
+/// "none", "silu", "gelu_tanh", "gelu_erf", "relu".
+Activation parse_activation(const std::string& text, const std::string& where);
+/// The smallest power of two >= v (v >= 1): a shapes entry's batch bucket.
+std::int64_t pow2_bucket(std::int64_t v);
 
 }  // namespace kvtune::tools

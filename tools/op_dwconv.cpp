@@ -58,22 +58,6 @@ std::vector<int> get_ints(const nlohmann::json& entry, const char* field, std::s
   return out;
 }
 
-
-
-
-DwLayout parse_layout(const std::string& text, const std::string& where) {
-  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
-    if (text == to_string(l)) return l;
-  throw InputError(fmt::format("{}: unknown layout '{}' (ncl, nlc, nchw, nhwc)", where, text));
-}
-
-DwDirection parse_direction(const std::string& text, const std::string& where) {
-  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
-    if (text == to_string(d)) return d;
-  throw InputError(
-      fmt::format("{}: unknown direction '{}' (forward, backward_data, backward_weight)", where, text));
-}
-
 // The shapes-entry field behind one of DwConvArgs' fields, for the library's validation messages.
 std::string entry_field(const std::string& args_field, bool w_named_l) {
   if (args_field.rfind("kernel", 0) == 0) return "kernel";

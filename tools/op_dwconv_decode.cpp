@@ -30,18 +30,6 @@ struct Entry {
   std::int64_t batch = 0;   // the rows of the call the tool makes
 };
 
-Activation parse_activation(const std::string& text, const std::string& where) {
-  for (Activation a : {Activation::none, Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
-    if (text == to_string(a)) return a;
-  throw InputError(fmt::format("{}: unknown activation '{}' (none, silu, gelu_tanh, gelu_erf, relu)", where, text));
-}
-
-std::int64_t pow2_bucket(std::int64_t v) {
-  std::int64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
 Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   for (const auto& [name, value] : entry.items()) {
     (void)value;

@@ -9,6 +9,7 @@ namespace kvtune::tools {
 std::unique_ptr<OpHandler> make_normalize_handler();  // op_normalize.cpp
 std::unique_ptr<OpHandler> make_dwconv_handler();     // op_dwconv.cpp
 std::unique_ptr<OpHandler> make_dwconv_decode_handler();  // op_dwconv_decode.cpp
+std::unique_ptr<OpHandler> make_dwconv_states_handler();  // op_dwconv_states.cpp
 
 namespace {
 
@@ -18,6 +19,7 @@ std::vector<std::unique_ptr<OpHandler>> make_handlers() {
   all.push_back(make_normalize_handler());
   all.push_back(make_dwconv_handler());
   all.push_back(make_dwconv_decode_handler());
+  all.push_back(make_dwconv_states_handler());
   return all;
 }
 

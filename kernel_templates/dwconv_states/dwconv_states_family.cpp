@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/buckets.h"
 #include "core/byte_range.h"
 #include "core/embedded.h"
 #include "core/hash.h"
 #include "core/json_fields.h"
 #include "core/key_text.h"
+#include "kernel_templates/dwconv/dwconv_family.h"
 
 namespace kvtune::dwconv_states {
 namespace {
@@ -248,6 +250,60 @@ std::optional<Problem> problem_from_key(const std::string& key) {
       p.c > (std::int64_t(1) << 40) / p.n / p.w)
     return std::nullopt;
   return p;
+}
+
+std::optional<DwConvArgs> call_for(const Problem& p, std::int64_t batch, std::string* why) {
+  const auto fail = [why](std::string reason) -> std::optional<DwConvArgs> {
+    if (why != nullptr) *why = std::move(reason);
+    return std::nullopt;
+  };
+  // Tensors at least 2^44 bytes apart, as dwconv::set_placeholders: disjoint for every size.
+  const auto at = [](std::uintptr_t slot) { return reinterpret_cast<void*>(slot << 44); };
+  DwConvArgs a;
+  a.layout = p.layout, a.dtype = p.dtype, a.n = batch, a.c = p.c, a.h = 1, a.w = p.w;
+  a.kernel_w = p.k, a.dilation_w = p.d, a.causal = true;
+  if (p.seq_idx) a.seq_idx = static_cast<const std::int32_t*>(at(8));
+  if (p.gradient_prep) {
+    // The prep of a backward call with an activation: backward_weight reads x, dy, weight and bias.
+    if (p.direction != DwDirection::forward) return fail("a gradient prep is a forward problem");
+    if (p.activation == Activation::none) return fail("a gradient prep needs an activation");
+    a.direction = DwDirection::backward_weight, a.activation = p.activation;
+    a.x = at(1), a.dy = at(2), a.dweight = at(3), a.weight = at(4);
+    if (p.bias) a.bias = at(5);
+    if (p.initial_state) a.initial_state = at(6);
+    if (p.state_out) return fail("a gradient prep writes no state");
+  } else {
+    a.direction = p.direction;
+    dwconv::set_placeholders(a, p.direction == DwDirection::forward && p.bias);
+    if (p.direction == DwDirection::forward) {
+      a.activation = p.activation;
+      if (p.initial_state) a.initial_state = at(6);
+      if (p.state_out) a.final_state = at(7);
+    } else {
+      if (p.bias || p.activation != Activation::none)
+        return fail("a backward fix-up reads no bias and applies no activation (bias=0, act=none)");
+      if (p.direction == DwDirection::backward_weight && p.state_out)
+        return fail("a backward_weight fix-up writes no state (state=0)");
+      if (p.direction == DwDirection::backward_data && p.initial_state)
+        return fail("a backward_data fix-up reads no initial state (init=0)");
+      if (p.initial_state) a.initial_state = at(6);
+      if (p.state_out) a.dinitial_state = at(7);
+    }
+  }
+  if (!uses_states(a)) return fail("no initial_state, state output or seq_idx: such a call needs no fix-up");
+  try {
+    dwconv::validate(a);
+    validate(a);
+  } catch (const Error& e) {
+    return fail(e.cause());
+  }
+  const Plan plan = make_plan(a, detail::Buckets::parse("exact"));
+  std::optional<Problem> made = p.gradient_prep ? plan.prep : plan.fix;
+  if (made) made->n = p.n, made->n_exact = p.n_exact;
+  if (!made || !(*made == p))
+    return fail(made ? fmt::format("no call makes this problem (the nearest call makes {})", made->key())
+                     : "no call makes this problem");
+  return a;
 }
 
 Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {

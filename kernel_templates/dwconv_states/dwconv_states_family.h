@@ -77,6 +77,11 @@ struct Plan {
 Plan make_plan(const DwConvArgs& args, const detail::Buckets& buckets = {});
 /// The problem whose key() is `key` and which the library accepts; nullopt otherwise (never throws).
 std::optional<Problem> problem_from_key(const std::string& key);
+/// A call of `batch` rows (placeholder pointers, as dwconv::set_placeholders) whose plan holds
+/// `problem`: as its prep when problem.gradient_prep (a backward_weight call with the activation),
+/// else as its fix. nullopt, with `why`, when no call makes this problem (never throws). The tools
+/// tune a stored or written problem through such a call.
+std::optional<DwConvArgs> call_for(const Problem& problem, std::int64_t batch, std::string* why = nullptr);
 
 bool is_runnable(const Problem& problem, const Config& config, std::string* why = nullptr);
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);

@@ -1,0 +1,263 @@
+// The tools' handler of the dwconv_states operator: the fix-up of the causal conv1d's states and
+// packed sequences (DwConvArgs::initial_state, final_state, dinitial_state, seq_idx). A shapes entry
+// names the fix-up problem field by field (as its key does); the tool tunes it through a dwconv call
+// that makes it (dwconv_states::call_for), which tunes the convolution's own problems too.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <set>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "core/buckets.h"
+#include "core/cuda_check.h"
+#include "kernel_templates/dwconv_states/dwconv_states_family.h"
+#include "lib/src/families.h"
+#include "tools/common.h"
+#include "tools/op_family.h"
+#include "tools/ops.h"
+
+namespace kvtune::tools {
+namespace {
+
+namespace ds = kvtune::dwconv_states;
+using Family = detail::DwConvStatesFamily;
+
+const std::set<std::string> kFields = {"op",         "direction",     "layout",        "dtype",     "batch",
+                                       "channels",   "width",         "k",             "dilation",  "bias",
+                                       "activation", "gradient_prep", "initial_state", "state_out", "seq_idx"};
+
+struct Entry {
+  ds::Problem problem;     // n is the bucket, as in the library
+  std::int64_t batch = 0;  // the rows of the call the tool makes
+};
+
+Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
+  for (const auto& [name, value] : entry.items()) {
+    (void)value;
+    if (kFields.count(name) == 0) {
+      std::string known;
+      for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+      throw InputError(
+          fmt::format("{}: unknown field '{}' for operator dwconv_states (known: {})", where, name, known));
+    }
+  }
+  for (const char* field : {"batch", "channels", "width"})
+    if (!entry.contains(field)) throw InputError(fmt::format("{}: missing field '{}'", where, field));
+  Entry e;
+  ds::Problem& p = e.problem;
+  p.direction = parse_direction(json_string(entry, "direction", where, "forward"), where);
+  p.layout = parse_layout(json_string(entry, "layout", where, "ncl"), where);
+  if (p.layout != DwLayout::ncl && p.layout != DwLayout::nlc)
+    throw InputError(fmt::format("{}: 'layout' must be ncl or nlc (a causal conv1d), got {}", where,
+                                 to_string(p.layout)));
+  p.dtype = parse_dtype_name(json_string(entry, "dtype", where, "bf16"), where);
+  e.batch = json_integer(entry.at("batch"), "batch", where);
+  if (e.batch < 1) throw InputError(fmt::format("{}: 'batch' must be positive, got {}", where, e.batch));
+  p.c = json_integer(entry.at("channels"), "channels", where);
+  p.w = json_integer(entry.at("width"), "width", where);
+  const auto small = [&](const char* field, std::int64_t fallback) {
+    const std::int64_t v = entry.contains(field) ? json_integer(entry.at(field), field, where) : fallback;
+    if (v < 1 || v > 64) throw InputError(fmt::format("{}: '{}' must be in 1..64, got {}", where, field, v));
+    return static_cast<int>(v);
+  };
+  p.k = small("k", 4);
+  p.d = small("dilation", 1);
+  p.bias = json_bool(entry, "bias", where, false);
+  p.activation = parse_activation(json_string(entry, "activation", where, "none"), where);
+  p.gradient_prep = json_bool(entry, "gradient_prep", where, false);
+  p.initial_state = json_bool(entry, "initial_state", where, false);
+  p.state_out = json_bool(entry, "state_out", where, false);
+  p.seq_idx = json_bool(entry, "seq_idx", where, false);
+  p.n = e.batch;
+  p.n_exact = true;
+  // The library's own rules, on the call that makes this problem.
+  std::string why;
+  if (!ds::call_for(p, e.batch, &why)) throw InputError(fmt::format("{}: {}", where, why));
+  p.n = pow2_bucket(e.batch);
+  p.n_exact = false;
+  return e;
+}
+
+std::string describe_problem(const ds::Problem& p, std::int64_t batch) {
+  std::string s = fmt::format("{} {} {} {}x{}x{} K={}", to_string(p.direction), to_string(p.layout), to_string(p.dtype),
+                              batch, p.c, p.w, p.k);
+  if (p.d != 1) s += fmt::format(" d={}", p.d);
+  if (p.bias) s += " +bias";
+  if (p.activation != Activation::none) s += std::string(" ") + to_string(p.activation);
+  if (p.gradient_prep) s += " gradient-prep";
+  if (p.initial_state) s += " +initial_state";
+  if (p.state_out) s += p.direction == DwDirection::forward ? " +final_state" : " +dinitial_state";
+  if (p.seq_idx) s += " +seq_idx";
+  return s;
+}
+
+nlohmann::json entry_of(const ds::Problem& p, std::int64_t batch) {
+  return {{"op", "dwconv_states"},
+          {"direction", to_string(p.direction)},
+          {"layout", to_string(p.layout)},
+          {"dtype", to_string(p.dtype)},
+          {"batch", batch},
+          {"channels", p.c},
+          {"width", p.w},
+          {"k", p.k},
+          {"dilation", p.d},
+          {"bias", p.bias},
+          {"activation", to_string(p.activation)},
+          {"gradient_prep", p.gradient_prep},
+          {"initial_state", p.initial_state},
+          {"state_out", p.state_out},
+          {"seq_idx", p.seq_idx}};
+}
+
+class StatesProblem final : public OpProblem {
+ public:
+  explicit StatesProblem(Entry entry) : e_(std::move(entry)) {}
+
+  std::string op() const override { return "dwconv_states"; }
+  std::string key() const override { return e_.problem.key(); }
+  std::string describe() const override { return describe_problem(e_.problem, e_.batch); }
+  std::string buckets() const override { return bucket_spec(e_.problem.n, e_.problem.n_exact); }
+  nlohmann::json to_json() const override { return entry_of(e_.problem, e_.batch); }
+
+  SpaceSize space() const override {
+    // The declared axes: threads per block 32..256 (one channel each), positions a chunk 32, 128, 512.
+    const ds::Problem& p = e_.problem;
+    SpaceSize s;
+    for (int bt : {32, 64, 128, 256})
+      for (int pos : {32, 128, 512}) {
+        ++s.total;
+        if (ds::is_runnable(p, ds::Config{bt, pos})) ++s.runnable;
+      }
+    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<Family>(p, 0).size());
+    return s;
+  }
+  std::vector<Variant> variants(const std::string& arch) const override {
+    return family_variants<Family>(e_.problem, arch);
+  }
+  double model_bytes() const override { return ds::model_bytes(e_.problem, e_.problem.n); }
+
+  std::string run_library(Context& context) const override {
+    // The call that makes this problem, its placeholders replaced by device buffers: tensors
+    // filled with a small non-zero value, seq_idx all zero (one sequence a row).
+    const ds::Problem& p = e_.problem;
+    std::string why;
+    auto call = ds::call_for(p, e_.batch, &why);
+    if (!call) throw Error(Error::Context{"dwconv_states", key(), "", "", ""}, why);
+    DwConvArgs a = *call;
+    const std::size_t elem = std::size_t(p.element_bytes());
+    const std::size_t tensor = std::size_t(e_.batch * p.c * p.w) * elem;
+    const std::size_t weight = std::size_t(p.c * p.k) * elem, bias = std::size_t(p.c) * elem;
+    const std::size_t state = std::size_t(e_.batch * p.c * p.state_len()) * elem;
+    std::vector<std::unique_ptr<DeviceMemory>> buffers;
+    const auto place = [&](auto*& field, std::size_t bytes, int fill) {
+      if (field == nullptr) return;
+      buffers.push_back(std::make_unique<DeviceMemory>(bytes, fill));
+      field = static_cast<std::remove_reference_t<decltype(field)>>(buffers.back()->ptr());
+    };
+    place(a.x, tensor, 0x3c), place(a.y, tensor, 0), place(a.dy, tensor, 0x3c), place(a.dx, tensor, 0);
+    place(a.weight, weight, 0x3c), place(a.bias, bias, 0x3c), place(a.dweight, weight, 0), place(a.dbias, bias, 0);
+    place(a.initial_state, state, 0x3c), place(a.final_state, state, 0), place(a.dinitial_state, state, 0);
+    place(a.seq_idx, std::size_t(e_.batch * p.w) * 4, 0);
+    const ds::Plan plan = ds::make_plan(a, detail::Buckets::parse(buckets()));
+    const auto& made = p.gradient_prep ? plan.prep : plan.fix;
+    if (!made || made->key() != key())
+      throw Error(Error::Context{"dwconv_states", key(), "", "", ""},
+                  fmt::format("the tool's call gives the key {} instead", made ? made->key() : "(none)"));
+    const std::string label = context.dwconv_variant(a);
+    context.dwconv(a);  // one real call through the dispatch path: the convolution and its fix-ups
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
+  }
+
+ private:
+  Entry e_;
+};
+
+nlohmann::json states_entry(const char* direction, std::int64_t batch, std::int64_t width, bool initial_state,
+                            bool state_out, bool seq_idx, bool gradient_prep = false) {
+  const bool fwd = std::string(direction) == "forward" && !gradient_prep;
+  return {{"op", "dwconv_states"},
+          {"direction", direction},
+          {"layout", "ncl"},
+          {"dtype", "bf16"},
+          {"batch", batch},
+          {"channels", 4096},
+          {"width", width},
+          {"k", 4},
+          {"bias", fwd || gradient_prep},
+          {"activation", fwd || gradient_prep ? "silu" : "none"},
+          {"gradient_prep", gradient_prep},
+          {"initial_state", initial_state},
+          {"state_out", state_out},
+          {"seq_idx", seq_idx}};
+}
+
+class StatesHandler final : public OpHandler {
+ public:
+  std::string name() const override { return "dwconv_states"; }
+  std::string template_hash() const override { return ds::template_hash(); }
+  std::vector<std::string> suite_names() const override { return {"mamba-states"}; }
+  std::vector<nlohmann::json> suite(const std::string& name) const override {
+    if (name == "mamba-states") {
+      // Mamba's conv1d (bf16, 4096 channels, K = 4, bias, SiLU) around the tuned convolution: a
+      // prefill that hands its final state to decode, a chunked prefill that starts from one, packed
+      // variable-length sequences (seq_idx) forward and in training, and an initial state's gradient.
+      return {states_entry("forward", 8, 2048, false, true, false),
+              states_entry("forward", 8, 2048, true, true, false),
+              states_entry("forward", 1, 16384, false, false, true),
+              states_entry("forward", 1, 16384, false, false, true, true),
+              states_entry("backward_data", 1, 16384, false, false, true),
+              states_entry("backward_weight", 1, 16384, false, false, true),
+              states_entry("backward_data", 8, 2048, false, true, false),
+              states_entry("backward_weight", 8, 2048, true, false, false)};
+    }
+    throw InputError(fmt::format("dwconv_states has no suite '{}'", name));
+  }
+  std::string fields() const override {
+    return "batch, channels, width (required), direction (forward|backward_data|backward_weight), layout "
+           "(ncl|nlc), dtype (f32|f16|bf16), k (2..63), dilation, bias, activation "
+           "(none|silu|gelu_tanh|gelu_erf|relu), gradient_prep, initial_state, state_out, seq_idx (booleans)";
+  }
+  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
+    return std::make_unique<StatesProblem>(parse_entry(entry, where));
+  }
+  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
+    // No seed study for this family: the "seed" is the plainest point, blocks of 128 channels and
+    // chunks of 32 positions.
+    return family_key_info<Family>(
+        problem_key, cc_major, [](const ds::Problem& p) { return describe_problem(p, p.n); },
+        [](const ds::Problem&) { return ds::Config{128, 32}.label(); });
+  }
+  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
+    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
+      if (why != nullptr) *why = std::move(reason);
+      return nullptr;
+    };
+    const auto p = ds::problem_from_key(problem_key);
+    if (!p) return fail("not a dwconv_states problem key this build can read");
+    Entry e;
+    try {
+      e = parse_entry(entry_of(*p, p->n), "its problem");
+    } catch (const InputError& error) {
+      return fail(error.what());
+    }
+    e.problem.n = p->n;
+    e.problem.n_exact = p->n_exact;
+    auto problem = std::make_unique<StatesProblem>(std::move(e));
+    if (problem->key() != problem_key)
+      return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
+    return problem;
+  }
+  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
+    return family_check_config<Family>(problem_key, config);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OpHandler> make_dwconv_states_handler() { return std::make_unique<StatesHandler>(); }
+
+}  // namespace kvtune::tools
