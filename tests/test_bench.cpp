@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,36 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
     CHECK(suite(name, true).size() <= 2);
   }
   CHECK_THROWS_AS(suite("no-such-suite", false), Error);
+}
+
+TEST_CASE("bench suites: fused-activation rows run forward with bias, each beside its plain twin", "[bench-cli]") {
+  int fused = 0;
+  for (const auto& name : {"mamba", "convnext", "mobilenetv2"}) {
+    INFO(name);
+    const auto problems = suite(name, false);
+    for (const auto& p : problems) {
+      if (p.dwconv.activation == Activation::none) {
+        CHECK_FALSE(p.bias);
+        continue;
+      }
+      INFO(p.id);
+      ++fused;
+      CHECK(p.bias);
+      CHECK(p.dwconv.direction == DwDirection::forward);
+      const auto j = to_json(p);
+      CHECK(j.at("bias") == true);
+      CHECK(j.at("activation") == to_string(p.dwconv.activation));
+      // The plain row of the same shape, dtype and layout: the fused form's overhead is read off it.
+      const auto twin = std::find_if(problems.begin(), problems.end(), [&](const BenchProblem& q) {
+        return q.dwconv.activation == Activation::none && q.dwconv.direction == DwDirection::forward &&
+               q.dwconv.layout == p.dwconv.layout && q.dwconv.dtype == p.dwconv.dtype && q.dwconv.c == p.dwconv.c &&
+               q.dwconv.w == p.dwconv.w && q.dwconv.kernel_w == p.dwconv.kernel_w;
+      });
+      CHECK(twin != problems.end());
+      CHECK(p.model_bytes() > twin->model_bytes());  // the bias is read
+    }
+  }
+  CHECK(fused == 3);
 }
 
 TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow one has cols < 64", "[bench-cli]") {

@@ -80,7 +80,8 @@ BenchProblem dw(const std::string& suite, DwDirection direction, DType dtype, co
     a.pad_left = a.pad_right = s.kernel / 2;
     if (two_d) a.pad_top = a.pad_bottom = s.kernel / 2;
   }
-  // No bias: cuDNN's convolution calls have none and the weight gradient is timed alone.
+  // No bias (cuDNN's convolution calls have none and the weight gradient is timed alone), except in
+  // the fused-activation rows (with_activation).
   const std::string shape = two_d ? fmt::format("{}x{}x{}x{}", s.n, s.c, s.h, s.w) : fmt::format("{}x{}x{}", s.n, s.c, s.w);
   const std::string kernel = two_d ? fmt::format("{}x{}", s.kernel, s.kernel) : fmt::format("{}", s.kernel);
   p.id = fmt::format("{}/{}-{}-{}-{}-k{}{}{}", suite, short_direction(direction), to_string(s.layout),
@@ -88,6 +89,17 @@ BenchProblem dw(const std::string& suite, DwDirection direction, DType dtype, co
                      s.causal ? "-causal" : "");
   p.what = fmt::format("{} {} {} [{}] k={}{}{}", to_string(direction), to_string(s.layout), to_string(dtype), shape,
                        kernel, s.stride > 1 ? fmt::format(" stride {}", s.stride) : "", s.causal ? " causal" : "");
+  return p;
+}
+
+// A forward row with bias and a fused activation: y = act(conv(x) + bias), against the same
+// composition in PyTorch (the convolution with bias, then the activation as its own op).
+BenchProblem with_activation(BenchProblem p, Activation activation) {
+  p.bias = true;
+  p.dwconv.activation = activation;
+  const auto dash = p.id.find('/');
+  p.id = p.id.substr(0, dash + 1) + "fwd+bias+" + to_string(activation) + p.id.substr(p.id.find('-', dash));
+  p.what += fmt::format(" +bias {} (fused)", to_string(activation));
   return p;
 }
 
@@ -132,6 +144,7 @@ std::vector<BenchProblem> build(const std::string& name) {
     all_directions(v, name, f32, s, src);
     v.push_back(dw(name, DwDirection::forward, bf16, s, src));
     v.push_back(dw(name, DwDirection::forward, bf16, {DwLayout::nlc, 8, 4096, 1, 2048, 4, 1, true}, src));
+    v.push_back(with_activation(dw(name, DwDirection::forward, bf16, s, src), Activation::silu));
   } else if (name == "s4") {
     const std::string src = "S4/H3-style short 1D convolutions: H3's causal shift conv (K = 3) on 512 channels "
                             "x 4096 tokens, and a wider local conv (K = 31) in channel-last layout";
@@ -144,12 +157,14 @@ std::vector<BenchProblem> build(const std::string& name) {
     all_directions(v, name, f32, s, src);
     v.push_back(dw(name, DwDirection::forward, bf16, {DwLayout::nhwc, 32, 144, 56, 56, 3}, src));
     v.push_back(dw(name, DwDirection::forward, f32, {DwLayout::nhwc, 32, 96, 112, 112, 3, 2}, src));
+    v.push_back(with_activation(dw(name, DwDirection::forward, f32, s, src), Activation::relu));
   } else if (name == "convnext") {
     const std::string src = "ConvNeXt-T depthwise 7x7 (stage 1: 96 x 56x56, stage 3: 384 x 14x14), batch 32";
     const DwShape s{DwLayout::nchw, 32, 96, 56, 56, 7};
     all_directions(v, name, f32, s, src);
     v.push_back(dw(name, DwDirection::forward, bf16, {DwLayout::nhwc, 32, 96, 56, 56, 7}, src));
     v.push_back(dw(name, DwDirection::forward, f32, {DwLayout::nhwc, 32, 384, 14, 14, 7}, src));
+    v.push_back(with_activation(dw(name, DwDirection::forward, f32, s, src), Activation::gelu_erf));
   } else if (name == "large-kernel") {
     const std::string src = "RepLKNet-31B stage 1 depthwise 31x31 (128 x 56x56), batch 16";
     const DwShape s{DwLayout::nchw, 16, 128, 56, 56, 31};
@@ -194,7 +209,8 @@ double BenchProblem::model_bytes() const {
     const auto a = with_fake_pointers(normalize);
     return kvtune::normalize::model_bytes(kvtune::normalize::make_problem(a), a.rows);
   }
-  const auto a = with_fake_pointers(dwconv);
+  auto a = with_fake_pointers(dwconv);
+  if (bias) a.bias = fake_pointer(3);
   return kvtune::dwconv::model_bytes(kvtune::dwconv::make_problem(a), a.n);
 }
 
@@ -203,7 +219,8 @@ double BenchProblem::model_flops() const {
     const auto a = with_fake_pointers(normalize);
     return kvtune::normalize::model_flops(kvtune::normalize::make_problem(a), a.rows);
   }
-  const auto a = with_fake_pointers(dwconv);
+  auto a = with_fake_pointers(dwconv);
+  if (bias) a.bias = fake_pointer(3);
   return kvtune::dwconv::model_flops(kvtune::dwconv::make_problem(a), a.n);
 }
 
@@ -275,7 +292,8 @@ nlohmann::json to_json(const BenchProblem& p) {
     j["pad_left"] = a.pad_left;
     j["pad_right"] = a.pad_right;
     j["causal"] = a.causal;
-    j["bias"] = false;
+    j["bias"] = p.bias;
+    j["activation"] = to_string(a.activation);
   }
   return j;
 }

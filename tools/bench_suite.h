@@ -23,6 +23,7 @@ struct BenchProblem {
   Family family = Family::normalize;
   NormalizeArgs normalize;  // family == normalize
   DwConvArgs dwconv;        // family == dwconv
+  bool bias = false;        // dwconv forward: y = act(conv(x) + bias), with dwconv.activation
 
   /// "normalize", "dwconv forward", "dwconv backward_data", "dwconv backward_weight": the
   /// groups geometric means are taken over.

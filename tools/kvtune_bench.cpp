@@ -79,6 +79,7 @@ kb::Timing attempt(F&& body) {
 struct Slots {
   std::vector<kvtune::tuner::DeviceBuffer> in0, in1, out;
   kvtune::tuner::DeviceBuffer gamma, beta;  // normalize, shared by every set
+  kvtune::tuner::DeviceBuffer bias;         // dwconv rows with a fused activation, shared by every set
   std::size_t copy_bytes = 0;                // model bytes / 2: the copy of the same bytes
   int count = 0;
   double set_bytes = 0;
@@ -135,6 +136,11 @@ Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerpr
     support.fill(s.gamma.get(), (long long)cols, dtype, 7, 1.0f, 0.25f, stream);
     support.fill(s.beta.get(), (long long)cols, dtype, 8, 0.0f, 0.25f, stream);
   }
+  if (p.family == kb::Family::dwconv && p.bias) {
+    const std::size_t c = std::size_t(p.dwconv.c);
+    s.bias = kvtune::tuner::DeviceBuffer(c * e);
+    support.fill(s.bias.get(), (long long)c, dtype, 9, 0.0f, 0.25f, stream);
+  }
   kb::check(cudaStreamSynchronize(stream), "filling the input buffers");
   return s;
 }
@@ -156,6 +162,7 @@ kvtune::DwConvArgs dwconv_args(const kb::BenchProblem& p, const Slots& s, int sl
   if (a.direction == DwDirection::forward) a.x = in0, a.weight = in1, a.y = out;
   else if (a.direction == DwDirection::backward_data) a.dy = in0, a.weight = in1, a.dx = out;
   else a.x = in0, a.dy = in1, a.dweight = out;
+  a.bias = p.bias ? s.bias.get() : nullptr;
   return a;
 }
 
@@ -240,6 +247,11 @@ void time_dwconv(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned, k
   }
   if (!settings.cudnn) {
     r.cudnn = kb::Timing::failed("--no-cudnn", "skipped");
+    return;
+  }
+  if (p.bias || p.dwconv.activation != kvtune::Activation::none) {
+    r.cudnn = kb::Timing::failed("the cuDNN peer times the convolution alone (no bias, no activation)",
+                                 "unsupported");
     return;
   }
   r.cudnn = attempt([&] {

@@ -13,6 +13,8 @@ Per problem:
                           sliced to L, as PyTorch users write it)
   dwconv backward_data:   torch.autograd.grad(y, x, dy) through the same function
   dwconv backward_weight: torch.autograd.grad(y, w, dy)
+  dwconv forward with bias and an activation (the fused rows): the convolution with bias, then
+                          F.silu / F.gelu / F.relu as its own op (eager: the unfused pair)
 each eager ("torch-eager") and through torch.compile ("torch-compile"). The timing mirrors
 kvtune-bench: CUDA events, warm-up, median of --samples batches, inputs rotated over sets whose
 total exceeds twice the L2, random data, CUDA-graph replay (torch.cuda.CUDAGraph) below
@@ -171,6 +173,12 @@ def dwconv_case(p, l2_bytes):
     if p["dilation_h"] != 1 or p["dilation_w"] != 1:
         raise ValueError("dilation is not in the suites")
     one_d = layout in ("ncl", "nlc")
+    activation = p.get("activation", "none")
+    if activation != "none" and direction != "forward":
+        raise ValueError("fused activations are benchmarked forward only")
+    act = {"none": lambda y: y, "silu": F.silu, "relu": F.relu, "gelu_erf": F.gelu,
+           "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[activation]
+    bias = random_tensor((c,), dtype, 0.0, 0.25) if p.get("bias", False) else None
     if not causal and (p["pad_top"] != p["pad_bottom"] or p["pad_left"] != p["pad_right"]):
         raise ValueError("asymmetric padding")
     if one_d:
@@ -178,8 +186,8 @@ def dwconv_case(p, l2_bytes):
         stride = p["stride_w"]
 
         def conv(x, weight):
-            y = F.conv1d(x, weight.view(c, 1, kw), stride=stride, padding=pad, groups=c)
-            return y[..., :w] if causal else y
+            y = F.conv1d(x, weight.view(c, 1, kw), bias, stride=stride, padding=pad, groups=c)
+            return act(y[..., :w] if causal else y)
         weight = random_tensor((c, kw), dtype, 0.0, 0.5)
         op = "F.conv1d(groups=C)"
     else:
@@ -187,9 +195,13 @@ def dwconv_case(p, l2_bytes):
         stride = (p["stride_h"], p["stride_w"])
 
         def conv(x, weight):
-            return F.conv2d(x, weight.view(c, 1, kh, kw), stride=stride, padding=pad, groups=c)
+            return act(F.conv2d(x, weight.view(c, 1, kh, kw), bias, stride=stride, padding=pad, groups=c))
         weight = random_tensor((c, kh, kw), dtype, 0.0, 0.5)
         op = "F.conv2d(groups=C)"
+    if bias is not None:
+        op += " + bias"
+    if activation != "none":
+        op += f", then {activation}"
 
     def make_x():
         if layout == "nlc":  # [N, L, C] in memory, seen as [N, C, L]
