@@ -53,11 +53,20 @@ __device__ __forceinline__ bool kvt_states_mark_chunk(const KvtDwConvStatesParam
   __syncthreads();  // every thread is done with the last chunk's marks (DIR 2 walks chunks in turn)
   if (threadIdx.x == 0) *any = 0;
   if constexpr (SEQ == 1) {
+    // Every load of the window issued before the first store: one memory latency a chunk, not one
+    // a BLOCK positions (DIR 2 walks a row's chunks in turn, so these latencies add up).
+    constexpr int kLoads = (P + S + BLOCK - 1) / BLOCK;
     const long long first = DIR == 1 ? t0 : t0 - S;
-    for (int i = threadIdx.x; i < P + S; i += BLOCK) {
+    int v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const int i = threadIdx.x + j * BLOCK;
       const long long t = first + i;
-      seq[i] = t >= 0 && t < p.length ? p.seq_idx[n * p.length + t] : 0;
+      v[j] = i < P + S && t >= 0 && t < p.length ? p.seq_idx[n * p.length + t] : 0;
     }
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j)
+      if (threadIdx.x + j * BLOCK < P + S) seq[threadIdx.x + j * BLOCK] = v[j];
   }
   __syncthreads();
   for (int i = threadIdx.x; i < P; i += BLOCK) {
