@@ -42,14 +42,16 @@ namespace {
 template <int CL, int DIR, int K, int D, int EPI, int BIAS, int INIT, int STATE, int SEQ, int BLOCK, int P>
 void launch_emulated(const KvtDwConvStatesParams& p, const dwconv_states::Geometry& g) {
   REQUIRE(g.block == unsigned(BLOCK));
-  pthread_barrier_init(&kvt_emulated_barrier, nullptr, BLOCK);
+  const int groups = kvt_states_groups(DIR, BLOCK, P, (K - 1) * D, SEQ);
+  REQUIRE(g.block_y == unsigned(groups));
+  pthread_barrier_init(&kvt_emulated_barrier, nullptr, unsigned(BLOCK * groups));
   for (unsigned by = 0; by < g.grid_y; ++by)
     for (unsigned bx = 0; bx < g.grid_x; ++bx) {
       blockIdx.x = bx, blockIdx.y = by;
       std::vector<std::thread> threads;
-      for (int t = 0; t < BLOCK; ++t)
+      for (int t = 0; t < BLOCK * groups; ++t)
         threads.emplace_back([&p, t] {
-          threadIdx.x = unsigned(t);
+          threadIdx.x = unsigned(t % BLOCK), threadIdx.y = unsigned(t / BLOCK);
           kvt_dwconv_states<float, CL, DIR, K, D, EPI, BIAS, INIT, STATE, SEQ, BLOCK, P>(p);
         });
       for (auto& t : threads) t.join();

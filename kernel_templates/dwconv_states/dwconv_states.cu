@@ -95,12 +95,17 @@ __device__ __forceinline__ float kvt_states_input(const KvtDwConvStatesParams& p
 }
 
 template <class T, int CL, int DIR, int K, int D, int EPI, int BIAS, int INIT, int STATE, int SEQ, int BLOCK, int P>
-__global__ void __launch_bounds__(BLOCK) kvt_dwconv_states(KvtDwConvStatesParams p) {
+__global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 1) * D, SEQ))
+    kvt_dwconv_states(KvtDwConvStatesParams p) {
   constexpr int S = (K - 1) * D;
+  constexpr int R = kvt_states_groups(DIR, BLOCK, P, S, SEQ);  // thread groups (threadIdx.y)
   static_assert(K >= 2 && P % 32 == 0, "a state of at least one input; whole warps of positions");
-  __shared__ int seq[SEQ ? P + S : 1];
-  __shared__ unsigned char marked[P];
-  __shared__ int any;
+  __shared__ int seq_of[R][SEQ ? P + S : 1];
+  __shared__ unsigned char marked_of[R][P];
+  __shared__ int any_of[R];
+  int* seq = seq_of[threadIdx.y];
+  unsigned char* marked = marked_of[threadIdx.y];
+  int* any = &any_of[threadIdx.y];
   const long long c = static_cast<long long>(blockIdx.y) * BLOCK + threadIdx.x;
   const bool active = c < p.channels;
   const T* weight = static_cast<const T*>(p.weight);
@@ -110,29 +115,49 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_states(KvtDwConvStatesParams
 
   if constexpr (DIR == 2) {
     // The weight gradient's correction: sum over rows and marked positions of g[t] (true - plain input).
+    // Group r of the R walks items r, r + R, ... of the (row, chunk) items; every group calls the
+    // marking (its barriers) equally often, a group past the last item marks nothing.
     float correction[K - 1];
 #pragma unroll
     for (int k = 0; k < K - 1; ++k) correction[k] = 0.0f;
     const T* g = static_cast<const T*>(p.aux);
-    for (long long n = 0; n < p.batch; ++n)
-      for (long long chunk = 0; chunk < p.chunks; ++chunk) {
-        const long long t0 = chunk * P;
-        if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, &any)) continue;
-        if (active)
-          for (int i = 0; i < P; ++i) {
-            if (!marked[i]) continue;
-            const long long t = t0 + i;
-            const int seq_t = SEQ ? seq[i + S] : 0;
-            const float gt = kvt_to_float(g[kvt_states_index<CL>(p, n, c, t)]);
+    const long long items = p.batch * p.chunks;
+    for (long long first = 0; first < items; first += R) {
+      const long long item = first + threadIdx.y;
+      const long long n = item < items ? item / p.chunks : 0;
+      const long long t0 = item < items ? (item % p.chunks) * P : p.length;  // past the end: nothing marked
+      if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, any)) continue;
+      if (active)
+        for (int i = 0; i < P; ++i) {
+          if (!marked[i]) continue;
+          const long long t = t0 + i;
+          const int seq_t = SEQ ? seq[i + S] : 0;
+          const float gt = kvt_to_float(g[kvt_states_index<CL>(p, n, c, t)]);
 #pragma unroll
-            for (int k = 0; k < K - 1; ++k) {
-              const long long q = t - (K - 1 - k) * D;
-              const float plain = q >= 0 ? kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]) : 0.0f;
-              correction[k] = fmaf(gt, kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, q, seq_t) - plain, correction[k]);
-            }
+          for (int k = 0; k < K - 1; ++k) {
+            const long long q = t - (K - 1 - k) * D;
+            const float plain = q >= 0 ? kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]) : 0.0f;
+            correction[k] = fmaf(gt, kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, q, seq_t) - plain, correction[k]);
           }
+        }
+    }
+    if constexpr (R > 1) {
+      // The groups' partial corrections, tap by tap, added in group order (deterministic).
+      __shared__ float partial[R][BLOCK];
+#pragma unroll
+      for (int k = 0; k < K - 1; ++k) {
+        __syncthreads();
+        partial[threadIdx.y][threadIdx.x] = correction[k];
+        __syncthreads();
+        if (threadIdx.y == 0) {
+          float sum = 0.0f;
+#pragma unroll
+          for (int r = 0; r < R; ++r) sum += partial[r][threadIdx.x];
+          correction[k] = sum;
+        }
       }
-    if (active) {
+    }
+    if (active && threadIdx.y == 0) {
       T* dw = static_cast<T*>(p.dst);
 #pragma unroll
       for (int k = 0; k < K - 1; ++k) dw[c * K + k] = kvt_from_float<T>(kvt_to_float(dw[c * K + k]) + correction[k]);
@@ -170,7 +195,7 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_states(KvtDwConvStatesParams
       return;
     }
     const long long t0 = chunk * P;
-    if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, &any) || !active) return;
+    if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, any) || !active) return;
     float bias = 0.0f;
     if constexpr (BIAS == 1 && DIR == 0) bias = kvt_to_float(static_cast<const T*>(p.bias)[c]);
     T* dst = static_cast<T*>(p.dst);

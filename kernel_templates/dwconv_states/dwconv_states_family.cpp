@@ -14,6 +14,7 @@
 #include "core/json_fields.h"
 #include "core/key_text.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv_states/dwconv_states_params.h"
 
 namespace kvtune::dwconv_states {
 namespace {
@@ -316,6 +317,8 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
   g.chunks = ceil_div(positions, c.chunk_positions);
   const bool state_chunk = p.state_out && p.direction != DwDirection::backward_weight;
   g.grid_x = p.direction == DwDirection::backward_weight ? 1u : static_cast<unsigned>(batch * (g.chunks + (state_chunk ? 1 : 0)));
+  g.block_y = static_cast<unsigned>(kvt_states_groups(static_cast<int>(p.direction), c.block_threads, c.chunk_positions,
+                                                      static_cast<int>(p.state_len()), p.seq_idx ? 1 : 0));
   return g;
 }
 
@@ -401,9 +404,11 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   constexpr double kChunkLatency = 1.0e-6;  // a chunk's seq_idx loads, barrier and marked positions
   const Geometry g = geometry(p, c, p.n);
   const double blocks = double(g.grid_x) * double(g.grid_y);
-  const double per_sm = std::max(1.0, std::floor(2048.0 / c.block_threads));
+  const double per_sm = std::max(1.0, std::floor(2048.0 / (c.block_threads * g.block_y)));
   const double waves = std::ceil(blocks / (double(std::max(1, sm_count)) * per_sm));
-  const double serial = p.direction == DwDirection::backward_weight ? double(p.n) * double(g.chunks) : 1.0;
+  // The weight gradient walks a row's chunks in turn, block_y groups side by side.
+  const double serial =
+      p.direction == DwDirection::backward_weight ? std::ceil(double(p.n) * double(g.chunks) / g.block_y) : 1.0;
   return kLaunch + std::max(model_bytes(p, p.n) / bandwidth, waves * serial * kChunkLatency);
 }
 

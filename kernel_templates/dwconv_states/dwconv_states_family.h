@@ -90,7 +90,8 @@ Config heuristic_config(const Problem& problem, int cc_major);
 
 struct Geometry {
   unsigned grid_x = 0, grid_y = 0;
-  unsigned block = 0;
+  unsigned block = 0;        // threads along channels (the config's block_threads)
+  unsigned block_y = 1;      // thread groups of the weight gradient's correction (kvt_states_groups)
   std::int64_t chunks = 0;  // position chunks a row whose outputs may need fixing
 };
 Geometry geometry(const Problem& problem, const Config& config, std::int64_t batch);

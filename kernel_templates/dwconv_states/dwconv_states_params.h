@@ -20,3 +20,14 @@ struct KvtDwConvStatesParams {
   long long length;
   long long chunks;           // position chunks of P a row whose outputs may need fixing (host: geometry())
 };
+
+// Thread groups of the weight gradient's correction (direction 2): R groups of BLOCK threads
+// (threadIdx.y) walk a row's chunks side by side, so more than one warp of these latency-bound walks
+// runs on an SM. Up to 256 threads a block, the groups' seq_idx windows and marks within 40 KiB of
+// shared memory; 1 for the other directions. Host (geometry) and kernel use this one definition.
+constexpr int kvt_states_groups(int dir, int block, int positions, int state, int seq) {
+  int groups = dir == 2 && block < 256 ? 256 / block : 1;
+  const int window = (seq ? positions + state : 1) * 4 + positions;
+  while (groups > 1 && groups * window > 40960) groups /= 2;
+  return groups;
+}

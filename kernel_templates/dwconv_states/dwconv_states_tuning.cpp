@@ -225,7 +225,8 @@ std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vecto
     candidate.label = c.label();
     candidate.config_json = c.to_json().dump();
     candidate.request = compile_request(p, c, arch);
-    candidate.block_threads = geometry(p, c, p.n).block;
+    const Geometry g = geometry(p, c, p.n);
+    candidate.block_threads = static_cast<int>(g.block * g.block_y);
     candidate.tie_rank = c.block_threads / 32 + c.chunk_positions / 32;  // ties: smaller blocks and chunks
     candidate.index = static_cast<int>(i);
     out.push_back(std::move(candidate));
@@ -270,7 +271,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.src = a.src, params.dst = a.dst, params.weight = a.weight, params.bias = a.bias, params.aux = a.aux;
   params.initial_state = a.initial_state, params.state_out = a.state_out, params.seq_idx = a.seq_idx;
   params.batch = a.batch, params.channels = problem.c, params.length = problem.w, params.chunks = g.chunks;
-  return kernel.launch(dim3(g.grid_x, g.grid_y), dim3(g.block), 0, stream, params);
+  return kernel.launch(dim3(g.grid_x, g.grid_y), dim3(g.block, g.block_y), 0, stream, params);
 }
 
 }  // namespace kvtune::dwconv_states
