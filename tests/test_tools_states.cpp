@@ -118,10 +118,9 @@ TEST_CASE("tools: every fix-up problem a call makes is reproduced from its key",
         a.direction = direction, a.layout = DwLayout::nlc, a.dtype = DType::f32;
         a.n = 5, a.c = 24, a.h = 1, a.w = 40, a.kernel_w = 4, a.dilation_w = 1, a.causal = true, a.activation = act;
         dwconv::set_placeholders(a, true);
-        if (direction != DwDirection::forward && act != Activation::none)
-          a.x = reinterpret_cast<void*>(std::uintptr_t(9) << 44), a.weight = reinterpret_cast<void*>(std::uintptr_t(10) << 44),
-          a.bias = reinterpret_cast<void*>(std::uintptr_t(11) << 44);
         const auto slot = [](std::uintptr_t s) { return reinterpret_cast<void*>(s << 44); };
+        if (direction != DwDirection::forward && act != Activation::none)  // z recomputed: x, weight, bias
+          a.x = slot(9), a.weight = slot(10), a.bias = slot(11);
         if (options & 1) a.initial_state = slot(12);
         if (options & 2) a.final_state = slot(13);
         if (options & 4) a.dinitial_state = slot(14);
