@@ -1,9 +1,9 @@
 #pragma once
 // The parts of an operator's OpHandler that are the same for every family, written once against
-// the family traits of lib/src/families.h: the variants tuning would try, the check of a stored
-// config, what a stored key tells the report, and the device buffers of a library call. The
-// family's own functions (is_runnable with a reason, model_bytes, model_flops) are found in its
-// namespace by argument-dependent lookup.
+// the family traits (kernel_templates/*/*_traits.h, registered in lib/src/families.h): the variants
+// tuning would try, the check of a stored config, what a stored key tells the report, and the device
+// buffers of a library call. The family's own functions (is_runnable with a reason, model_bytes,
+// model_flops) are found in its namespace by argument-dependent lookup.
 
 #include <cuda_runtime_api.h>
 
