@@ -207,9 +207,6 @@ std::string describe_problem(const dw::Problem& p, std::int64_t n) {
   return s;
 }
 
-// Inverse of Problem::key() (the family's decoder).
-std::optional<dw::Problem> parse_key(const std::string& key) { return dw::problem_from_key(key); }
-
 // The label of the seed design reports compare with: smem-blocked where it runs, else the first.
 std::string seed_label(const dw::Problem& p) {
   const auto seeds = dw::seed_configs(p);
@@ -485,51 +482,37 @@ class DwConvHandler final : public OpHandler {
   }
 
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
-      if (why != nullptr) *why = std::move(reason);
-      return nullptr;
-    };
-    const auto p = parse_key(problem_key);
-    if (!p) return fail("not a dwconv problem key this build can read");
-    // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding),
-    // so that the entry checks apply; its batch key is then made the stored one.
-    nlohmann::json entry = {{"op", "dwconv"},
-                            {"direction", to_string(p->direction)},
-                            {"layout", to_string(p->layout)},
-                            {"dtype", to_string(p->dtype)},
-                            {"n", p->n},
-                            {"c", p->c},
-                            {"bias", p->bias},
-                            {"deterministic", p->deterministic}};
-    if (one_d(p->layout)) {
-      if (p->h != 1 || p->kh != 1 || p->sh != 1 || p->dh != 1 || p->pad_top != 0 || p->pad_bottom != 0)
-        return fail("a 1D key with a height, vertical kernel, stride, dilation or padding");
-      entry["l"] = p->w;
-      entry["kernel"] = p->kw;
-      entry["stride"] = p->sw;
-      entry["dilation"] = p->dw;
-      entry["padding"] = {p->pad_left, p->pad_right};
-    } else {
-      entry["h"] = p->h;
-      entry["w"] = p->w;
-      entry["kernel"] = {p->kh, p->kw};
-      entry["stride"] = {p->sh, p->sw};
-      entry["dilation"] = {p->dh, p->dw};
-      entry["padding"] = {p->pad_top, p->pad_bottom, p->pad_left, p->pad_right};
-    }
-    Entry e;
-    try {
-      e = parse_entry(entry, "its problem");
-    } catch (const InputError& error) {
-      return fail(error.what());
-    }
-    e.problem.n = p->n;
-    e.problem.n_exact = p->n_exact;
-    auto problem = std::make_unique<DwConvProblem>(std::move(e));
-    if (problem->key() != problem_key)
-      return fail(fmt::format("the tool cannot reproduce this key: its tensors (from cudaMalloc) give {}",
-                              problem->key()));
-    return problem;
+    return family_from_key<detail::DwConvFamily>(problem_key, why, [](const dw::Problem& p) {
+      // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding),
+      // so that the entry checks apply; its batch key is then made the stored one.
+      nlohmann::json entry = {{"op", "dwconv"},
+                              {"direction", to_string(p.direction)},
+                              {"layout", to_string(p.layout)},
+                              {"dtype", to_string(p.dtype)},
+                              {"n", p.n},
+                              {"c", p.c},
+                              {"bias", p.bias},
+                              {"deterministic", p.deterministic}};
+      if (one_d(p.layout)) {
+        if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
+          throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
+        entry["l"] = p.w;
+        entry["kernel"] = p.kw;
+        entry["stride"] = p.sw;
+        entry["dilation"] = p.dw;
+        entry["padding"] = {p.pad_left, p.pad_right};
+      } else {
+        entry["h"] = p.h;
+        entry["w"] = p.w;
+        entry["kernel"] = {p.kh, p.kw};
+        entry["stride"] = {p.sh, p.sw};
+        entry["dilation"] = {p.dh, p.dw};
+        entry["padding"] = {p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
+      }
+      Entry e = parse_entry(entry, "its problem");
+      e.problem.n = p.n, e.problem.n_exact = p.n_exact;
+      return std::make_unique<DwConvProblem>(std::move(e));
+    });
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {

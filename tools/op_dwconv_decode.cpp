@@ -199,24 +199,11 @@ class DecodeHandler final : public OpHandler {
         [](const dd::Problem&) { return dd::Config{128, 1, 1}.label(); });
   }
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
-      if (why != nullptr) *why = std::move(reason);
-      return nullptr;
-    };
-    const auto p = dd::problem_from_key(problem_key);
-    if (!p) return fail("not a dwconv_decode problem key this build can read");
-    Entry e;
-    try {
-      e = parse_entry(entry_of(*p, p->n), "its problem");
-    } catch (const InputError& error) {
-      return fail(error.what());
-    }
-    e.problem.n = p->n;
-    e.problem.n_exact = p->n_exact;
-    auto problem = std::make_unique<DecodeProblem>(std::move(e));
-    if (problem->key() != problem_key)
-      return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
-    return problem;
+    return family_from_key<Family>(problem_key, why, [](const dd::Problem& p) {
+      Entry e = parse_entry(entry_of(p, p.n), "its problem");
+      e.problem.n = p.n, e.problem.n_exact = p.n_exact;  // the stored batch key (exact or a bucket)
+      return std::make_unique<DecodeProblem>(std::move(e));
+    });
   }
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
     return family_check_config<Family>(problem_key, config);

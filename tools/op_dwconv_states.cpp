@@ -232,24 +232,11 @@ class StatesHandler final : public OpHandler {
         [](const ds::Problem&) { return ds::Config{128, 32}.label(); });
   }
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
-      if (why != nullptr) *why = std::move(reason);
-      return nullptr;
-    };
-    const auto p = ds::problem_from_key(problem_key);
-    if (!p) return fail("not a dwconv_states problem key this build can read");
-    Entry e;
-    try {
-      e = parse_entry(entry_of(*p, p->n), "its problem");
-    } catch (const InputError& error) {
-      return fail(error.what());
-    }
-    e.problem.n = p->n;
-    e.problem.n_exact = p->n_exact;
-    auto problem = std::make_unique<StatesProblem>(std::move(e));
-    if (problem->key() != problem_key)
-      return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
-    return problem;
+    return family_from_key<Family>(problem_key, why, [](const ds::Problem& p) {
+      Entry e = parse_entry(entry_of(p, p.n), "its problem");
+      e.problem.n = p.n, e.problem.n_exact = p.n_exact;  // the stored batch key (exact or a bucket)
+      return std::make_unique<StatesProblem>(std::move(e));
+    });
   }
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
     return family_check_config<Family>(problem_key, config);

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,6 +85,28 @@ std::optional<KeyInfo> family_key_info(const std::string& problem_key, int cc_ma
   info.model_bytes = model_bytes(*p, F::batch(*p));
   info.model_flops = model_flops(*p, F::batch(*p));
   return info;
+}
+
+/// OpHandler::from_key: the stored key's problem (F::from_key), `rebuild` makes it the tool's problem
+/// (through a shapes entry, so that the entry checks apply; InputError when they refuse it), and the
+/// result must give the key back. nullptr, with `why` when not null, otherwise.
+template <class F, class Rebuild>
+std::unique_ptr<OpProblem> family_from_key(const std::string& problem_key, std::string* why, Rebuild rebuild) {
+  const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
+    if (why != nullptr) *why = std::move(reason);
+    return nullptr;
+  };
+  const auto p = F::from_key(problem_key);
+  if (!p) return fail(fmt::format("not a {} problem key this build can read", F::kOp));
+  std::unique_ptr<OpProblem> problem;
+  try {
+    problem = rebuild(*p);
+  } catch (const InputError& error) {
+    return fail(error.what());
+  }
+  if (problem->key() != problem_key)
+    return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
+  return problem;
 }
 
 }  // namespace kvtune::tools

@@ -149,9 +149,6 @@ std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
   return s;
 }
 
-// Inverse of Problem::key() (the family's decoder).
-std::optional<nz::Problem> parse_key(const std::string& key) { return nz::problem_from_key(key); }
-
 class NormalizeProblem final : public OpProblem {
  public:
   explicit NormalizeProblem(Entry entry) : e_(std::move(entry)) {}
@@ -430,35 +427,22 @@ class NormalizeHandler final : public OpHandler {
   }
 
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    const auto fail = [why](std::string reason) -> std::unique_ptr<OpProblem> {
-      if (why != nullptr) *why = std::move(reason);
-      return nullptr;
-    };
-    const auto p = parse_key(problem_key);
-    if (!p) return fail("not a normalize problem key this build can read");
-    // The shapes entry of a call of the key's size, so that the entry checks (sizes, alignment)
-    // apply; its rows key is then made the stored one (exact or a bucket of custom bounds).
-    nlohmann::json entry = {{"op", "normalize"}, {"rows", p->rows},        {"cols", p->cols},
-                            {"dtype", dtype_name(p->dtype)}, {"mode", to_string(p->mode)},
-                            {"gamma", p->gamma}, {"beta", p->beta},        {"mean", p->mean_out},
-                            {"rstd", p->rstd_out}, {"align", p->align_bytes}};
-    if (p->backward) {
-      entry = backward_entry(p->rows, p->cols, dtype_name(p->dtype).c_str(), to_string(p->mode), p->gamma, p->dgamma,
-                             p->dbeta, p->saved_stats);
-      entry["align"] = p->align_bytes;
-    }
-    Entry e;
-    try {
-      e = parse_entry(entry, "its problem");
-    } catch (const InputError& error) {
-      return fail(error.what());
-    }
-    e.problem.rows = p->rows;
-    e.problem.rows_exact = p->rows_exact;
-    auto problem = std::make_unique<NormalizeProblem>(std::move(e));
-    if (problem->key() != problem_key)
-      return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
-    return problem;
+    return family_from_key<detail::NormalizeFamily>(problem_key, why, [](const nz::Problem& p) {
+      // The shapes entry of a call of the key's size, so that the entry checks (sizes, alignment)
+      // apply; its rows key is then made the stored one (exact or a bucket of custom bounds).
+      nlohmann::json entry = {{"op", "normalize"}, {"rows", p.rows},        {"cols", p.cols},
+                              {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)},
+                              {"gamma", p.gamma}, {"beta", p.beta},        {"mean", p.mean_out},
+                              {"rstd", p.rstd_out}, {"align", p.align_bytes}};
+      if (p.backward) {
+        entry = backward_entry(p.rows, p.cols, dtype_name(p.dtype).c_str(), to_string(p.mode), p.gamma, p.dgamma,
+                               p.dbeta, p.saved_stats);
+        entry["align"] = p.align_bytes;
+      }
+      Entry e = parse_entry(entry, "its problem");
+      e.problem.rows = p.rows, e.problem.rows_exact = p.rows_exact;
+      return std::make_unique<NormalizeProblem>(std::move(e));
+    });
   }
 
   std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
