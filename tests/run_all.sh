@@ -95,7 +95,9 @@ configure_sanitized() {
     echo "build-san was configured with another generator: starting it afresh"
     rm -rf build-san
   fi
-  cmake -G Ninja -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DKVTUNE_BUILD_FUZZERS=ON
+  # Debug keeps assertions; its own -g (full debug information) is dropped for the line tables the
+  # sanitizer flags carry (CMakeLists.txt): a fifth of the build time.
+  cmake -G Ninja -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG= -DCMAKE_CXX_COMPILER=clang++ -DKVTUNE_BUILD_FUZZERS=ON
 }
 
 stage_asan() {
