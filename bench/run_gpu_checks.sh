@@ -3,6 +3,7 @@
 #   bench/run_gpu_checks.sh OUT_DIR BUILD_DIR STEP...
 # Steps (run in the order given; every step runs even when an earlier one failed):
 #   tests:FILTER      ./BUILD_DIR/tests/kvtune_tests FILTER --durations yes   (e.g. "tests:[gpu][trust]")
+#   tier:TIER         tests/run_gpu_tier.sh TIER (quick, exhaustive-N, wide): a case a process, side by side
 #   sanitize:TOOLS:SHAPES   bench/run_sanitizers.sh over SHAPES (bench/sanitize/*.json) with TOOLS
 #                     (comma-separated: memcheck, racecheck, synccheck)
 #   python            pip install of python/ (no network), then pytest python/tests
@@ -32,6 +33,12 @@ for step in "$@"; do
       (cd "$build/tests" && ./kvtune_tests "$filter" --durations yes) >> "$log" 2>&1
       rc=$?
       result=$(grep -E "^(All tests passed|test cases:)" "$log" | tail -1) ;;
+    tier:*)
+      log="$out/$n-tier-${step#tier:}.log"
+      echo "command: BUILD=$build tests/run_gpu_tier.sh '${step#tier:}'" > "$log"
+      BUILD=$build "$here/tests/run_gpu_tier.sh" "${step#tier:}" >> "$log" 2>&1
+      rc=$?
+      result=$(grep -E "^gpu tier " "$log" | tail -1) ;;
     sanitize:*)
       rest=${step#sanitize:}
       tools=${rest%%:*}

@@ -3,7 +3,7 @@
 // end runs once per program) and the programs compiled on two threads.
 //
 // KVTUNE_TEST_NVRTC_EVERY=<k> compiles only every k-th program (the first always) and counts the
-// kernels of the others as left out: tests/run_all.sh's release stage sets 2 and its ASan stage 8
+// kernels of the others as left out: tests/run_all.sh's release stage sets 4 and its ASan stage 8
 // (NVRTC is not instrumented); its sweeps stage compiles them all.
 #include <atomic>
 #include <catch2/catch.hpp>

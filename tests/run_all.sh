@@ -3,8 +3,8 @@
 #   release  Release build in build/, its whole ctest suite, two tests at a time: CPU tests
 #            everywhere, [gpu] tests skip with a printed reason where there is no GPU (ctest:
 #            "Skipped"). The two NVRTC compile sweeps ([slow]) compile a seeded quarter of each
-#            problem's variants; the other tests that compile many variants compile every other
-#            NVRTC program (KVTUNE_TEST_NVRTC_EVERY=2, tests/compile_batches.h); the sweeps stage
+#            problem's variants; the other tests that compile many variants compile every 4th
+#            NVRTC program (KVTUNE_TEST_NVRTC_EVERY=4, tests/compile_batches.h); the sweeps stage
 #            compiles them all.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
@@ -83,7 +83,7 @@ stage_release() {
   # Two tests at a time: each test is its own process with its own files (ctest runs the longest
   # first, by the times of the last run in build/Testing).
   local status=0
-  KVTUNE_TEST_NVRTC_EVERY=2 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
+  KVTUNE_TEST_NVRTC_EVERY=4 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
   count_ctest release build/ctest.log
   return "$status"
 }
@@ -105,7 +105,7 @@ stage_asan() {
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
   # The CPU tests that compile many variants compile every 8th NVRTC program here
-  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every other one.
+  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every 4th one.
   export KVTUNE_TEST_NVRTC_EVERY=8
   # Two processes at a time (each test case uses its own files): the tools tests, which run the
   # sanitized tools as processes, beside everything else; each log is printed when its run ends.

@@ -1,7 +1,9 @@
 // [gpu] tests of the production tuner and the dispatch machinery: background tuning with the
 // winner swapped in, many threads with many shapes, the fallback ladder, leases held by another
 // tuner, the record policy, re-tuning against an incumbent, graph-replay timing, and tuning on a
-// nearly full GPU. Each test skips, saying why, where there is no GPU.
+// nearly full GPU. Each test skips, saying why, where there is no GPU. [exclusive]: the case times
+// kernels, fills the GPU's memory, makes kernels hang or starts processes of its own, so
+// tests/run_gpu_tier.sh runs it alone, after the cases it runs side by side.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime_api.h>
@@ -57,7 +59,7 @@ std::string device_id() { return detail::read_fingerprint(0).id(); }
 
 }  // namespace
 
-TEST_CASE("background policy: the fallback runs at once, the tuned winner is swapped in", "[gpu][tuner]") {
+TEST_CASE("background policy: the fallback runs at once, the tuned winner is swapped in", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("background");
   Context ctx(options(Policy::background, cache.path));
@@ -83,7 +85,7 @@ TEST_CASE("background policy: the fallback runs at once, the tuned winner is swa
   CHECK(ctx.counters().tunes == 1);
 }
 
-TEST_CASE("many threads, many shapes: each problem tuned once, every output correct", "[gpu][tuner]") {
+TEST_CASE("many threads, many shapes: each problem tuned once, every output correct", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("threads");
   Context ctx(options(Policy::tune, cache.path, 4));
@@ -161,7 +163,7 @@ TEST_CASE("fallback ladder: exact size, bucket, nearest shape, heuristic, each s
   for (auto* c : {&exact_hit, &bucket_hit, &nearest_hit, &heuristic_hit}) CHECK(c->max_error() < 1e-4);
 }
 
-TEST_CASE("a lease held by another tuner: fallback now, its winner once it lands", "[gpu][tuner]") {
+TEST_CASE("a lease held by another tuner: fallback now, its winner once it lands", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache shared("lease"), other("lease-other");
   test::LayerNormCase c(8192, 512, 7);
@@ -220,7 +222,7 @@ TEST_CASE("record policy: untuned problems are logged for an offline kvtune-tune
 }
 
 TEST_CASE("retune: the stored winner is the incumbent, runs record search, clocks and the decision",
-          "[gpu][tuner]") {
+          "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("retune");
   test::LayerNormCase c(16384, 1024, 9);
@@ -252,7 +254,7 @@ TEST_CASE("retune: the stored winner is the incumbent, runs record search, clock
                    << " MHz, " << runs[0].temperature_c << " C, " << runs[0].power_w << " W");
 }
 
-TEST_CASE("short kernels are timed as CUDA-graph replays", "[gpu][tuner]") {
+TEST_CASE("short kernels are timed as CUDA-graph replays", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   auto o = options(Policy::tune, "", 6);
   o.log_level = "debug";
@@ -270,7 +272,7 @@ TEST_CASE("short kernels are timed as CUDA-graph replays", "[gpu][tuner]") {
   CHECK(graph_lines > 0);
 }
 
-TEST_CASE("a nearly full GPU: tuning falls back to the heuristic, the call succeeds", "[gpu][tuner]") {
+TEST_CASE("a nearly full GPU: tuning falls back to the heuristic, the call succeeds", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   test::LayerNormCase c(32768, 2048, 11);  // 256 MiB per tensor
   std::size_t free_bytes = 0, total = 0;
@@ -288,7 +290,7 @@ TEST_CASE("a nearly full GPU: tuning falls back to the heuristic, the call succe
 }
 
 TEST_CASE("8 processes x 4 threads tune and dispatch overlapping problems against one cache file",
-          "[gpu][reliability]") {
+          "[gpu][reliability][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("processes");
   const auto bin = std::filesystem::read_symlink("/proc/self/exe").parent_path();
@@ -350,7 +352,7 @@ Stored stored(const std::string& cache, const std::string& key) {
 }  // namespace
 
 TEST_CASE("faulting variants in process: wrong results and hangs are rejected and never cached",
-          "[gpu][reliability]") {
+          "[gpu][reliability][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   for (const char* fault : {"wrong", "hang"}) {
     TempCache cache(std::string("fault-") + fault);
@@ -377,7 +379,7 @@ TEST_CASE("faulting variants in process: wrong results and hangs are rejected an
 #ifdef KVTUNE_TUNE_EXE
 TEST_CASE("faulting variants in kvtune-tune: an out-of-bounds write fails cleanly in process, --isolate "
           "survives a hang and an out-of-bounds write and records them",
-          "[gpu][reliability]") {
+          "[gpu][reliability][exclusive]") {
   KVTUNE_REQUIRE_GPU();
 #if !defined(KVTUNE_TEST_HOOKS)
   WARN("SKIPPED (needs a build configured with -DKVTUNE_TEST_HOOKS=ON: kvtune-tune reads KVTUNE_TEST_FAULT only there)");
@@ -424,7 +426,7 @@ TEST_CASE("faulting variants in kvtune-tune: an out-of-bounds write fails cleanl
 }
 #endif
 
-TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner]") {
+TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("budget-ms");
   auto o = options(Policy::tune, cache.path, 40);

@@ -787,6 +787,7 @@ std::string template_hash() {
   h = detail::hash64(embedded::common_cuh, h);
   h = detail::hash64(embedded::dwconv_params_h, h);
   h = detail::hash64(embedded::dwconv_mma_cuh, h);
+  h = detail::hash64(embedded::dwconv_tiled_cuh, h);
   h = detail::hash64(embedded::dwconv_activation_cuh, h);
   h = detail::hash64(std::to_string(kDescriptionVersion), h);
   return detail::hex64(h);

@@ -49,6 +49,7 @@ inline std::vector<detail::HeaderSource> headers() {
   return {{"common.cuh", embedded::common_cuh},
           {"dwconv_params.h", embedded::dwconv_params_h},
           {"dwconv_mma.cuh", embedded::dwconv_mma_cuh},
+          {"dwconv_tiled.cuh", embedded::dwconv_tiled_cuh},
           {"dwconv_activation.cuh", embedded::dwconv_activation_cuh}};
 }
 
