@@ -522,13 +522,16 @@ template <class S> struct KvtLastTiles {
 
   const KvtDwConvParams& p;
   unsigned w_tiles, image_tiles;
-  int tx, ty;
   float* filter_smem;                                // FILTER 1: [tap][kCT]
   float filter[S::FILTER == 0 ? S::kTaps * VC : 1];  // FILTER 0: the thread's channels (load_taps)
 
   __device__ __forceinline__ KvtLastTiles(const KvtDwConvParams& p_, unsigned w_tiles_, unsigned image_tiles_, float* filter_smem_)
-      : p(p_), w_tiles(w_tiles_), image_tiles(image_tiles_), tx(threadIdx.x % S::TX), ty(threadIdx.x / S::TX),
-        filter_smem(filter_smem_) {}
+      : p(p_), w_tiles(w_tiles_), image_tiles(image_tiles_), filter_smem(filter_smem_) {}
+  // The thread's channel vector and run in a tile, from threadIdx where used: held in members, their
+  // relation to threadIdx.x was lost, and the shared-memory window offsets (ty * kCT + tx * VC, i.e.
+  // threadIdx.x * VC) no longer folded into immediates (bf16 3x3 staged: 257 -> 292 instructions).
+  __device__ __forceinline__ static int tx() { return threadIdx.x % S::TX; }
+  __device__ __forceinline__ static int ty() { return threadIdx.x / S::TX; }
   __device__ __forceinline__ At locate(unsigned t) const {
     At a;
     const unsigned batch = static_cast<unsigned>(p.batch);
@@ -561,7 +564,7 @@ template <class S> struct KvtLastTiles {
   __device__ __forceinline__ void load_taps(long long ch0) {
     const T* wt = static_cast<const T*>(p.weight);
     if constexpr (S::FILTER == 0) {
-      if (ch0 + tx * VC < p.channels) kvt_channel_taps<T, VC, S::kTaps>(wt, ch0 + tx * VC, filter);
+      if (ch0 + tx() * VC < p.channels) kvt_channel_taps<T, VC, S::kTaps>(wt, ch0 + tx() * VC, filter);
     } else {
       for (int i = threadIdx.x; i < S::kTaps * kCT; i += kThreads) {
         const int k = i / kCT, e = i - k * kCT;
@@ -571,13 +574,13 @@ template <class S> struct KvtLastTiles {
   }
   // The thread's outputs of tile a from its staged source.
   __device__ __forceinline__ void compute(const At& a, const T* tile) const {
-    const long long c0 = a.ch0 + (long long)tx * VC;
-    const long long t0 = a.tw0 + (long long)ty * RW;
+    const long long c0 = a.ch0 + (long long)tx() * VC;
+    const long long t0 = a.tw0 + (long long)ty() * RW;
     if (c0 >= p.channels || t0 >= p.dst_w) return;  // VC | C: all VC channels, or none
     float acc[RH][RW][VC];
     kvt_bias_channel_last<T, RH, RW, VC, S::HAS_BIAS>(p, c0, acc);
     // The thread's window: columns from its run's first source column, its VC channels.
-    const T* base = tile + (S::DIR == 0 ? ty * RW * S::SW : ty * (RW / S::SW)) * kCT + tx * VC;
+    const T* base = tile + (S::DIR == 0 ? ty() * RW * S::SW : ty() * (RW / S::SW)) * kCT + tx() * VC;
     // Every source row of the tile, read once and used by every (output row, kernel row) pair that
     // lands on it (rows outside the image are zeros in the tile).
 #pragma unroll
@@ -601,7 +604,7 @@ template <class S> struct KvtLastTiles {
 #pragma unroll
             for (int v = 0; v < VC; ++v) {
               if constexpr (S::FILTER == 0) t[v] = filter[(kh * KW + kw) * VC + v];
-              else t[v] = filter_smem[(kh * KW + kw) * kCT + tx * VC + v];
+              else t[v] = filter_smem[(kh * KW + kw) * kCT + tx() * VC + v];
             }
 #pragma unroll
             for (int r = 0; r < RW; ++r)
