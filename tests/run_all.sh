@@ -10,7 +10,9 @@
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
 #            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
 #            two NVRTC compile sweeps, whose time is spent in NVRTC (not instrumented) and which the
-#            release stage runs. Two processes side by side, [tools] and the rest, then
+#            release stage runs; and except [heavy]: five cases that enumerate the whole variant
+#            spaces of large problems (1-1.5 minutes each when instrumented), code the other cases
+#            run on small problems here and the release stage runs on the large ones. Two processes side by side, [tools] and the rest, then
 #            [reliability] alone (its forked cache writers are slow when forked from the whole suite).
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
 #            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
@@ -115,10 +117,10 @@ stage_asan() {
   # suite's sanitized process pays a copy-on-write fault per page it touches (shadow memory
   # included), which made the writers too slow to commit before their kills.
   local three=build-san/asan-tests-reliability.log
-  echo "kvtune_tests '[tools]' and '~[slow]~[tools]~[reliability]~[.]' side by side: $one, $two; then '[reliability]': $three"
-  (cd build-san/tests && exec ./kvtune_tests '[tools]') > "$one" 2>&1 &
+  echo "kvtune_tests '[tools]~[heavy]' and '~[slow]~[heavy]~[tools]~[reliability]~[.]' side by side: $one, $two; then '[reliability]': $three"
+  (cd build-san/tests && exec ./kvtune_tests '[tools]~[heavy]') > "$one" 2>&1 &
   pid=$!
-  (cd build-san/tests && exec ./kvtune_tests '~[slow]~[tools]~[reliability]~[.]') > "$two" 2>&1 || status=$?
+  (cd build-san/tests && exec ./kvtune_tests '~[slow]~[heavy]~[tools]~[reliability]~[.]') > "$two" 2>&1 || status=$?
   wait "$pid" || status=$?
   (cd build-san/tests && exec ./kvtune_tests '[reliability]~[slow]~[.]') > "$three" 2>&1 || status=$?
   cat "$one" "$two" "$three"

@@ -481,7 +481,7 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
   for (const auto& c : dwconv::enumerate(dwconv::make_problem(last))) CHECK(c.vector_channels <= 1);
 }
 
-TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size, splits and names", "[dwconv][nvrtc]") {
+TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size, splits and names", "[dwconv][nvrtc][heavy]") {
   // ConvNeXt 7x7 on 96 channels and MobileNetV2 3x3 on 144, NCHW f32, 32 images of 56 x 56.
   DwConvArgs a = args_2d(DwDirection::backward_weight, DwLayout::nchw);
   a.n = 32, a.c = 96, a.h = a.w = 56;
@@ -837,7 +837,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   CHECK(compile_selected({convnext, mobile}, [](const Config& v) { return v.flat == 1; }) >= 80);
 }
 
-TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", "[dwconv][nvrtc]") {
+TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", "[dwconv][nvrtc][heavy]") {
   // ConvNeXt 7x7 NHWC bf16 [32, 96, 56, 56]: a tile is TX * VC channels x TY runs of RW x RH rows,
   // its source [rows][columns][channels] copied to shared memory; RT tiles a block.
   const DwConvArgs convnext = convnext_7x7(DwLayout::nhwc, DType::bf16);
@@ -944,7 +944,7 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
 }
 
-TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc]") {
+TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc][heavy]") {
   // 31x31 NHWC bf16: with 48 KiB a shared filter holds 8 channels (a warp reads 16-byte halves of
   // sectors); opting in lets 16 and 32 channels share a block, and runs of 8 or 16 share each
   // kernel row's window among more outputs (38 loads for 8, 46 for 16, against 34 for 4).

@@ -309,7 +309,7 @@ TEST_CASE("tools: --shard i/n slices are disjoint and cover the list", "[tools]"
   CHECK(seen == expected);
 }
 
-TEST_CASE("tools: dwconv suites size their problems without a GPU", "[tools]") {
+TEST_CASE("tools: dwconv suites size their problems without a GPU", "[tools][heavy]") {
   for (const char* suite : {"mobilenetv2", "convnext", "mamba", "s4", "large31"}) {
     INFO(suite);
     const Run r = tune({"--suite", suite, "--dry-run", "--json"});
@@ -490,7 +490,7 @@ TEST_CASE("tools: --compile-only compiles a dwconv problem's variants without a 
 
 // --- kvtune-tune --compile-only ---------------------------------------------------------------------
 
-TEST_CASE("tools: --compile-only stores every variant's cubin without a GPU", "[tools]") {
+TEST_CASE("tools: --compile-only stores every variant's cubin without a GPU", "[tools][heavy]") {
   TempDir dir;
   const auto shapes = shapes_file(dir, kSmallShapes);
   const std::string db = dir.file("cubins.db");
