@@ -62,7 +62,7 @@ run_case() {  # INDEX NAME
   line=$(grep -E '^kvtune_tests: 1 test cases: ' "$log" | tail -1)
   if [[ $line == *' 1 passed,'* ]]; then status=passed
   elif [[ $line == *' 1 skipped'* ]]; then status=skipped
-  else status=failed
+  else status=failed; printf '%s\n' "$name" > "$logs/$1.failed"
   fi
   printf '%s\t%s\t%s\n' "$(since "$start")" "$status" "$name" >> "$logs/results.tsv"
 }
@@ -89,12 +89,10 @@ done
 wall=$(since "$started")
 
 touch "$logs/results.tsv"
-for log in "$logs"/*.log; do  # failing cases' logs, whole
-  name=$(sed -n "$(( $(basename "$log" .log) + 1 ))p" <(printf '%s\n' "${shared[@]}" "${alone[@]}"))
-  if grep -qP "\tfailed\t\Q$name\E$" "$logs/results.tsv"; then
-    echo "==== FAILED: $name ($log)"
-    cat "$log"
-  fi
+for marker in "$logs"/*.failed; do  # failing cases' logs, whole (LOGS/<index>.failed names the case)
+  [[ -e $marker ]] || continue
+  echo "==== FAILED: $(cat "$marker") (${marker%.failed}.log)"
+  cat "${marker%.failed}.log"
 done
 echo "==== case times (s)"
 sort -rn "$logs/results.tsv" | awk -F'\t' '{printf "%8.1f  %-7s %s\n", $1, $2, $3}'
