@@ -144,9 +144,7 @@ int main(int argc, char** argv) {
     }
   }
   const auto keep = [&](const dwconv::Config& c) {
-    if (kernel == "all") return true;
-    const char* names[] = {"tiled", "direct", "wgrad", "mma"};
-    return kernel == names[static_cast<int>(c.kernel)];
+    return kernel == "all" || kernel == dwconv::to_string(c.kernel());
   };
   std::vector<DwDirection> directions = {DwDirection::forward, DwDirection::backward_data};
   if (kernel == "wgrad" || kernel == "all") directions.push_back(DwDirection::backward_weight);

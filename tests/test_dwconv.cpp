@@ -76,6 +76,9 @@ DwConvArgs args_1d(DwDirection d, DwLayout l, int k, int s, int dil) {
 
 // Compiles for sm_90 the variants `keep` selects of each problem's forward and backward_data twins;
 // every compile must succeed. Returns how many were compiled.
+// The tiled config of a variant; nullptr for the other kernels.
+const dwconv::TiledConfig* tiled_of(const Config& c) { return std::get_if<dwconv::TiledConfig>(&c.variant()); }
+
 std::size_t compile_selected(std::initializer_list<DwConvArgs> problems, const std::function<bool(const Config&)>& keep) {
   std::vector<detail::CompileRequest> batches;
   std::size_t variants = 0;
@@ -266,14 +269,14 @@ TEST_CASE("dwconv space: seeds are points of it, configs round-trip", "[dwconv]"
       CHECK(all.size() > seeds.size());
       const Config h = dwconv::heuristic_config(p, 9);
       CHECK(dwconv::is_valid(p, h));
-      CHECK(h.kernel != dwconv::Kernel::direct);
+      CHECK(h.kernel() != dwconv::Kernel::direct);
     }
   // Atomics only when the caller allows them.
   DwConvArgs a = args_2d(DwDirection::backward_weight);
-  for (const auto& c : dwconv::enumerate(dwconv::make_problem(a))) CHECK(c.atomic == 0);
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(a))) CHECK_FALSE(c.wgrad().atomic);
   a.deterministic = false;
   bool any_atomic = false;
-  for (const auto& c : dwconv::enumerate(dwconv::make_problem(a))) any_atomic |= c.atomic == 1;
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(a))) any_atomic |= c.wgrad().atomic;
   CHECK(any_atomic);
 }
 
@@ -362,22 +365,23 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     const auto all = dwconv::enumerate(p);
     std::vector<std::pair<double, Config>> ranked;
     int tiled = 0;
-    for (const auto& c : all) {
-      ranked.emplace_back(dwconv::predicted_seconds(p, c, 132, 4.2e12), c);
+    for (const auto& config : all) {
+      ranked.emplace_back(dwconv::predicted_seconds(p, config, 132, 4.2e12), config);
+      const dwconv::WgradConfig& c = config.wgrad();
       if (c.outputs_per_thread <= 1) continue;
       ++tiled;
       CHECK((c.taps_per_block == p.kh * p.kw || (p.kh > 1 && c.taps_per_block == p.kw)));
       CHECK(c.label().find(",rw=") != std::string::npos);
       if (c.vector_channels > 1 || c.rows_per_thread > 1) continue;  // their names: the next test case
-      const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+      const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
       CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.outputs_per_thread));
     }
     CHECK(tiled >= 4);
     // The model ranks a tiled variant first, so the budgeted search always tries some.
     std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    CHECK(ranked.front().second.outputs_per_thread > 1);
+    CHECK(ranked.front().second.wgrad().outputs_per_thread > 1);
     // A run needs every tap, or every tap of one kernel row.
-    Config c = ranked.front().second;
+    dwconv::WgradConfig c = ranked.front().second.wgrad();
     c.taps_per_block = 2;
     CHECK_FALSE(dwconv::is_valid(p, c));
   }
@@ -389,7 +393,8 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     big.pad_top = big.pad_bottom = big.pad_left = big.pad_right = k / 2;
     const Problem p = dwconv::make_problem(big);
     int tiled = 0, every_tap = 0;
-    for (const auto& c : dwconv::enumerate(p)) {
+    for (const auto& config : dwconv::enumerate(p)) {
+      const dwconv::WgradConfig& c = config.wgrad();
       if (c.outputs_per_thread <= 1) continue;
       ++tiled;
       CHECK((c.taps_per_block == k || (k == 7 && c.taps_per_block == 49)));
@@ -397,10 +402,7 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
     }
     CHECK(tiled >= 4);
     CHECK((k == 7 ? every_tap >= 4 : every_tap == 0));
-    Config c;
-    c.kernel = dwconv::Kernel::wgrad;
-    c.channels_per_block = 1, c.position_threads = 128, c.splits = 1, c.outputs_per_thread = 4;
-    c.taps_per_block = k;
+    dwconv::WgradConfig c = dwconv::wgrad_config(1, 128, k, 1, 0, 4, 1, 1);
     CHECK(dwconv::is_valid(p, c));
     c.taps_per_block = k - 1;  // neither every tap nor one row
     CHECK_FALSE(dwconv::is_valid(p, c));
@@ -417,8 +419,9 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     const Problem p = dwconv::make_problem(a);
     INFO(p.key());
     int vectors = 0, rows = 0;
-    for (const auto& c : dwconv::enumerate(p)) {
-      const int vc = std::max(1, c.vector_channels), rh = std::max(1, c.rows_per_thread);
+    for (const auto& config : dwconv::enumerate(p)) {
+      const dwconv::WgradConfig& c = config.wgrad();
+      const int vc = c.vector_channels, rh = c.rows_per_thread;
       if (vc == 1 && rh == 1) continue;
       CHECK(c.outputs_per_thread > 1);
       CHECK(c.outputs_per_thread % vc == 0);
@@ -428,11 +431,11 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
       CHECK(c.label().find(vc > 1 ? fmt::format(",vc={}", vc) : ",rw=") != std::string::npos);
       CHECK((rh == 1 || c.label().find(fmt::format(",rh={}", rh)) != std::string::npos));
       // RW, RH and VC close the template's arguments; older variants keep their names.
-      const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+      const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
       const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, rh, vc);
       CHECK(name.substr(name.size() - suffix.size()) == suffix);
-      CHECK(Config::from_json(c.to_json()) == c);
-      CHECK(dwconv::geometry(p, c, p.n).grid_y == static_cast<unsigned>(c.splits));
+      CHECK(Config::from_json(config.to_json()) == config);
+      CHECK(dwconv::geometry(p, config, p.n).grid_y == static_cast<unsigned>(c.splits));
     }
     CHECK(vectors >= 8);
     CHECK(rows >= 8);
@@ -452,33 +455,33 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
     const auto space_b = dwconv::enumerate(pb);
     CHECK(std::find(space_b.begin(), space_b.end(), hb) != space_b.end());
     // Rows per thread need every tap; vectors need rows that are a multiple of the width.
-    Config c = dwconv::heuristic_config(p, 9);
+    dwconv::WgradConfig c = dwconv::heuristic_config(p, 9).wgrad();
     c.outputs_per_thread = 4, c.vector_channels = 4, c.rows_per_thread = 2, c.taps_per_block = k * k;
     std::string why;
     CHECK(dwconv::is_valid(p, c, &why));
     INFO(why);
     c.taps_per_block = k;
     CHECK_FALSE(dwconv::is_valid(p, c));
-    c.taps_per_block = k * k, c.rows_per_thread = 0, c.outputs_per_thread = 0;
+    c.taps_per_block = k * k, c.rows_per_thread = 1, c.outputs_per_thread = 1;
     CHECK_FALSE(dwconv::is_valid(p, c));  // vectors need register-tiled runs
     DwConvArgs odd = a;
     odd.w = 54;  // 54 = 2 x 27: no 4-element vectors; the space offers 2
     const Problem q = dwconv::make_problem(odd);
     c.outputs_per_thread = 4, c.vector_channels = 4;
     CHECK_FALSE(dwconv::is_valid(q, c));
-    for (const auto& v : dwconv::enumerate(q)) CHECK(v.vector_channels <= 2);
+    for (const auto& v : dwconv::enumerate(q)) CHECK(v.wgrad().vector_channels <= 2);
     // A 1D weight gradient keeps one row: runs of 8, 256 threads.
     DwConvArgs flat_1d = args_1d(DwDirection::backward_weight, DwLayout::ncl, k, 1, 1);
     flat_1d.n = 8, flat_1d.c = 64, flat_1d.w = 4096;
-    const Config h1 = dwconv::heuristic_config(dwconv::make_problem(flat_1d), 9);
+    const dwconv::WgradConfig h1 = dwconv::heuristic_config(dwconv::make_problem(flat_1d), 9).wgrad();
     CHECK(dwconv::is_valid(dwconv::make_problem(flat_1d), h1));
-    CHECK(h1.rows_per_thread == 0);
+    CHECK(h1.rows_per_thread == 1);
     CHECK(h1.position_threads == 256);
     CHECK(h1.outputs_per_thread == 8);
   }
   // Channel-last weight gradients have no vectors along W.
   DwConvArgs last = args_2d(DwDirection::backward_weight, DwLayout::nhwc);
-  for (const auto& c : dwconv::enumerate(dwconv::make_problem(last))) CHECK(c.vector_channels <= 1);
+  for (const auto& c : dwconv::enumerate(dwconv::make_problem(last))) CHECK(c.wgrad().vector_channels == 1);
 }
 
 TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size, splits and names", "[dwconv][nvrtc][heavy]") {
@@ -489,8 +492,9 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
   const Problem p = dwconv::make_problem(a);
   int staged = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (!c.smem_halo) continue;
+  for (const auto& config : dwconv::enumerate(p)) {
+    const dwconv::WgradConfig& c = config.wgrad();
+    if (!c.staged) continue;
     ++staged;
     INFO(c.label());
     CHECK(c.channels_per_block == 1);
@@ -499,23 +503,23 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
     CHECK(c.rows_per_thread > 1);
     CHECK(c.splits <= 32);
     CHECK(c.label().substr(c.label().size() - 7) == ",staged");
-    CHECK(Config::from_json(c.to_json()) == c);
-    const auto g = dwconv::geometry(p, c, p.n);
+    CHECK(Config::from_json(config.to_json()) == config);
+    const auto g = dwconv::geometry(p, config, p.n);
     CHECK(g.grid_x == 96u);
     CHECK(g.grid_y == static_cast<unsigned>(c.splits));
     CHECK(g.block == static_cast<unsigned>(c.position_threads));
     CHECK(g.dynamic_smem > 0);
     CHECK(g.dynamic_smem <= 96 * 1024);
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name.rfind("kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, ", 0) == 0);
-    const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, c.rows_per_thread, std::max(1, c.vector_channels));
+    const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, c.rows_per_thread, c.vector_channels);
     CHECK(name.substr(name.size() - suffix.size()) == suffix);
   }
   CHECK(staged >= 40);
   // The heuristic's plane: rows -3..58 (62) x columns from -4 (6 runs of 8 + a window of 16) = 64, f32,
   // two buffers: 2 x 62 x 64 x 4 bytes. 5 splits: 96 x 5 = 480 blocks, one wave of 4 an SM on 132 SMs.
-  const Config h = dwconv::heuristic_config(p, 9);
-  REQUIRE(h.smem_halo == 1);
+  const dwconv::WgradConfig h = dwconv::heuristic_config(p, 9).wgrad();
+  REQUIRE(h.staged);
   CHECK(dwconv::geometry(p, h, p.n).dynamic_smem == 2u * 62 * 64 * 4);
   CHECK(h.splits == 5);
   // 144 channels: 3 splits of 11 images (432 blocks) beat 4 of 8 (576: two waves). 3x3 kernels keep
@@ -525,37 +529,38 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   mobile.kernel_h = mobile.kernel_w = 3;
   mobile.pad_top = mobile.pad_bottom = mobile.pad_left = mobile.pad_right = 1;
   const Problem pm = dwconv::make_problem(mobile);
-  CHECK(dwconv::heuristic_config(pm, 9).smem_halo == 0);
-  Config mobile_staged = h;
+  CHECK_FALSE(dwconv::heuristic_config(pm, 9).wgrad().staged);
+  dwconv::WgradConfig mobile_staged = h;
   mobile_staged.taps_per_block = 9, mobile_staged.splits = 3;
   const auto mobile_space = dwconv::enumerate(pm);
-  CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) != mobile_space.end());
+  CHECK(std::find(mobile_space.begin(), mobile_space.end(), Config(mobile_staged)) != mobile_space.end());
   mobile_staged.splits = 4;  // not a whole-wave count: only 1, 1, 3, 6, 12 are offered
-  CHECK(std::find(mobile_space.begin(), mobile_space.end(), mobile_staged) == mobile_space.end());
+  CHECK(std::find(mobile_space.begin(), mobile_space.end(), Config(mobile_staged)) == mobile_space.end());
   // Each rule on its own (the config passes every other one), by its reason: channel-first register
-  // tiles with every tap, copies of 4+ bytes, no tiled-kernel fields, whole-image splits up to 64.
+  // tiles with every tap, copies of 4+ bytes, whole-image splits up to 64.
   const auto reason = [](const Problem& q, const Config& v) {
     std::string why;
     return dwconv::is_valid(q, v, &why) ? std::string("valid") : why;
   };
   const std::string every_tap = "staged wgrad: channel-first register-tiled runs with every tap";
-  Config c = h;
-  c.taps_per_block = 7, c.rows_per_thread = 0;  // one kernel row a block column: fine unstaged
+  dwconv::WgradConfig c = h;
+  c.taps_per_block = 7, c.rows_per_thread = 1;  // one kernel row a block column: fine unstaged
   CHECK(reason(p, c) == every_tap);
-  c.smem_halo = 0;
+  c.staged = false;
   CHECK(reason(p, c) == "valid");
   const Problem pm3 = dwconv::make_problem(mobile);
   c = h;
-  c.taps_per_block = 9, c.splits = 3, c.outputs_per_thread = 0, c.vector_channels = 0, c.rows_per_thread = 0;
+  c.taps_per_block = 9, c.splits = 3, c.outputs_per_thread = 1, c.vector_channels = 1, c.rows_per_thread = 1;
   CHECK(reason(pm3, c) == every_tap);  // no register tiles
-  c.smem_halo = 0;
+  c.staged = false;
   CHECK(reason(pm3, c) == "valid");
-  c = h;
-  c.smem_filter = 1;
-  CHECK(reason(p, c) == "tiled-kernel fields on the wgrad kernel");
-  c = h;
-  c.smem_halo = 2;
-  CHECK(reason(p, c) == "flags");
+  // A field of another kernel, or a flag other than 0 or 1, cannot be written: a stored one is refused.
+  nlohmann::json foreign = Config(h).to_json();
+  foreign["filter"] = 1;
+  CHECK_THROWS_WITH(Config::from_json(foreign), Catch::Contains("field 'filter' is not a wgrad config's"));
+  foreign = Config(h).to_json();
+  foreign["halo"] = 2;
+  CHECK_THROWS_WITH(Config::from_json(foreign), Catch::Contains("field 'halo' is a flag"));
   c = h;
   c.splits = 65;
   CHECK(reason(p, c) == "staged wgrad: splits 1..64 (whole images)");
@@ -565,45 +570,45 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   half.dtype = DType::bf16;
   const Problem pb = dwconv::make_problem(half);
   c = h;
-  c.vector_channels = 0;  // 2-byte copies
+  c.vector_channels = 1;  // 2-byte copies
   CHECK(reason(pb, c) == "staged wgrad: copies of 4 bytes or more (vectors along W)");
   c.vector_channels = 2;
   CHECK(reason(pb, c) == "valid");
   DwConvArgs last = a;
   last.layout = DwLayout::nhwc;
   c = h;
-  c.vector_channels = 0;  // channel-last has no vectors along W
+  c.vector_channels = 1;  // channel-last has no vectors along W
   CHECK(reason(dwconv::make_problem(last), c) == every_tap);
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(last))) CHECK(v.smem_halo == 0);
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(last))) CHECK_FALSE(v.wgrad().staged);
   // A 300 x 300 f32 plane (2 x 363 KB) fits no shared memory: no staged variant, and the heuristic
   // keeps the register tiles from global memory.
   DwConvArgs large = a;
   large.h = large.w = 300;
   const Problem pl = dwconv::make_problem(large);
   CHECK(reason(pl, h) == "shared memory");
-  for (const auto& v : dwconv::enumerate(pl)) CHECK(v.smem_halo == 0);
-  const Config hl = dwconv::heuristic_config(pl, 9);
-  CHECK(hl.smem_halo == 0);
+  for (const auto& v : dwconv::enumerate(pl)) CHECK_FALSE(v.wgrad().staged);
+  const dwconv::WgradConfig hl = dwconv::heuristic_config(pl, 9).wgrad();
+  CHECK_FALSE(hl.staged);
   CHECK(hl.rows_per_thread == 2);
   // 1D: no staged variants (one row a plane).
   DwConvArgs one = args_1d(DwDirection::backward_weight, DwLayout::ncl, 4, 1, 1);
   one.n = 8, one.c = 64, one.w = 4096;
   const Problem p1 = dwconv::make_problem(one);
-  for (const auto& v : dwconv::enumerate(p1)) CHECK(v.smem_halo == 0);
-  Config one_staged = dwconv::wgrad_config(1, 256, 4, 1, 0, 8, 4, 0);
-  one_staged.smem_halo = 1;
+  for (const auto& v : dwconv::enumerate(p1)) CHECK_FALSE(v.wgrad().staged);
+  dwconv::WgradConfig one_staged = dwconv::wgrad_config(1, 256, 4, 1, 0, 8, 4, 0);
+  one_staged.staged = true;
   CHECK(reason(p1, one_staged) == "staged wgrad: planes of one row");
   // Planes just under the opt-in limit with the block's static partials on top are refused: 2 planes
   // of 54 rows x 536 f32 columns (231,552 bytes <= 232,448) + 8 warps x 50 x 4 bytes (1,600) > 227 KiB.
   DwConvArgs edge = a;
   edge.h = 48, edge.w = 528;  // 12 row groups of 4: 47 + 7 = 54 rows; 66 runs of 8: 65 x 8 + 16 = 536 columns
-  Config edge_c = h;
+  dwconv::WgradConfig edge_c = h;
   edge_c.position_threads = 256;
   const Problem pe = dwconv::make_problem(edge);
   CHECK(reason(pe, edge_c) == "shared memory");
   // The model ranks the staged heuristic above the register tiles from global memory on the 7x7.
-  Config global = h;
-  global.smem_halo = 0, global.rows_per_thread = 2, global.splits = 8;
+  dwconv::WgradConfig global = h;
+  global.staged = false, global.rows_per_thread = 2, global.splits = 8;
   CHECK(dwconv::predicted_seconds(p, h, 132, 3.0e12) < dwconv::predicted_seconds(p, global, 132, 3.0e12));
   // Every staged variant of a small dilated and strided problem compiles.
   DwConvArgs odd = a;
@@ -615,7 +620,7 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
   const Problem po = dwconv::make_problem(odd);
   std::vector<detail::CompileRequest> requests;
   for (const auto& v : dwconv::enumerate(po))
-    if (v.smem_halo) requests.push_back(dwconv::compile_request(po, v, "sm_90"));
+    if (v.wgrad().staged) requests.push_back(dwconv::compile_request(po, v, "sm_90"));
   CHECK(requests.size() >= 8);
   std::vector<detail::CompileRequest> batches;
   test::add_batched(batches, requests, 64);
@@ -628,38 +633,41 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
   mobile.n = 32, mobile.c = 144, mobile.h = mobile.w = 56;
   const Problem p = dwconv::make_problem(mobile);
   int with_rows = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (c.rows_per_thread <= 1 || c.flat) continue;  // flat items: their own test
+  for (const auto& config : dwconv::enumerate(p)) {
+    const auto* t = tiled_of(config);
+    if (t == nullptr || t->rows_per_thread <= 1 || t->flat) continue;  // flat items: their own test
+    const dwconv::TiledConfig& c = *t;
     ++with_rows;
-    CHECK(c.smem_halo == 0);
+    CHECK_FALSE(c.smem_halo);
     CHECK(c.label().find(fmt::format(",rh={}", c.rows_per_thread)) != std::string::npos);
-    const auto g = dwconv::geometry(p, c, p.n);
+    const auto g = dwconv::geometry(p, config, p.n);
     CHECK(g.grid_y == static_cast<unsigned>((56 + c.threads_y * c.rows_per_thread - 1) / (c.threads_y * c.rows_per_thread)));
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.rows_per_thread));
-    CHECK(Config::from_json(c.to_json()) == c);
+    CHECK(Config::from_json(config.to_json()) == config);
   }
   CHECK(with_rows >= 8);
   // A config stored before rows per thread existed (no "rh") still parses, as one row.
-  auto j = dwconv::heuristic_config(p, 9).to_json();
+  auto j = Config(dwconv::tiled_config(4, 32, 4, 1, 0, 0, 4)).to_json();
   j.erase("rh");
-  CHECK(Config::from_json(j).rows_per_thread == 0);
+  CHECK(Config::from_json(j).tiled().rows_per_thread == 1);
   // 1D problems have one row: no rows-per-thread variants.
   for (const auto& c : dwconv::enumerate(dwconv::make_problem(args_1d(DwDirection::forward, DwLayout::ncl, 4, 1, 1))))
-    CHECK(c.rows_per_thread <= 1);
+    CHECK((tiled_of(c) == nullptr || tiled_of(c)->rows_per_thread == 1));
   // backward_data with stride 2: rows per thread must be a multiple of the stride.
   DwConvArgs strided = mobile;
   strided.direction = DwDirection::backward_data;
   strided.stride_h = strided.stride_w = 2;
   const Problem q = dwconv::make_problem(strided);
-  Config c = dwconv::heuristic_config(q, 9);
-  c.kernel = dwconv::Kernel::tiled, c.smem_halo = 0, c.outputs_per_thread = 2, c.rows_per_thread = 3;
+  dwconv::TiledConfig c = dwconv::tiled_config(2, 32, 4, 1, 0, 0, 4);
+  CHECK(dwconv::is_valid(q, c));
+  c.rows_per_thread = 3;
   CHECK_FALSE(dwconv::is_valid(q, c));
   // ConvNeXt-style 31x31 NHWC bf16: the shared-memory filter allows few channels per block, so
   // blocks of 8 rows keep a tiled variant in the space (only the direct kernels ran before).
   const DwConvArgs big = replknet_31x31(DwLayout::nhwc, DType::bf16);
   int tiled = 0;
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(big))) tiled += v.kernel == dwconv::Kernel::tiled;
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(big))) tiled += v.kernel() == dwconv::Kernel::tiled;
   CHECK(tiled >= 1);
 }
 
@@ -671,32 +679,36 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   mamba.n = 8, mamba.c = 4096, mamba.w = 2048;
   const Problem p = dwconv::make_problem(mamba);
   int with_runs = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (c.runs_per_thread <= 1) continue;
+  for (const auto& config : dwconv::enumerate(p)) {
+    const auto* t = tiled_of(config);
+    if (t == nullptr || t->runs_per_thread <= 1) continue;
+    const dwconv::TiledConfig& c = *t;
     ++with_runs;
     INFO(c.label());
     CHECK(c.vector_channels > 1);
-    CHECK(c.smem_halo == 0);
-    CHECK(c.rows_per_thread <= 1);
+    CHECK_FALSE(c.smem_halo);
+    CHECK(c.rows_per_thread == 1);
     CHECK(c.label().substr(c.label().size() - 5) == fmt::format(",rt={}", c.runs_per_thread));
-    const auto g = dwconv::geometry(p, c, p.n);
+    const auto g = dwconv::geometry(p, config, p.n);
     const int tile = c.threads_x * c.outputs_per_thread * c.runs_per_thread;
     CHECK(g.grid_x == static_cast<unsigned>(8 * 4096 * ((2048 + tile - 1) / tile)));
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name.substr(name.size() - 7) == fmt::format(", 1, {}>", c.runs_per_thread));
-    CHECK(Config::from_json(c.to_json()) == c);
-    CHECK(dwconv::predicted_seconds(p, c, 132, 4.2e12) > 0);
+    CHECK(Config::from_json(config.to_json()) == config);
+    CHECK(dwconv::predicted_seconds(p, config, 132, 4.2e12) > 0);
   }
   CHECK(with_runs >= 12);
-  // A config stored before runs per thread existed (no "rt") parses as one run; 0 and 1 are equal.
-  Config c = dwconv::heuristic_config(p, 9);
+  // A config stored before runs per thread existed (no "rt"), or with "rt": 0, parses as one run.
+  dwconv::TiledConfig c = dwconv::heuristic_config(p, 9).tiled();
   c.runs_per_thread = 4;
-  auto j = c.to_json();
+  auto j = Config(c).to_json();
   j.erase("rt");
-  CHECK(Config::from_json(j).runs_per_thread == 0);
-  Config one = c;
+  CHECK(Config::from_json(j).tiled().runs_per_thread == 1);
+  dwconv::TiledConfig one = c;
   one.runs_per_thread = 1;
-  CHECK(one == Config::from_json(j));
+  CHECK(Config(one) == Config::from_json(j));
+  j["rt"] = 0;
+  CHECK(Config(one) == Config::from_json(j));
   CHECK(one.label() == Config::from_json(j).label());
   // The rules: global-memory halo, one kernel row, one row per thread, at most 8; tuning prunes tiles
   // wider than the row (half the threads idle: 164.6 against 110.3 us on an H100).
@@ -707,15 +719,16 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   c.runs_per_thread = 8, c.threads_x = 128, c.outputs_per_thread = 4;
   CHECK(dwconv::is_runnable(p, c));
   CHECK_FALSE(dwconv::is_valid(p, c));  // 128 x 4 x 8 = 4096 outputs a block, rows of 2048
-  c.runs_per_thread = 4, c.smem_halo = 1, c.vector_channels = 1;
+  c.runs_per_thread = 4, c.smem_halo = true, c.vector_channels = 1;
   CHECK_FALSE(dwconv::is_runnable(p, c));
   // 2D problems (kernel rows > 1) have none, in either layout.
   DwConvArgs mobile = args_2d(DwDirection::forward, DwLayout::nchw);
   mobile.n = 32, mobile.c = 144, mobile.h = mobile.w = 56;
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(mobile))) CHECK(v.runs_per_thread <= 1);
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(mobile)))
+    CHECK((tiled_of(v) == nullptr || tiled_of(v)->runs_per_thread == 1));
   mobile.layout = DwLayout::nhwc;
-  Config last = dwconv::heuristic_config(dwconv::make_problem(mobile), 9);
-  last.runs_per_thread = 2, last.rows_per_thread = 0;
+  dwconv::TiledConfig last = dwconv::heuristic_config(dwconv::make_problem(mobile), 9).tiled();
+  last.runs_per_thread = 2, last.rows_per_thread = 1;
   CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(mobile), last, &why));
   CHECK(why.find("runs per thread") != std::string::npos);
   mobile.layout = DwLayout::nchw;
@@ -728,20 +741,25 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   // Channel-last: no runs per thread (carried windows were tried and lost, bench/NOTES.md); staged
   // tiles take RT tiles a block instead.
   int runs_16 = 0, runs_32 = 0;
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(s4))) {
-    runs_16 += v.outputs_per_thread == 16;
-    runs_32 += v.outputs_per_thread == 32;
-    CHECK((v.runs_per_thread <= 1 || v.smem_halo == 1));
+  for (const auto& config : dwconv::enumerate(dwconv::make_problem(s4))) {
+    const auto* v = tiled_of(config);
+    if (v == nullptr) continue;
+    runs_16 += v->outputs_per_thread == 16;
+    runs_32 += v->outputs_per_thread == 32;
+    CHECK((v->runs_per_thread == 1 || v->smem_halo));
   }
   CHECK(runs_16 >= 2);
   CHECK(runs_32 >= 2);
-  for (const auto& v : dwconv::enumerate(p)) CHECK(v.outputs_per_thread <= 16);
+  for (const auto& v : dwconv::enumerate(p)) CHECK((tiled_of(v) == nullptr || tiled_of(v)->outputs_per_thread <= 16));
   // Every runs-per-thread variant of both problems and of their backward_data twins compiles (the
   // compile sweep's rows of 96 are too short for channel-first ones).
-  CHECK(compile_selected({mamba, s4}, [](const Config& v) { return v.runs_per_thread > 1 || v.outputs_per_thread > 16; }) >= 40);
+  CHECK(compile_selected({mamba, s4}, [](const Config& v) {
+          return tiled_of(v) != nullptr && (tiled_of(v)->runs_per_thread > 1 || tiled_of(v)->outputs_per_thread > 16);
+        }) >= 40);
   DwConvArgs nhwc = mobile;
   nhwc.layout = DwLayout::nhwc;
-  for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc))) CHECK(v.outputs_per_thread <= 16);
+  for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc)))
+    CHECK((tiled_of(v) == nullptr || tiled_of(v)->outputs_per_thread <= 16));
 }
 
 TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", "[dwconv][nvrtc]") {
@@ -751,55 +769,58 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   const DwConvArgs convnext = convnext_7x7(DwLayout::nchw, DType::f32);
   const Problem p = dwconv::make_problem(convnext);
   int flat = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (!c.flat) continue;
+  for (const auto& config : dwconv::enumerate(p)) {
+    const auto* t = tiled_of(config);
+    if (t == nullptr || !t->flat) continue;
+    const dwconv::TiledConfig& c = *t;
     ++flat;
     INFO(c.label());
     CHECK(c.threads_y == 1);
     CHECK(c.threads_x % 32 == 0);
-    CHECK(c.smem_halo == 0);
-    CHECK(c.smem_filter == 0);
-    CHECK(c.runs_per_thread <= 1);
+    CHECK_FALSE(c.smem_halo);
+    CHECK_FALSE(c.smem_filter);
+    CHECK(c.runs_per_thread == 1);
     CHECK(c.label().substr(c.label().size() - 5) == ",flat");
-    const int rh = std::max(1, c.rows_per_thread), rw = c.outputs_per_thread;
+    const int rh = c.rows_per_thread, rw = c.outputs_per_thread;
     const std::int64_t items = 32 * 96 * ((56 + rh - 1) / rh) * ((56 + rw - 1) / rw);
-    const auto g = dwconv::geometry(p, c, p.n);
+    const auto g = dwconv::geometry(p, config, p.n);
     CHECK(g.grid_x == static_cast<unsigned>((items + c.threads_x - 1) / c.threads_x));
     CHECK(g.grid_y == 1u);
     CHECK(g.dynamic_smem == 0u);
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name.substr(name.size() - 10) == fmt::format(", {}, 1, 1>", rh));
-    CHECK(Config::from_json(c.to_json()) == c);
+    CHECK(Config::from_json(config.to_json()) == config);
     // The same thread's work as a tile of one row of threads idles lanes; the model sees them.
-    Config tiled = c;
-    tiled.flat = 0;
-    if (dwconv::is_runnable(p, tiled)) CHECK(dwconv::predicted_seconds(p, c, 132, 3e12) < dwconv::predicted_seconds(p, tiled, 132, 3e12));
+    dwconv::TiledConfig tiled = c;
+    tiled.flat = false;
+    if (dwconv::is_runnable(p, tiled)) CHECK(dwconv::predicted_seconds(p, config, 132, 3e12) < dwconv::predicted_seconds(p, tiled, 132, 3e12));
   }
   CHECK(flat >= 20);
   // A config stored before flat items existed (no "flat") parses as tiles.
-  Config c = dwconv::flat_config(4, 128, 4, 4);
+  const dwconv::TiledConfig c = dwconv::flat_config(4, 128, 4, 4);
   CHECK(dwconv::is_valid(p, c));
-  auto j = c.to_json();
+  auto j = Config(c).to_json();
   CHECK(j.at("flat") == 1);
   j.erase("flat");
-  CHECK(Config::from_json(j).flat == 0);
+  CHECK_FALSE(Config::from_json(j).tiled().flat);
   CHECK(Config::from_json(j) != c);
   // The rules: channel-first, global halo, taps in registers, one run, whole warps in one row.
   std::string why;
-  for (auto change : std::initializer_list<std::function<void(Config&)>>{
-           [](Config& v) { v.smem_filter = 1; }, [](Config& v) { v.smem_halo = 1, v.vector_channels = 1, v.rows_per_thread = 0; },
-           [](Config& v) { v.threads_x = 64, v.threads_y = 2; }, [](Config& v) { v.threads_x = 48; },
-           [](Config& v) { v.flat = 2; }}) {
-    Config bad = c;
+  for (auto change : std::initializer_list<std::function<void(dwconv::TiledConfig&)>>{
+           [](dwconv::TiledConfig& v) { v.smem_filter = true; },
+           [](dwconv::TiledConfig& v) { v.smem_halo = true, v.vector_channels = 1, v.rows_per_thread = 1; },
+           [](dwconv::TiledConfig& v) { v.threads_x = 64, v.threads_y = 2; }, [](dwconv::TiledConfig& v) { v.threads_x = 48; }}) {
+    dwconv::TiledConfig bad = c;
     change(bad);
     why.clear();
     CHECK_FALSE(dwconv::is_runnable(p, bad, &why));
-    CHECK((why.find("flat items") != std::string::npos || why == "flags"));
+    CHECK(why.find("flat items") != std::string::npos);
   }
-  // Only the tiled kernel has flat items.
-  Config direct;
-  direct.kernel = dwconv::Kernel::direct, direct.flat = 1;
-  CHECK_FALSE(dwconv::is_runnable(p, direct));
+  // Only the tiled kernel has flat items: another kernel's stored config naming them is refused.
+  nlohmann::json direct = {{"kernel", "direct"}, {"coalesced", 1}, {"flat", 1}};
+  CHECK_THROWS_WITH(Config::from_json(direct), Catch::Contains("field 'flat' is not a direct config's"));
+  direct["flat"] = 0;  // a file of the single struct the types replaced: zeros in the other kernels' fields
+  CHECK(Config::from_json(direct) == Config(dwconv::DirectConfig{true}));
   // The heuristic of 2D channel-first kernels up to 64 taps is flat (rows and vectors as the problem
   // allows: 2 output rows take 2 rows a thread, stride 3 backward_data none, W = 54 2-element vectors).
   CHECK(dwconv::heuristic_config(p, 9).label() == "tiled,rw=4,tx=128,ty=1,vc=4,halo=global,filter=reg,rh=4,flat");
@@ -809,9 +830,9 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   DwConvArgs strided = convnext;
   strided.direction = DwDirection::backward_data, strided.stride_h = strided.stride_w = 3;
   strided.h = strided.w = 57;
-  const Config s3 = dwconv::heuristic_config(dwconv::make_problem(strided), 9);
-  CHECK(s3.flat == 1);
-  CHECK(s3.rows_per_thread <= 1);
+  const dwconv::TiledConfig s3 = dwconv::heuristic_config(dwconv::make_problem(strided), 9).tiled();
+  CHECK(s3.flat);
+  CHECK(s3.rows_per_thread == 1);
   DwConvArgs odd = convnext;
   odd.w = 54;
   CHECK(dwconv::heuristic_config(dwconv::make_problem(odd), 9).label() == "tiled,rw=4,tx=128,ty=1,vc=2,halo=global,filter=reg,rh=4,flat");
@@ -825,7 +846,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   const Problem one_d = dwconv::make_problem(mamba);
   CHECK(dwconv::is_runnable(one_d, dwconv::flat_config(4, 128, 4, 0)));
   CHECK_FALSE(dwconv::is_valid(one_d, dwconv::flat_config(4, 128, 4, 0)));
-  for (const auto& v : dwconv::enumerate(one_d)) CHECK(v.flat == 0);
+  for (const auto& v : dwconv::enumerate(one_d)) CHECK((tiled_of(v) == nullptr || !tiled_of(v)->flat));
   DwConvArgs huge = convnext;
   huge.n = 4096, huge.c = 4096;
   CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(huge), dwconv::flat_config(1, 64, 1, 0), &why));
@@ -834,7 +855,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
   DwConvArgs mobile = convnext;
   mobile.c = 144, mobile.kernel_h = mobile.kernel_w = 3;
   mobile.pad_top = mobile.pad_bottom = mobile.pad_left = mobile.pad_right = 1;
-  CHECK(compile_selected({convnext, mobile}, [](const Config& v) { return v.flat == 1; }) >= 80);
+  CHECK(compile_selected({convnext, mobile}, [](const Config& v) { return tiled_of(v) != nullptr && tiled_of(v)->flat; }) >= 80);
 }
 
 TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", "[dwconv][nvrtc][heavy]") {
@@ -843,19 +864,21 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   const DwConvArgs convnext = convnext_7x7(DwLayout::nhwc, DType::bf16);
   const Problem p = dwconv::make_problem(convnext);
   int staged = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (!c.smem_halo) continue;
+  for (const auto& config : dwconv::enumerate(p)) {
+    const auto* t = tiled_of(config);
+    if (t == nullptr || !t->smem_halo) continue;
+    const dwconv::TiledConfig& c = *t;
     ++staged;
     INFO(c.label());
-    const int ct = c.threads_x * c.vector_channels, rh = std::max(1, c.rows_per_thread), rw = c.outputs_per_thread;
+    const int ct = c.threads_x * c.vector_channels, rh = c.rows_per_thread, rw = c.outputs_per_thread;
     CHECK((ct == 32 || ct == 64));
     CHECK(c.threads_x * c.threads_y >= 64);
     CHECK(c.threads_x * c.threads_y <= 256);
-    CHECK(c.smem_filter == (49 * c.vector_channels > 64 ? 1 : 0));
+    CHECK(c.smem_filter == (49 * c.vector_channels > 64));
     CHECK(c.label().find("halo=smem") != std::string::npos);
-    const int rt = std::max(1, c.runs_per_thread);  // tiles a block
+    const int rt = c.runs_per_thread;  // tiles a block
     CHECK((rt == 1 || rt == 4));
-    const auto g = dwconv::geometry(p, c, p.n);
+    const auto g = dwconv::geometry(p, config, p.n);
     const std::int64_t tiles = (96 + ct - 1) / ct * 32 * ((56 + rh - 1) / rh) * ((56 + c.threads_y * rw - 1) / (c.threads_y * rw));
     CHECK(g.grid_x == static_cast<unsigned>((tiles + rt - 1) / rt));
     CHECK(g.grid_y == 1u);
@@ -863,9 +886,9 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
     const std::size_t tile = std::size_t(rh + 6) * std::size_t(c.threads_y * rw + 6) * ct * 2 * (rt > 1 ? 2 : 1);
     CHECK(g.dynamic_smem == tile + (c.smem_filter ? 49 * ct * 4 : 0));
     CHECK(g.dynamic_smem <= 96 * 1024);
-    CHECK(Config::from_json(c.to_json()) == c);
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
-    CHECK(name.find(fmt::format(", {}, {}, {}, 1, {}, 0", c.threads_x, c.threads_y, c.vector_channels, c.smem_filter)) != std::string::npos);
+    CHECK(Config::from_json(config.to_json()) == config);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
+    CHECK(name.find(fmt::format(", {}, {}, {}, 1, {}, 0", c.threads_x, c.threads_y, c.vector_channels, int(c.smem_filter))) != std::string::npos);
     if (rt > 1) CHECK(name.substr(name.size() - 7) == fmt::format(", {}, {}>", rh, rt));
   }
   CHECK(staged >= 20);
@@ -898,7 +921,7 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   CHECK(dwconv::is_runnable(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4)));
   CHECK_FALSE(dwconv::is_valid(p, dwconv::tiled_config(4, 16, 8, 1, 1, 0, 4), &why));
   CHECK(why.find("32 channels") != std::string::npos);
-  for (const auto& v : dwconv::enumerate(large)) CHECK(v.smem_halo == 0);
+  for (const auto& v : dwconv::enumerate(large)) CHECK((tiled_of(v) == nullptr || !tiled_of(v)->smem_halo));
   // The heuristic of channel-last 2D kernels of 10-64 taps: 16-bit types take tensor-core tiles, f32
   // staged tiles (4 tiles a block; more runs where two exceed 16 copies a thread, within 96 KiB); 3x3
   // kernels and channels without 16-byte copies keep the global-memory rule.
@@ -920,9 +943,9 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   DwConvArgs three = convnext;
   three.kernel_h = three.kernel_w = 3;
   three.pad_top = three.pad_bottom = three.pad_left = three.pad_right = 1;
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(three), 9).smem_halo == 0);
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(narrow), 9).smem_halo == 0);
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(misaligned), 9).smem_halo == 0);
+  CHECK_FALSE(dwconv::heuristic_config(dwconv::make_problem(three), 9).tiled().smem_halo);
+  CHECK_FALSE(dwconv::heuristic_config(dwconv::make_problem(narrow), 9).tiled().smem_halo);
+  CHECK_FALSE(dwconv::heuristic_config(dwconv::make_problem(misaligned), 9).tiled().smem_halo);
   // Every staged variant of 7x7 bf16 and 3x3 f32 stride 2 (forward and backward_data) and of a 1D
   // K=31 compiles for sm_90.
   DwConvArgs mobile = args_2d(DwDirection::forward, DwLayout::nhwc);
@@ -937,11 +960,11 @@ TEST_CASE("dwconv staged channel-last tiles: the source tile in shared memory", 
   CHECK(dwconv::heuristic_config(dwconv::make_problem(long_f32), 9).label() == "tiled,rw=32,tx=32,ty=4,vc=1,halo=smem,filter=reg");
   DwConvArgs k15 = args_1d(DwDirection::forward, DwLayout::nlc, 15, 1, 1);
   k15.dtype = DType::bf16, k15.c = 512, k15.w = 4096;
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(k15), 9).kernel != dwconv::Kernel::mma);
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(k15), 9).kernel() != dwconv::Kernel::mma);
   DwConvArgs long_bwd = long_conv;
   long_bwd.direction = DwDirection::backward_data;  // measured forward only
-  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_bwd), 9).kernel != dwconv::Kernel::mma);
-  CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return v.smem_halo == 1; }) >= 100);
+  CHECK(dwconv::heuristic_config(dwconv::make_problem(long_bwd), 9).kernel() != dwconv::Kernel::mma);
+  CHECK(compile_selected({convnext, mobile, long_conv}, [](const Config& v) { return tiled_of(v) != nullptr && tiled_of(v)->smem_halo; }) >= 100);
 }
 
 TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared filters", "[dwconv][nvrtc][heavy]") {
@@ -954,15 +977,15 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   for (const auto& v : dwconv::enumerate(p)) {
     const std::size_t smem = dwconv::geometry(p, v, 1).dynamic_smem;
     CHECK(smem <= 227 * 1024);
-    runs_of_8 += v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread == 8;
-    runs_of_16 += v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread == 16;
+    runs_of_8 += tiled_of(v) != nullptr && tiled_of(v)->outputs_per_thread == 8;
+    runs_of_16 += tiled_of(v) != nullptr && tiled_of(v)->outputs_per_thread == 16;
     opt_in += smem > 48 * 1024;
   }
   CHECK(runs_of_8 > 0);
   CHECK(runs_of_16 > 0);
   CHECK(opt_in > 0);
   // The heuristic runs on any sm_80+ device: 16-bit tensor-core tiles within 96 KiB, others no opt-in.
-  CHECK(dwconv::heuristic_config(p, 9).kernel == dwconv::Kernel::mma);
+  CHECK(dwconv::heuristic_config(p, 9).kernel() == dwconv::Kernel::mma);
   CHECK(dwconv::geometry(p, dwconv::heuristic_config(p, 9), 1).dynamic_smem <= 96 * 1024);
   DwConvArgs big_f32 = big;
   big_f32.dtype = DType::f32;
@@ -975,9 +998,9 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   seven.pad_top = seven.pad_bottom = seven.pad_left = seven.pad_right = 3;
   const Problem q = dwconv::make_problem(seven);
   for (const auto& v : dwconv::enumerate(q)) {
-    if (v.smem_halo || v.kernel == dwconv::Kernel::mma) continue;
+    if (v.kernel() == dwconv::Kernel::mma || (tiled_of(v) != nullptr && tiled_of(v)->smem_halo)) continue;
     CHECK(dwconv::geometry(q, v, 1).dynamic_smem <= 48 * 1024);
-    CHECK_FALSE((v.kernel == dwconv::Kernel::tiled && v.outputs_per_thread >= 8));
+    CHECK_FALSE((tiled_of(v) != nullptr && tiled_of(v)->outputs_per_thread >= 8));
   }
   // The new variants compile (a 15x15 keeps NVRTC's time small; the same template paths).
   DwConvArgs mid = big;
@@ -991,8 +1014,8 @@ TEST_CASE("dwconv channel-last kernels over 64 taps: runs of 8 and opt-in shared
   std::set<std::pair<int, bool>> kinds;
   for (const auto& v : dwconv::enumerate(m)) {
     const bool opt_in_smem = dwconv::geometry(m, v, 1).dynamic_smem > 48 * 1024;
-    if (v.kernel != dwconv::Kernel::tiled || (v.outputs_per_thread < 8 && !opt_in_smem)) continue;
-    if (!kinds.insert({v.outputs_per_thread, opt_in_smem}).second && test::nvrtc_every() > 1) continue;
+    if (tiled_of(v) == nullptr || (tiled_of(v)->outputs_per_thread < 8 && !opt_in_smem)) continue;
+    if (!kinds.insert({tiled_of(v)->outputs_per_thread, opt_in_smem}).second && test::nvrtc_every() > 1) continue;
     requests.push_back(dwconv::compile_request(m, v, "sm_90"));
   }
   REQUIRE(requests.size() >= 4);
@@ -1049,7 +1072,7 @@ TEST_CASE("dwconv heuristic: a tiled variant of the space's own kind on odd shap
         const Config c = dwconv::heuristic_config(ps, 9);
         CHECK(dwconv::is_valid(ps, c));
         // Channel-first weight gradients keep register tiling (runs of 4) where a row holds one.
-        if (d == DwDirection::backward_weight && l == DwLayout::nchw) CHECK(c.outputs_per_thread == 4);
+        if (d == DwDirection::backward_weight && l == DwLayout::nchw) CHECK(c.wgrad().outputs_per_thread == 4);
       }
     }
 }
@@ -1087,7 +1110,7 @@ TEST_CASE("dwconv heuristic for kernels over 64 taps: long runs, 8 x 8 threads, 
               const Config c = dwconv::heuristic_config(p, 9);
               INFO(c.label());
               CHECK(dwconv::is_valid(p, c));
-              CHECK(dwconv::geometry(p, c, p.n).dynamic_smem <= (c.kernel == dwconv::Kernel::mma ? 96 : 48) * 1024);
+              CHECK(dwconv::geometry(p, c, p.n).dynamic_smem <= (c.kernel() == dwconv::Kernel::mma ? 96 : 48) * 1024);
               for (const auto& seed : dwconv::seed_configs(p)) CHECK(c != seed.second);
               ++checked;
             }
@@ -1100,17 +1123,18 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   const DwConvArgs convnext = convnext_7x7(DwLayout::nhwc, DType::bf16);
   const Problem p = dwconv::make_problem(convnext);
   int tiles = 0;
-  for (const auto& c : dwconv::enumerate(p)) {
-    if (c.kernel != dwconv::Kernel::mma) continue;
+  for (const auto& config : dwconv::enumerate(p)) {
+    if (config.kernel() != dwconv::Kernel::mma) continue;
+    const dwconv::MmaConfig& c = config.mma();
     ++tiles;
     INFO(c.label());
     CHECK((c.channels_per_block == 16 || c.channels_per_block == 32));
     CHECK((c.tile_rows == 16 || c.tile_rows == 8 || c.tile_rows == 4));
-    CHECK(Config::from_json(c.to_json()) == c);
+    CHECK(Config::from_json(config.to_json()) == config);
     const int tile_w = 16 / c.tile_rows * 8 * c.segment_tiles;
     // Computed outputs nobody stores: at most 28 % of the tiles.
     CHECK(56.0 * 56.0 / double((56 + tile_w - 1) / tile_w * tile_w * ((56 + c.tile_rows - 1) / c.tile_rows * c.tile_rows)) >= 0.72);
-    const auto g = dwconv::geometry(p, c, p.n);
+    const auto g = dwconv::geometry(p, config, p.n);
     CHECK(g.block == unsigned(32 * c.warps));
     CHECK(g.grid_x == unsigned(96 / c.channels_per_block * 32 * ((56 + c.tile_rows - 1) / c.tile_rows) * ((56 + tile_w - 1) / tile_w)));
     // 7 taps: an n-tile's window is 14 columns, one 16-column step; the plane pitch is 8 mod 16.
@@ -1121,7 +1145,7 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     // staging); 7 taps a row and a zero.
     const int pad = (c.channels_per_block / 8 - 1) * (c.channels_per_block == 16 ? 32 : 16);
     CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + pad * 2 + 15) / 16 * 16));
-    const auto name = dwconv::compile_request(p, c, "sm_90").name_expressions.at(0);
+    const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,
                               c.tile_rows, c.segment_tiles, c.warps, pitch));
   }
@@ -1150,20 +1174,24 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(16, 3, 7, 4), &why));
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(12, 16, 7, 4), &why));
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::mma_config(16, 16, 7, 3), &why));
-  Config mixed = tile;
-  mixed.outputs_per_thread = 4;
-  CHECK_FALSE(dwconv::is_runnable(p, mixed, &why));
-  Config stray = dwconv::tiled_config(4, 32, 2, 1, 0, 0, 4);
-  stray.warps = 4;
-  CHECK_FALSE(dwconv::is_runnable(p, stray, &why));
+  // Another kernel's fields cannot be set on a tile; a stored config that has them is refused.
+  nlohmann::json mixed = Config(tile).to_json();
+  mixed["rw"] = 4;
+  CHECK_THROWS_WITH(Config::from_json(mixed), Catch::Contains("field 'rw' is not a mma config's"));
+  nlohmann::json stray = Config(dwconv::tiled_config(4, 32, 2, 1, 0, 0, 4)).to_json();
+  stray["warps"] = 4;
+  CHECK_THROWS_WITH(Config::from_json(stray), Catch::Contains("field 'warps' is not a tiled config's"));
+  stray["warps"] = 0;
+  CHECK(Config::from_json(stray) == Config(dwconv::tiled_config(4, 32, 2, 1, 0, 0, 4)));
+  stray["bogus"] = 0;
+  CHECK_THROWS_WITH(Config::from_json(stray), Catch::Contains("unknown field 'bogus'"));
+  // A tile is no backward_weight variant; reading a config as another kernel's is a bug, not a variant.
   DwConvArgs weights = convnext;
   weights.direction = DwDirection::backward_weight;
   const Problem wp = dwconv::make_problem(weights);
-  Config stray_wgrad = dwconv::heuristic_config(wp, 9);
-  CHECK(dwconv::is_runnable(wp, stray_wgrad));
-  stray_wgrad.tile_rows = 8;
-  CHECK_FALSE(dwconv::is_runnable(wp, stray_wgrad, &why));
-  CHECK(why == "tensor-core fields on another kernel");
+  CHECK_FALSE(dwconv::is_runnable(wp, tile, &why));
+  CHECK(why == "backward_weight uses the wgrad kernel");
+  CHECK_THROWS_WITH(Config(tile).wgrad(), Catch::Contains("a mma config read as a wgrad one"));
   // 64 channels a block (outside the space, allowed by the rules for imported configs): 8 plane groups,
   // 112 elements of offsets, no plane overlapping the next.
   const Config wide_block = dwconv::mma_config(64, 16, 7, 8);
@@ -1176,9 +1204,9 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   const Problem lp = dwconv::make_problem(long_conv);
   int one_d = 0;
   for (const auto& c : dwconv::enumerate(lp))
-    if (c.kernel == dwconv::Kernel::mma) {
+    if (c.kernel() == dwconv::Kernel::mma) {
       ++one_d;
-      CHECK(c.tile_rows == 1);
+      CHECK(c.mma().tile_rows == 1);
     }
   CHECK(one_d >= 16);
   const Config run = dwconv::mma_config(32, 1, 2, 4);  // 16 runs of 16: 15 * 16 + 8 + 48 = 296 columns
@@ -1188,7 +1216,7 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   // 31x31: the largest tiles still fit the opt-in shared memory.
   const Problem large = dwconv::make_problem(replknet_31x31(DwLayout::nhwc, DType::bf16));
   int large_tiles = 0;
-  for (const auto& c : dwconv::enumerate(large)) large_tiles += c.kernel == dwconv::Kernel::mma;
+  for (const auto& c : dwconv::enumerate(large)) large_tiles += c.kernel() == dwconv::Kernel::mma;
   CHECK(large_tiles >= 20);
   // A sample of tiles compiles for sm_90 (forward and backward_data): both 16-bit types, 1D and 2D,
   // stride and dilation, bias, 31 taps.
@@ -1197,6 +1225,6 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
   long_conv.bias = fake(6 << 20);
   std::size_t i = 0;
   CHECK(compile_selected({convnext, f16, long_conv, replknet_31x31(DwLayout::nhwc, DType::bf16)}, [&i](const Config& v) {
-          return v.kernel == dwconv::Kernel::mma && i++ % 7 == 0;
+          return v.kernel() == dwconv::Kernel::mma && i++ % 7 == 0;
         }) >= 10);
 }

@@ -218,15 +218,15 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
       // The gradient prep: the same space without the tensor-core tiles, with a reason.
       std::vector<Config> without_mma;
       for (const auto& c : space)
-        if (c.kernel != dwconv::Kernel::mma) without_mma.push_back(c);
+        if (c.kernel() != dwconv::Kernel::mma) without_mma.push_back(c);
       CHECK(dwconv::enumerate(prep) == without_mma);
       for (const auto& c : space)
-        if (c.kernel == dwconv::Kernel::mma) {
+        if (c.kernel() == dwconv::Kernel::mma) {
           std::string why;
           CHECK_FALSE(dwconv::is_runnable(prep, c, &why));
           CHECK(why.find("no gradient prep") != std::string::npos);
         }
-      CHECK(dwconv::heuristic_config(prep, 9).kernel != dwconv::Kernel::mma);
+      CHECK(dwconv::heuristic_config(prep, 9).kernel() != dwconv::Kernel::mma);
       if (t == DType::bf16 && l == DwLayout::nhwc) CHECK(space.size() > without_mma.size());  // the tensor-core tiles exist
       // The gradient prep reads dy: its model bytes count it.
       CHECK(dwconv::model_bytes(prep, prep.n) > dwconv::model_bytes(forward, forward.n));
@@ -326,9 +326,12 @@ TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for 
         std::vector<detail::CompileRequest> requests{dwconv::reference_request(p, "sm_90")};
         requests[0].name_expressions.resize(1);  // the reference kernel only
         for (const auto& c : dwconv::enumerate(p)) {
-          const std::string kind = fmt::format("{},{},{},{},{},{},{},{}", int(c.kernel), c.smem_halo, c.flat,
-                                               int(c.rows_per_thread > 1), int(c.runs_per_thread > 1), int(c.vector_channels > 1),
-                                               c.smem_filter, c.coalesced);
+          std::string kind = dwconv::to_string(c.kernel());
+          if (const auto* t = std::get_if<dwconv::TiledConfig>(&c.variant()))
+            kind += fmt::format(",{},{},{},{},{},{}", t->smem_halo, t->flat, t->rows_per_thread > 1, t->runs_per_thread > 1,
+                                t->vector_channels > 1, t->smem_filter);
+          else if (const auto* d = std::get_if<dwconv::DirectConfig>(&c.variant()))
+            kind += fmt::format(",{}", d->coalesced);
           if (!kinds.insert(kind).second) continue;
           requests.push_back(dwconv::compile_request(p, c, "sm_90"));
           CHECK(requests.back().name_expressions[0].find(fmt::format(", {}>", p.epilogue())) != std::string::npos);
@@ -344,7 +347,7 @@ TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for 
   }
   CHECK(results.compiled + results.left_out == kernels);
   CHECK(kinds_seen.size() > 20);
-  CHECK(kinds_seen.count("nhwc/3,0,0,0,0,0,0,0") == 1);  // the tensor-core tiles (activations only)
+  CHECK(kinds_seen.count("nhwc/mma") == 1);  // the tensor-core tiles (activations only)
   WARN("compiled " << results.compiled << " dwconv kernels with epilogues (" << kinds_seen.size()
                    << " layout x kernel kinds) for sm_90");
 }

@@ -309,7 +309,7 @@ static void check_flat_variants(const test::Sample& sample) {
       {"NCHW f16 5x5 stride 2, 9 x 13", DwLayout::nchw, DType::f16, 1, 7, 9, 13, 5, 5, 2, 1, 2, 2, false, true},
   };
   const Verified counts = verify_channel_first(extra, {DwDirection::forward, DwDirection::backward_data},
-                                               [](const dwconv::Config& c) { return c.flat == 1; }, sample);
+                                               [](const dwconv::Config& c) { return c.kernel() == dwconv::Kernel::tiled && c.tiled().flat; }, sample);
   WARN("verified " << counts.verified << " flat-item dwconv variants");
   CHECK(counts.verified > 100 / sample.every);
 }
@@ -337,12 +337,12 @@ static void check_wgrad_variants(const test::Sample& sample) {
       {"NCHW f16 7x7, 3 x 4 planes of 30 x 32", DwLayout::nchw, DType::f16, 3, 4, 30, 32, 7, 7, 1, 1, 3, 3, false, false},
   };
   const Verified counts = verify_channel_first(extra, {DwDirection::backward_weight}, [](const dwconv::Config& c) {
-    return c.rows_per_thread > 1 && c.smem_halo == 0;
+    return c.wgrad().rows_per_thread > 1 && !c.wgrad().staged;
   }, sample);
   WARN("verified " << counts.verified << " weight-gradient variants with rows per thread from global memory");
   CHECK(counts.verified > 200 / sample.every);
   const Verified staged = verify_channel_first(extra, {DwDirection::backward_weight},
-                                               [](const dwconv::Config& c) { return c.smem_halo == 1; }, sample);
+                                               [](const dwconv::Config& c) { return c.wgrad().staged; }, sample);
   WARN("verified " << staged.verified << " weight-gradient variants with staged x planes");
   CHECK(staged.verified > 100 / sample.every);
 }
@@ -380,7 +380,8 @@ static void check_staged_variants(const test::Sample& sample) {
   run_sweep(sweep, [&] {
     for (const auto& shape : shapes)
       for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
-        verify_variants(shape, dir, true, fp, stream, [](const dwconv::Config& c) { return c.smem_halo == 1; }, counts,
+        verify_variants(shape, dir, true, fp, stream,
+                        [](const dwconv::Config& c) { return c.kernel() == dwconv::Kernel::tiled && c.tiled().smem_halo; }, counts,
                         sweep);
   });
   cudaStreamDestroy(stream);
@@ -425,7 +426,7 @@ static void check_mma_variants(const test::Sample& sample) {
     for (const auto& shape : shapes)
       for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data})
         verify_variants(shape, dir, true, fp, stream,
-                        [](const dwconv::Config& c) { return c.kernel == dwconv::Kernel::mma; }, counts, sweep);
+                        [](const dwconv::Config& c) { return c.kernel() == dwconv::Kernel::mma; }, counts, sweep);
   });
   cudaStreamDestroy(stream);
   WARN("verified " << counts.verified << " tensor-core dwconv variants");

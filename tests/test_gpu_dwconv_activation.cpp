@@ -145,7 +145,7 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
         const auto space = dwconv::enumerate(p);
         REQUIRE(!space.empty());
         std::vector<dwconv::Config> configs{dwconv::heuristic_config(p, fp.cc_major)};
-        const auto mma = std::find_if(space.begin(), space.end(), [](const auto& c) { return c.kernel == dwconv::Kernel::mma; });
+        const auto mma = std::find_if(space.begin(), space.end(), [](const auto& c) { return c.kernel() == dwconv::Kernel::mma; });
         if (mma != space.end()) configs.push_back(*mma);
         std::mt19937_64 rng(seed + cases.size());
         for (int k = 0; k < 2; ++k) configs.push_back(space[rng() % space.size()]);
@@ -189,7 +189,7 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
       INFO(verdict.message);
       CHECK(verdict.ok);
       ++verified;
-      mma_verified += c.configs[i].kernel == dwconv::Kernel::mma;
+      mma_verified += c.configs[i].kernel() == dwconv::Kernel::mma;
     }
   }
   cudaStreamDestroy(stream);

@@ -443,7 +443,7 @@ TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {
   wgrad["kernel"] = "wgrad";
   CHECK_THROWS_AS(h->check_config(key, wgrad), kvtune::tools::InputError);
   // Tensor-core tiles: channel-last 16-bit problems only.
-  const json mma = kvtune::dwconv::mma_config(16, 1, 4, 4).to_json();
+  const json mma = kvtune::dwconv::Config(kvtune::dwconv::mma_config(16, 1, 4, 4)).to_json();
   CHECK_THROWS_AS(h->check_config(key, mma), kvtune::tools::InputError);
   const std::string nlc = "dwconv,forward,nlc,bf16,n<=8,c=2048,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16";
   CHECK(h->check_config(nlc, mma) == "mma,cb=16,tr=1,nt=4,warps=4");

@@ -277,24 +277,23 @@ class DwConvProblem final : public OpProblem {
       // ~7M points: counted, and only the valid ones named (a set of every label took minutes).
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
       const auto tiling = [&](int rw, int vc, int rh) {  // runs, their vectors and rows: canonical points
-        return (rw == 0 || rw == 4 || rw == 8) && (vc == 0 || pow2(vc, 8)) && vc != 1 && (rh == 0 || pow2(rh, 8)) &&
-               rh != 1 && vc <= rw && (rw > 0 || rh == 0);
+        return (rw == 1 || rw == 4 || rw == 8) && pow2(vc, 8) && pow2(rh, 8) && vc <= rw && (rw > 1 || rh == 1);
       };
-      const auto declared = [&](const dw::Config& c) {
-        const bool splits = c.smem_halo == 1 ? c.channels_per_block == 1 && c.splits >= 1 && c.splits <= 64
-                                             : c.smem_halo == 0 && pow2(c.splits, 32768);
-        return c.kernel == dw::Kernel::wgrad && pow2(c.channels_per_block, 1024) && pow2(c.position_threads, 1024) &&
-               c.taps_per_block >= 1 && c.taps_per_block <= 64 && splits && c.atomic >= 0 && c.atomic <= 1 &&
-               tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
+      const auto declared = [&](const dw::Config& config) {
+        if (config.kernel() != dw::Kernel::wgrad) return false;
+        const dw::WgradConfig& c = config.wgrad();
+        const bool splits = c.staged ? c.channels_per_block == 1 && c.splits >= 1 && c.splits <= 64 : pow2(c.splits, 32768);
+        return pow2(c.channels_per_block, 1024) && pow2(c.position_threads, 1024) && c.taps_per_block >= 1 &&
+               c.taps_per_block <= 64 && splits && tiling(c.outputs_per_thread, c.vector_channels, c.rows_per_thread);
       };
       // Every canonical (runs, vectors, rows) point of a block shape, splits and reduction; staged or not.
-      const auto tilings = [&](int ct, int py, int tg, int splits, int atomic, int staged) {
-        for (int rw : {0, 4, 8})
-          for (int vc : {0, 2, 4, 8})
-            for (int rh : {0, 2, 4, 8}) {
+      const auto tilings = [&](int ct, int py, int tg, int splits, int atomic, bool staged) {
+        for (int rw : {1, 4, 8})
+          for (int vc : {1, 2, 4, 8})
+            for (int rh : {1, 2, 4, 8}) {
               if (!tiling(rw, vc, rh)) continue;
               auto c = dw::wgrad_config(ct, py, tg, splits, atomic, rw, vc, rh);
-              c.smem_halo = staged;
+              c.staged = staged;
               count(c);
             }
       };
@@ -302,41 +301,44 @@ class DwConvProblem final : public OpProblem {
         for (int py = 1; py <= 1024; py *= 2)
           for (int tg = 1; tg <= 64; ++tg)
             for (int splits = 1; splits <= 32768; splits *= 2)
-              for (int atomic : {0, 1}) tilings(ct, py, tg, splits, atomic, 0);
+              for (int atomic : {0, 1}) tilings(ct, py, tg, splits, atomic, false);
       for (int py = 1; py <= 1024; py *= 2)
         for (int tg = 1; tg <= 64; ++tg)
           for (int splits = 1; splits <= 64; ++splits)
-            for (int atomic : {0, 1}) tilings(1, py, tg, splits, atomic, 1);
+            for (int atomic : {0, 1}) tilings(1, py, tg, splits, atomic, true);
       for (const auto& c : tuned) total += declared(c) ? 0 : 1;
     } else {
       // ~1M points: counted, and only the runnable ones named.
       const auto pow2 = [](int v, int hi) { return v >= 1 && v <= hi && (v & (v - 1)) == 0; };
-      const auto declared = [&](const dw::Config& c) {
-        if (c.kernel == dw::Kernel::mma)
-          return c.channels_per_block % 8 == 0 && c.channels_per_block >= 8 && c.channels_per_block <= 64 &&
-                 pow2(c.warps, 16) && pow2(c.tile_rows, 16) && c.segment_tiles >= 1 && c.segment_tiles <= 16;
-        return c.kernel == dw::Kernel::direct ||
-               (c.outputs_per_thread >= 1 && c.outputs_per_thread <= 32 && pow2(c.threads_x, 1024) &&
-                pow2(c.threads_y, 1024) && pow2(c.vector_channels, 8) && c.smem_halo >= 0 && c.smem_halo <= 1 &&
-                c.smem_filter >= 0 && c.smem_filter <= 1 && (c.rows_per_thread == 0 || pow2(c.rows_per_thread, 8)) &&
-                c.rows_per_thread != 1 && (c.runs_per_thread == 0 || pow2(c.runs_per_thread, 8)) && c.runs_per_thread != 1);
+      const auto declared = [&](const dw::Config& config) {
+        switch (config.kernel()) {
+          case dw::Kernel::mma: {
+            const dw::MmaConfig& c = config.mma();
+            return c.channels_per_block % 8 == 0 && c.channels_per_block >= 8 && c.channels_per_block <= 64 &&
+                   pow2(c.warps, 16) && pow2(c.tile_rows, 16) && c.segment_tiles >= 1 && c.segment_tiles <= 16;
+          }
+          case dw::Kernel::tiled: {
+            const dw::TiledConfig& c = config.tiled();
+            return c.outputs_per_thread >= 1 && c.outputs_per_thread <= 32 && pow2(c.threads_x, 1024) &&
+                   pow2(c.threads_y, 1024) && pow2(c.vector_channels, 8) && pow2(c.rows_per_thread, 8) &&
+                   pow2(c.runs_per_thread, 8);
+          }
+          case dw::Kernel::direct: return true;
+          case dw::Kernel::wgrad: break;
+        }
+        return false;
       };
-      for (int coalesced : {0, 1}) {
-        dw::Config c;
-        c.kernel = dw::Kernel::direct;
-        c.coalesced = coalesced;
-        count(c);
-      }
+      for (bool coalesced : {false, true}) count(dw::DirectConfig{coalesced});
       for (int rw = 1; rw <= 32; ++rw)
         for (int tx = 1; tx <= 1024; tx *= 2)
           for (int ty = 1; ty <= 1024; ty *= 2)
             for (int vc = 1; vc <= 8; vc *= 2)
               for (int halo : {0, 1})
                 for (int filter : {0, 1})
-                  for (int rh : {0, 2, 4, 8})
-                    for (int rt : {0, 2, 4, 8}) {
+                  for (int rh : {1, 2, 4, 8})
+                    for (int rt : {1, 2, 4, 8}) {
                       count(dw::tiled_config(rw, tx, ty, vc, halo, filter, rh, rt));
-                      if (ty == 1 && tx >= 32 && !halo && !filter && rt == 0) count(dw::flat_config(rw, tx, vc, rh));
+                      if (ty == 1 && tx >= 32 && !halo && !filter && rt == 1) count(dw::flat_config(rw, tx, vc, rh));
                     }
       for (int cb = 8; cb <= 64; cb += 8)
         for (int warps = 1; warps <= 16; warps *= 2)

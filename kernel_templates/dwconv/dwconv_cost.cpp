@@ -38,7 +38,7 @@ BusiestSm busiest_sm(double blocks, double block, double per_sm, double thread_i
 
 }  // namespace
 
-double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+double predicted_seconds(const Problem& p, const Config& config, int sm_count, double bandwidth) {
   // Direct kernels: calibrated on the exhaustive H200 trials of 2026-11-22 (bench/NOTES.md, "cost model")
   // (issue time per instruction and SM). The tiled and weight-gradient models say where theirs come from.
   constexpr double kFma = 1e-9 / 16, kLoad = 1e-9 / 16;
@@ -54,13 +54,15 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double bytes = elem * batch * channels * double(p.h * p.w + p.out_h() * p.out_w() * (p.gradient_prep ? 2 : 1));
   const double outputs = batch * channels * dst_h * dst_w;
   const auto fraction = [](double used, double tile) { return used / (std::ceil(used / tile) * tile); };
-  switch (c.kernel) {
+  switch (config.kernel()) {
     case Kernel::direct: {
+      const auto& c = config.direct();
       const double penalty = c.coalesced ? 1.0 : kNaive;
       const double issue = outputs * (tap_count * kFma + tap_count * kLoad * penalty) / sms;
       return std::max(bytes / bandwidth * penalty, issue) + kLaunch;
     }
     case Kernel::mma: {
+      const auto& c = config.mma();
       // Tensor-core tiles, a model from counts: the busiest SM's staging bytes at the rate its loads
       // in flight sustain (8 column pairs a thread), its MMAs (about 2 cycles an SM each for m16n8k16)
       // and ldmatrix reads (512 bytes at 128 a cycle), and its threads' instructions for staging (about
@@ -93,6 +95,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       return longest + 0.25 * (memory + compute + issue - longest) + kLaunch;
     }
     case Kernel::tiled: {
+      const auto& c = config.tiled();
       const double tx = c.threads_x, ty = c.threads_y, rw = c.outputs_per_thread;
       const double rh = std::max(1, c.rows_per_thread);
       const double vc = std::max(1, c.vector_channels);
@@ -197,7 +200,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       }
       const double registers = std::max(16.0, 24 + rh * rw + row_loads * (pipelined ? 2 : 1) + (c.smem_filter ? 0 : tap_count) +
                                                   (rt - 1) * row_vectors * vc);
-      const double smem = double(geometry(p, c, 1).dynamic_smem);
+      const double smem = double(geometry(p, config, 1).dynamic_smem);
       const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, 65536 / (registers * block), 32.0,
                                                                smem > 0 ? kSmemPerSm / (smem + 1024) : 64.0})));
       const BusiestSm sm = busiest_sm(blocks, block, per_sm, per_thread, bytes / blocks, in_flight, sms, bandwidth,
@@ -205,6 +208,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       return std::max(sm.issue, std::max(bytes / bandwidth / efficiency, sm.memory)) + kLaunch;
     }
     case Kernel::wgrad: {
+      const auto& c = config.wgrad();
       // Refit on the exhaustive H200 trials of the kernels as built (pipelined rows for up to 32 taps,
       // one buffer above; bench/NOTES.md, "the weight-gradient cost model", 2026-11-25 afternoon).
       // The model before ranked the winners 19th of 28 (K=3), 33rd of 74 (7x7) and 11th of 29 (31x31,
@@ -230,8 +234,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
       const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
       const double rows_read = tg < tap_count ? 1 : rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
       const double row_vectors = std::ceil((window + vc - 1) / vc);
-      const double plane = c.smem_halo ? double(wgrad_plane_bytes(p, c)) / 2 : 0;  // bytes of one x plane
-      if (c.smem_halo) {
+      const double plane = c.staged ? double(wgrad_plane_bytes(p, c)) / 2 : 0;  // bytes of one x plane
+      if (c.staged) {
         // Staged x planes: a block copies each image's plane (one cp.async a vector), then its threads
         // take the plane's tiles: a dy run from global memory, each x row's window from shared memory,
         // the FMAs. Lanes past the plane's last tile idle. The copies of a whole plane are in flight
@@ -261,7 +265,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
         registers = 32 + tg;
         in_flight = (1 + tg) * elem;
       }
-      const double smem = c.smem_halo ? 2 * plane + 2048 : 0;  // two planes + partials, reserved
+      const double smem = c.staged ? 2 * plane + 2048 : 0;  // two planes + partials, reserved
       const double per_sm = std::max(1.0, std::floor(std::min({2048 / block, 65536 / (std::max(registers, 16.0) * block),
                                                                smem > 0 ? kSmemPerSm / smem : 64.0})));
       // Each block column reads x and dy; no cap on an SM's issue rate (64 warps stay under it).

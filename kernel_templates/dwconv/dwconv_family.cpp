@@ -9,8 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/embedded.h"
@@ -35,208 +40,213 @@ constexpr std::size_t kMaxSmem = 48 * 1024;  // per block without opt-in: every 
 constexpr std::size_t kMaxSmemOptIn = 227 * 1024;
 
 
-bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
-  const auto fail = [why](std::string reason) {
-    if (why != nullptr) *why = std::move(reason);
-    return false;
-  };
+// Sets *why (when asked) to the reason a constraint failed; returns false.
+bool fail(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return false;
+}
+
+bool check_wgrad(const Problem& p, const WgradConfig& c, std::string* why, bool prune) {
+  const int elem = p.element_bytes();
+  const int block = c.channels_per_block * c.position_threads;
+  if (c.channels_per_block < 1 || c.position_threads < 1 || block > 1024) return fail(why, "block size outside 1..1024");
+  if (!p.channel_last() && c.channels_per_block != 1) return fail(why, "channel-first wgrad takes one channel per block");
+  const int rw = c.outputs_per_thread, rh = c.rows_per_thread;
+  const int vc = c.vector_channels;
+  if (rw < 1 || rw > 16) return fail(why, "outputs per thread: 1..16");
+  if (rh < 1 || rh > 8) return fail(why, "rows per thread: 1..8");
+  if (vc < 1) return fail(why, "vector width: 1 or more");
+  // Accumulators: up to 32 taps per block column, 64 for a register-tiled thread with every tap.
+  const int max_taps = rw > 1 && c.taps_per_block == taps(p) ? kMaxAccumulators : 32;
+  if (c.taps_per_block < 1 || c.taps_per_block > max_taps) return fail(why, fmt::format("taps per block: 1..{}", max_taps));
+  if (c.taps_per_block > taps(p)) return fail(why, "more taps per block than the kernel has");
+  if (c.splits < 1 || c.splits > 65535) return fail(why, "splits: 1..65535");
+  if (c.atomic && p.deterministic) return fail(why, "atomics need deterministic = false");
+  // Mirror of the kernel's partial[kRows][CT][TG + 1]: one row per warp where lanes reduce first.
+  const int ct = c.channels_per_block;
+  const bool lane_reduce = ct < 32 && 32 % ct == 0 && block % 32 == 0;
+  const std::size_t partial_rows = lane_reduce ? std::size_t(block / 32) : std::size_t(c.position_threads);
+  if (partial_rows * ct * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail(why, "shared memory");
+  // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
+  if (rw > 1 && c.taps_per_block != taps(p) && !(c.taps_per_block == p.kw && p.kh > 1))
+    return fail(why, "register-tiled wgrad keeps every tap (tg = taps) or one kernel row's (tg = kw)");
+  if (rh > 1 && (rw == 1 || c.taps_per_block != taps(p)))
+    return fail(why, "rows per thread: register-tiled runs with every tap");
+  if (rh * rw > kMaxAccumulators || rh * taps(p) * rw > kMaxUnrolledFmas) return fail(why, "tile too large for registers");
+  if (vc > 1) {
+    // vc > 1: dy runs and x windows as aligned vectors of vc elements along W.
+    if (p.channel_last() || rw == 1) return fail(why, "vectors along W: channel-first register-tiled runs only");
+    if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail(why, "vector width exceeds alignment");
+    if (rw % vc != 0) return fail(why, "vectors along W: outputs per thread a multiple of the width");
+    if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail(why, "vectors along W: rows a multiple of the width");
+  }
+  if (rw > 1 && window(0, p.kw, p.sw, p.dw, p.pad_left, rw) + vc > kMaxWindowRegisters)
+    return fail(why, "register window too large");
+  if (prune && rw > 1 && p.dst_w() < rw) return fail(why, "runs longer than the rows");
+  if (prune && rh > next_pow2(p.dst_h())) return fail(why, "more rows per thread than the output has");
+  if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail(why, "idle channel threads");
+  if (c.staged) {
+    // Staged x planes (kvt_dwconv_wgrad_staged): one channel a block, register tiles with every tap,
+    // copies of 4, 8 or 16 bytes, two planes in shared memory.
+    if (p.channel_last() || rw == 1 || c.taps_per_block != taps(p))
+      return fail(why, "staged wgrad: channel-first register-tiled runs with every tap");
+    if (vc * elem < 4) return fail(why, "staged wgrad: copies of 4 bytes or more (vectors along W)");
+    if (c.splits > 64) return fail(why, "staged wgrad: splits 1..64 (whole images)");
+    // The planes plus the block's static partials (kvt_wgrad_finish).
+    const std::size_t planes = wgrad_plane_bytes(p, c);
+    if (planes + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn) return fail(why, "shared memory");
+    if (prune && planes > 2 * kMaxSmem) return fail(why, "staged planes over 96 KiB");
+    if (prune && c.splits > p.n) return fail(why, "more splits than images");
+    if (prune && p.dst_h() == 1) return fail(why, "staged wgrad: planes of one row");
+  } else if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads) {
+    return fail(why, "too little work per split");
+  }
+  return true;
+}
+
+bool check_mma(const Problem& p, const MmaConfig& c, std::string* why, bool prune) {
+  const int dir = dir_index(p.direction);
+  const int cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
+  if (p.dtype == DType::f32) return fail(why, "tensor-core tiles: 16-bit types (f32 would need TF32, which rounds)");
+  // dwconv_mma.cuh applies activations; the gradient prep would read dy at each accumulator's position,
+  // which the MMA fragment layout scatters over 64 positions a warp (a 2-byte load each).
+  if (p.gradient_prep) return fail(why, "tensor-core tiles: no gradient prep (dy per accumulator is a scattered load)");
+  if (!p.channel_last()) return fail(why, "tensor-core tiles: channel-last layouts");
+  if (p.align_bytes < 16) return fail(why, "tensor-core tiles: 16-byte loads (channels a multiple of 8, aligned tensors)");
+  if (dir == 1 && (p.sh != 1 || p.sw != 1)) return fail(why, "tensor-core tiles: backward_data with stride 1 only");
+  if (cb < 8 || cb > 64 || cb % 8 != 0) return fail(why, "tensor-core tiles: 8-64 channels a block, a multiple of 8");
+  if (c.warps < 1 || c.warps > 16 || cb % c.warps != 0) return fail(why, "tensor-core tiles: warps must divide the channels");
+  if (tr < 1 || tr > 16 || 16 % tr != 0) return fail(why, "tensor-core tiles: rows 1, 2, 4, 8 or 16");
+  if (nt < 1 || nt > 16) return fail(why, "tensor-core tiles: 1-16 n-tiles a segment");
+  const MmaTile m = mma_tile(p, c);  // sizes only once the fields are in range
+  if (m.steps > 8) return fail(why, "tensor-core tiles: an n-tile's window over 128 columns");
+  if (mma_smem_bytes(p, c, m) > kMaxSmemOptIn) return fail(why, "shared memory");
+  if (mma_tiles(p, c, m, p.n) >= (std::int64_t(1) << 31)) return fail(why, "grid.x limit (tiles)");
+  if (std::max({p.h, p.w, p.dst_h(), p.dst_w()}) >= (std::int64_t(1) << 30))
+    return fail(why, "tensor-core tiles: rows and columns under 2^30 (32-bit positions)");
+  if (prune) {
+    if (p.dst_h() == 1 && tr != 1) return fail(why, "tensor-core tiles: 1D rows take 16 runs of one row");
+    if (tr > next_pow2(p.dst_h())) return fail(why, "more rows per block than the output has");
+    if (m.tile_w > 2 * next_pow2(p.dst_w())) return fail(why, "tile much wider than the output");
+    // Outputs a tile computes and nobody stores: at most 28 %.
+    const double used = double(p.dst_w()) / double(ceil_div(p.dst_w(), m.tile_w) * m.tile_w) *
+                        double(p.dst_h()) / double(ceil_div(p.dst_h(), tr) * tr);
+    if (used < 0.72) return fail(why, "tensor-core tiles: over 28 % of the tiles past the output");
+    if (cb / 2 >= p.c) return fail(why, "idle channels (more than twice the channels)");
+  }
+  return true;
+}
+
+bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool prune) {
   const int dir = dir_index(p.direction);
   const int elem = p.element_bytes();
-  if (c.kernel != Kernel::mma && (c.tile_rows || c.segment_tiles || c.warps)) return fail("tensor-core fields on another kernel");
-  if ((p.activation != Activation::none || p.gradient_prep) && p.direction != DwDirection::forward)
-    return fail("epilogues (activation, gradient prep) are forward problems");
-  if (p.gradient_prep && p.activation == Activation::none) return fail("gradient prep without an activation");
-  if (p.direction == DwDirection::backward_weight) {
-    if (c.kernel != Kernel::wgrad) return fail("backward_weight uses the wgrad kernel");
-    if (c.flat) return fail("flat items: tiled kernels only");
-    const int block = c.channels_per_block * c.position_threads;
-    if (c.channels_per_block < 1 || c.position_threads < 1 || block > 1024) return fail("block size outside 1..1024");
-    if (!p.channel_last() && c.channels_per_block != 1) return fail("channel-first wgrad takes one channel per block");
-    const int rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
-    const int vc = std::max(1, c.vector_channels);
-    if (c.outputs_per_thread < 0 || c.outputs_per_thread > 16) return fail("outputs per thread: 0..16");
-    if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
-    // Accumulators: up to 32 taps per block column, 64 for a register-tiled thread with every tap.
-    const int max_taps = rw > 1 && c.taps_per_block == taps(p) ? kMaxAccumulators : 32;
-    if (c.taps_per_block < 1 || c.taps_per_block > max_taps) return fail(fmt::format("taps per block: 1..{}", max_taps));
-    if (c.taps_per_block > taps(p)) return fail("more taps per block than the kernel has");
-    if (c.splits < 1 || c.splits > 65535) return fail("splits: 1..65535");
-    if (c.atomic && p.deterministic) return fail("atomics need deterministic = false");
-    // Mirror of the kernel's partial[kRows][CT][TG + 1]: one row per warp where lanes reduce first.
-    const int ct = c.channels_per_block;
-    const bool lane_reduce = ct < 32 && 32 % ct == 0 && block % 32 == 0;
-    const std::size_t partial_rows = lane_reduce ? std::size_t(block / 32) : std::size_t(c.position_threads);
-    if (partial_rows * ct * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail("shared memory");
-    // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
-    if (rw > 1 && c.taps_per_block != taps(p) && !(c.taps_per_block == p.kw && p.kh > 1))
-      return fail("register-tiled wgrad keeps every tap (tg = taps) or one kernel row's (tg = kw)");
-    if (rh > 1 && (rw == 1 || c.taps_per_block != taps(p)))
-      return fail("rows per thread: register-tiled runs with every tap");
-    if (rh * rw > kMaxAccumulators || rh * taps(p) * rw > kMaxUnrolledFmas) return fail("tile too large for registers");
-    if (vc > 1) {
-      // vc > 1: dy runs and x windows as aligned vectors of vc elements along W.
-      if (p.channel_last() || rw == 1) return fail("vectors along W: channel-first register-tiled runs only");
-      if ((vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
-      if (rw % vc != 0) return fail("vectors along W: outputs per thread a multiple of the width");
-      if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("vectors along W: rows a multiple of the width");
-    }
-    if (rw > 1 && window(0, p.kw, p.sw, p.dw, p.pad_left, rw) + vc > kMaxWindowRegisters)
-      return fail("register window too large");
-    if (prune && rw > 1 && p.dst_w() < rw) return fail("runs longer than the rows");
-    if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
-    if (prune && c.channels_per_block > 1 && c.channels_per_block / 2 >= p.c) return fail("idle channel threads");
-    if (c.smem_filter || c.threads_x || c.threads_y || c.runs_per_thread) return fail("tiled-kernel fields on the wgrad kernel");
-    if (c.smem_halo < 0 || c.smem_halo > 1) return fail("flags");
-    if (c.smem_halo) {
-      // Staged x planes (kvt_dwconv_wgrad_staged): one channel a block, register tiles with every tap,
-      // copies of 4, 8 or 16 bytes, two planes in shared memory.
-      if (p.channel_last() || rw == 1 || c.taps_per_block != taps(p))
-        return fail("staged wgrad: channel-first register-tiled runs with every tap");
-      if (vc * elem < 4) return fail("staged wgrad: copies of 4 bytes or more (vectors along W)");
-      if (c.splits > 64) return fail("staged wgrad: splits 1..64 (whole images)");
-      // The planes plus the block's static partials (kvt_wgrad_finish).
-      const std::size_t planes = wgrad_plane_bytes(p, c);
-      if (planes + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn) return fail("shared memory");
-      if (prune && planes > 2 * kMaxSmem) return fail("staged planes over 96 KiB");
-      if (prune && c.splits > p.n) return fail("more splits than images");
-      if (prune && p.dst_h() == 1) return fail("staged wgrad: planes of one row");
-    } else if (prune && c.splits > 1 && wgrad_tiles(p, c) / c.splits < 4 * c.position_threads) {
-      return fail("too little work per split");
-    }
-    return true;
-  }
-  if (c.kernel == Kernel::wgrad) return fail("the wgrad kernel is for backward_weight");
-  if (c.kernel == Kernel::mma) {
-    const int cb = c.channels_per_block, tr = c.tile_rows, nt = c.segment_tiles;
-    if (p.dtype == DType::f32) return fail("tensor-core tiles: 16-bit types (f32 would need TF32, which rounds)");
-    // dwconv_mma.cuh applies activations; the gradient prep would read dy at each accumulator's position,
-    // which the MMA fragment layout scatters over 64 positions a warp (a 2-byte load each).
-    if (p.gradient_prep) return fail("tensor-core tiles: no gradient prep (dy per accumulator is a scattered load)");
-    if (!p.channel_last()) return fail("tensor-core tiles: channel-last layouts");
-    if (p.align_bytes < 16) return fail("tensor-core tiles: 16-byte loads (channels a multiple of 8, aligned tensors)");
-    if (dir == 1 && (p.sh != 1 || p.sw != 1)) return fail("tensor-core tiles: backward_data with stride 1 only");
-    if (cb < 8 || cb > 64 || cb % 8 != 0) return fail("tensor-core tiles: 8-64 channels a block, a multiple of 8");
-    if (c.warps < 1 || c.warps > 16 || cb % c.warps != 0) return fail("tensor-core tiles: warps must divide the channels");
-    if (tr < 1 || tr > 16 || 16 % tr != 0) return fail("tensor-core tiles: rows 1, 2, 4, 8 or 16");
-    if (nt < 1 || nt > 16) return fail("tensor-core tiles: 1-16 n-tiles a segment");
-    const MmaTile m = mma_tile(p, c);  // sizes only once the fields are in range
-    if (m.steps > 8) return fail("tensor-core tiles: an n-tile's window over 128 columns");
-    if (mma_smem_bytes(p, c, m) > kMaxSmemOptIn) return fail("shared memory");
-    if (mma_tiles(p, c, m, p.n) >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
-    if (std::max({p.h, p.w, p.dst_h(), p.dst_w()}) >= (std::int64_t(1) << 30))
-      return fail("tensor-core tiles: rows and columns under 2^30 (32-bit positions)");
-    if (c.outputs_per_thread || c.threads_x || c.threads_y || c.vector_channels || c.smem_halo || c.smem_filter ||
-        c.rows_per_thread || c.runs_per_thread || c.flat || c.coalesced || c.position_threads || c.taps_per_block ||
-        c.splits || c.atomic)
-      return fail("tensor-core tiles: fields of other kernels must be 0");
-    if (prune) {
-      if (p.dst_h() == 1 && tr != 1) return fail("tensor-core tiles: 1D rows take 16 runs of one row");
-      if (tr > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
-      if (m.tile_w > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
-      // Outputs a tile computes and nobody stores: at most 28 %.
-      const double used = double(p.dst_w()) / double(ceil_div(p.dst_w(), m.tile_w) * m.tile_w) *
-                          double(p.dst_h()) / double(ceil_div(p.dst_h(), tr) * tr);
-      if (used < 0.72) return fail("tensor-core tiles: over 28 % of the tiles past the output");
-      if (cb / 2 >= p.c) return fail("idle channels (more than twice the channels)");
-    }
-    return true;
-  }
-  if (c.kernel == Kernel::direct)
-    return c.outputs_per_thread == 0 && c.threads_x == 0 && c.flat == 0 ? true : fail("direct: no tile");
   const int rw = c.outputs_per_thread, tx = c.threads_x, ty = c.threads_y, vc = c.vector_channels;
-  const int rh = std::max(1, c.rows_per_thread), rt = std::max(1, c.runs_per_thread);
-  if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail("tile shape");
-  if (c.rows_per_thread < 0 || c.rows_per_thread > 8) return fail("rows per thread: 0..8");
-  if (c.runs_per_thread < 0 || c.runs_per_thread > 8) return fail("runs per thread: 0..8");
+  const int rh = c.rows_per_thread, rt = c.runs_per_thread;
+  if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail(why, "tile shape");
+  if (rh < 1 || rh > 8) return fail(why, "rows per thread: 1..8");
+  if (rt < 1 || rt > 8) return fail(why, "runs per thread: 1..8");
   if (rt > 1 && !(p.channel_last() && c.smem_halo) && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
-    return fail("runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
-  if (c.flat < 0 || c.flat > 1) return fail("flags");
+    return fail(why, "runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (c.flat) {
     if (p.channel_last() || c.smem_halo || c.smem_filter || rt > 1 || ty != 1 || tx % 32 != 0)
-      return fail("flat items: channel-first, global-memory halo, taps in registers, one run, whole warps in one row of threads");
+      return fail(why, "flat items: channel-first, global-memory halo, taps in registers, one run, whole warps in one row of threads");
     // The kernel numbers items (planes x row groups x runs) in 32 bits.
-    if (flat_items(p, c, p.n) + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit item index)");
+    if (flat_items(p, c, p.n) + tx >= (std::int64_t(1) << 32)) return fail(why, "grid.x limit (32-bit item index)");
   }
   if (rh > 1) {
     if (c.smem_halo && !p.channel_last())
-      return fail("channel-first rows per thread read their rows from global memory (no halo staging)");
-    if (dir == 1 && rh % p.sh != 0) return fail("backward_data: rows per thread must be a multiple of stride_h");
+      return fail(why, "channel-first rows per thread read their rows from global memory (no halo staging)");
+    if (dir == 1 && rh % p.sh != 0) return fail(why, "backward_data: rows per thread must be a multiple of stride_h");
     const int lanes = p.channel_last() ? vc : 1;  // channel-first vectors run along W, inside the run
-    if (rh * rw * lanes > kMaxAccumulators) return fail("too many accumulators");
-    if (rh * taps(p) * rw * lanes > kMaxUnrolledFmas) return fail("unrolled code too large");
-    if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per thread than the output has");
+    if (rh * rw * lanes > kMaxAccumulators) return fail(why, "too many accumulators");
+    if (rh * taps(p) * rw * lanes > kMaxUnrolledFmas) return fail(why, "unrolled code too large");
+    if (prune && rh > next_pow2(p.dst_h())) return fail(why, "more rows per thread than the output has");
   }
   // Channel-last threads take (W run, channel vector) pairs of an output row, channel vector fastest.
   const std::int64_t row_items = p.channel_last() && vc >= 1 ? p.c / vc * ceil_div(p.dst_w(), rw) : 0;
-  if (prune && tx * ty < 32 && !(p.channel_last() && tx >= row_items)) return fail("blocks under a warp");
-  if (dir == 1 && rw % p.sw != 0) return fail("backward_data: outputs per thread must be a multiple of stride_w");
+  if (prune && tx * ty < 32 && !(p.channel_last() && tx >= row_items)) return fail(why, "blocks under a warp");
+  if (dir == 1 && rw % p.sw != 0) return fail(why, "backward_data: outputs per thread must be a multiple of stride_w");
   const int win = window(dir, p.kw, p.sw, p.dw, p.pad_left, rw);
   if (!p.channel_last()) {
     if (vc != 1) {
       // vc > 1: the window loaded, and the run stored, as aligned vectors of vc elements along W.
-      if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail("vector width exceeds alignment");
-      if (c.smem_halo) return fail("channel-first vectors along W: global-memory halo only");
-      if (rw % vc != 0) return fail("channel-first vectors along W: outputs per thread a multiple of the width");
-      if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail("channel-first vectors along W: rows a multiple of the width");
-      if (dir == 1 && p.sw != 1) return fail("channel-first vectors along W: backward_data with stride_w 1 only");
+      if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes) return fail(why, "vector width exceeds alignment");
+      if (c.smem_halo) return fail(why, "channel-first vectors along W: global-memory halo only");
+      if (rw % vc != 0) return fail(why, "channel-first vectors along W: outputs per thread a multiple of the width");
+      if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail(why, "channel-first vectors along W: rows a multiple of the width");
+      if (dir == 1 && p.sw != 1) return fail(why, "channel-first vectors along W: backward_data with stride_w 1 only");
     }
-    if (win > kMaxWindowRegisters) return fail("register window too large");
-    if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail("filter too large for registers");
+    if (win > kMaxWindowRegisters) return fail(why, "register window too large");
+    if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail(why, "filter too large for registers");
     std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
-    if (!c.flat && ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
+    if (!c.flat && ceil_div(p.dst_h(), ty * rh) > 65535) return fail(why, "grid.y limit");
     // The kernel splits blockIdx.x into (plane, W tile) in 32 bits.
     if (!c.flat && double(p.n) * double(p.c) * double(ceil_div(p.dst_w(), std::int64_t(tx) * rw * rt)) > 2147483647.0)
-      return fail("grid.x limit (planes x W tiles)");
+      return fail(why, "grid.x limit (planes x W tiles)");
     if (c.smem_halo) {
-      if (dir == 1 && ty % p.sh != 0) return fail("backward_data halo tile: rows per block a multiple of stride_h");
+      if (dir == 1 && ty % p.sh != 0) return fail(why, "backward_data halo tile: rows per block a multiple of stride_h");
       floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, ty)) *
                 std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, tx * rw));
     }
-    if (floats * 4 > kMaxSmem) return fail("shared memory");
-    if (prune && !c.flat && tx * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
-    if (prune && c.flat && p.dst_h() == 1) return fail("flat items: 2D planes only (1D rows are whole tiles)");
-    if (prune && rt > 1 && tx * rw * rt > next_pow2(p.dst_w())) return fail("runs per thread: tiles wider than the output");
-    if (prune && !c.flat && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
+    if (floats * 4 > kMaxSmem) return fail(why, "shared memory");
+    if (prune && !c.flat && tx * rw > 2 * next_pow2(p.dst_w())) return fail(why, "tile much wider than the output");
+    if (prune && c.flat && p.dst_h() == 1) return fail(why, "flat items: 2D planes only (1D rows are whole tiles)");
+    if (prune && rt > 1 && tx * rw * rt > next_pow2(p.dst_w())) return fail(why, "runs per thread: tiles wider than the output");
+    if (prune && !c.flat && ty * rh > next_pow2(p.dst_h())) return fail(why, "more rows per block than the output has");
   } else {
     if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes)
-      return fail("vector width exceeds alignment");
-    if (win * vc > kMaxWindowRegisters) return fail("register window too large");
-    if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail("filter too large for registers");
-    if (p.c % vc != 0) return fail("channel-last vectors: channels a multiple of the width");
+      return fail(why, "vector width exceeds alignment");
+    if (win * vc > kMaxWindowRegisters) return fail(why, "register window too large");
+    if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail(why, "filter too large for registers");
+    if (p.c % vc != 0) return fail(why, "channel-last vectors: channels a multiple of the width");
     if (c.smem_halo) {
       // Staged tiles: TX channel vectors x TY runs x RH rows, the source tile copied to shared memory
       // in 16-byte pieces along the channels; RT tiles a block, one after another.
       const int piece = 16 / elem;
       if (p.c % piece != 0 || p.align_bytes < 16 || (tx * vc) % piece != 0)
-        return fail("staged tile: 16-byte copies (channels a multiple of 16 bytes, aligned tensors)");
-      if (dir == 1 && rh % p.sh != 0) return fail("backward_data staged tile: rows per block a multiple of stride_h");
-      if (staged_smem_bytes(p, c) > kMaxSmemOptIn) return fail("shared memory");
-      if (staged_tiles(p, c, p.n) + rt >= (std::int64_t(1) << 31)) return fail("grid.x limit (tiles)");
-      if (staged_tile_elements(p, c) / piece > std::size_t(16) * tx * ty) return fail("staged tile: over 16 copies a thread");
+        return fail(why, "staged tile: 16-byte copies (channels a multiple of 16 bytes, aligned tensors)");
+      if (dir == 1 && rh % p.sh != 0) return fail(why, "backward_data staged tile: rows per block a multiple of stride_h");
+      if (staged_smem_bytes(p, c) > kMaxSmemOptIn) return fail(why, "shared memory");
+      if (staged_tiles(p, c, p.n) + rt >= (std::int64_t(1) << 31)) return fail(why, "grid.x limit (tiles)");
+      if (staged_tile_elements(p, c) / piece > std::size_t(16) * tx * ty) return fail(why, "staged tile: over 16 copies a thread");
       // Lanes along channels: a warp's window reads cover 32 consecutive channels at least (16-bit
       // elements with 2 channels a thread still meet 2-way bank conflicts between its two rows of threads).
-      if (prune && tx * vc < 32) return fail("staged tile: fewer than 32 channels a block");
-      if (prune && tx * ty < 32) return fail("blocks under a warp");
-      if (prune && std::int64_t(tx) * vc / 2 >= p.c) return fail("idle threads (more than twice the channels)");
-      if (prune && taps(p) > kMaxFilterRegisters) return fail("staged tile: kernels of up to 64 taps (larger tiles outgrow shared memory)");
-      if (prune && ty * rw > 2 * next_pow2(p.dst_w())) return fail("tile much wider than the output");
-      if (prune && rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
-      if (prune && staged_smem_bytes(p, c) > 2 * kMaxSmem) return fail("staged tile over 96 KiB (2 blocks an SM at most)");
-      if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
+      if (prune && tx * vc < 32) return fail(why, "staged tile: fewer than 32 channels a block");
+      if (prune && tx * ty < 32) return fail(why, "blocks under a warp");
+      if (prune && std::int64_t(tx) * vc / 2 >= p.c) return fail(why, "idle threads (more than twice the channels)");
+      if (prune && taps(p) > kMaxFilterRegisters) return fail(why, "staged tile: kernels of up to 64 taps (larger tiles outgrow shared memory)");
+      if (prune && ty * rw > 2 * next_pow2(p.dst_w())) return fail(why, "tile much wider than the output");
+      if (prune && rh > next_pow2(p.dst_h())) return fail(why, "more rows per block than the output has");
+      if (prune && staged_smem_bytes(p, c) > 2 * kMaxSmem) return fail(why, "staged tile over 96 KiB (2 blocks an SM at most)");
       return true;
     }
     // Opt-in shared memory only for kernels whose taps cannot be in registers (smaller ones: 48 KiB
     // already holds 128 threads' 8-channel filters, and wider ones lost where measured).
     const std::size_t smem_limit = taps(p) > kMaxFilterRegisters ? kMaxSmemOptIn : kMaxSmem;
-    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > smem_limit) return fail("shared memory");
-    if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail("grid.y limit");
-    if (row_items + tx >= (std::int64_t(1) << 32)) return fail("grid.x limit (32-bit thread index along a row)");
-    if (prune && tx / 2 >= row_items) return fail("idle threads (more than twice a row's work)");
-    if (prune && ty * rh > next_pow2(p.dst_h())) return fail("more rows per block than the output has");
-    if (prune && rw > next_pow2(p.dst_w())) return fail("run longer than the output");
+    if (c.smem_filter && std::size_t(taps(p)) * tx * vc * 4 > smem_limit) return fail(why, "shared memory");
+    if (p.n * ceil_div(p.dst_h(), ty * rh) > 65535) return fail(why, "grid.y limit");
+    if (row_items + tx >= (std::int64_t(1) << 32)) return fail(why, "grid.x limit (32-bit thread index along a row)");
+    if (prune && tx / 2 >= row_items) return fail(why, "idle threads (more than twice a row's work)");
+    if (prune && ty * rh > next_pow2(p.dst_h())) return fail(why, "more rows per block than the output has");
+    if (prune && rw > next_pow2(p.dst_w())) return fail(why, "run longer than the output");
   }
-  if (c.smem_halo < 0 || c.smem_halo > 1 || c.smem_filter < 0 || c.smem_filter > 1) return fail("flags");
   return true;
+}
+
+bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
+  if ((p.activation != Activation::none || p.gradient_prep) && p.direction != DwDirection::forward)
+    return fail(why, "epilogues (activation, gradient prep) are forward problems");
+  if (p.gradient_prep && p.activation == Activation::none) return fail(why, "gradient prep without an activation");
+  if (p.direction == DwDirection::backward_weight)
+    return c.kernel() == Kernel::wgrad ? check_wgrad(p, c.wgrad(), why, prune)
+                                       : fail(why, "backward_weight uses the wgrad kernel");
+  switch (c.kernel()) {
+    case Kernel::wgrad: return fail(why, "the wgrad kernel is for backward_weight");
+    case Kernel::mma: return check_mma(p, c.mma(), why, prune);
+    case Kernel::direct: return true;
+    case Kernel::tiled: break;
+  }
+  return check_tiled(p, c.tiled(), why, prune);
 }
 
 }  // namespace
@@ -245,47 +255,37 @@ bool is_valid(const Problem& p, const Config& c, std::string* why) { return chec
 
 bool is_runnable(const Problem& p, const Config& c, std::string* why) { return check(p, c, why, false); }
 
-Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt) {
-  Config c;
-  c.kernel = Kernel::tiled;
+TiledConfig tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt) {
+  TiledConfig c;
   c.outputs_per_thread = rw;
   c.threads_x = tx;
   c.threads_y = ty;
   c.vector_channels = vc;
-  c.smem_halo = halo;
-  c.smem_filter = filter;
-  c.rows_per_thread = rh > 1 ? rh : 0;
-  c.runs_per_thread = rt > 1 ? rt : 0;
+  c.smem_halo = halo != 0;
+  c.smem_filter = filter != 0;
+  c.rows_per_thread = std::max(1, rh);
+  c.runs_per_thread = std::max(1, rt);
   return c;
 }
 
-Config flat_config(int rw, int block, int vc, int rh) {
-  Config c = tiled_config(rw, block, 1, vc, 0, 0, rh);
-  c.flat = 1;
+TiledConfig flat_config(int rw, int block, int vc, int rh) {
+  TiledConfig c = tiled_config(rw, block, 1, vc, 0, 0, rh);
+  c.flat = true;
   return c;
 }
 
-Config mma_config(int cb, int tr, int nt, int warps) {
-  Config c;
-  c.kernel = Kernel::mma;
-  c.channels_per_block = cb;
-  c.tile_rows = tr;
-  c.segment_tiles = nt;
-  c.warps = warps;
-  return c;
-}
+MmaConfig mma_config(int cb, int tr, int nt, int warps) { return MmaConfig{cb, tr, nt, warps}; }
 
-Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh) {
-  Config c;
-  c.kernel = Kernel::wgrad;
+WgradConfig wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh) {
+  WgradConfig c;
   c.channels_per_block = ct;
   c.position_threads = py;
   c.taps_per_block = tg;
   c.splits = splits;
-  c.atomic = atomic;
-  c.outputs_per_thread = rw;
-  c.vector_channels = vc;
-  c.rows_per_thread = rh;
+  c.atomic = atomic != 0;
+  c.outputs_per_thread = std::max(1, rw);
+  c.vector_channels = std::max(1, vc);
+  c.rows_per_thread = std::max(1, rh);
   return c;
 }
 
@@ -299,26 +299,12 @@ std::vector<std::pair<std::string, Config>> seed_configs(const Problem& p) {
     seeds.emplace_back("smem-blocked", wgrad_config(ct, 256 / ct, tg, 1, 0, 0, 0, 0));
     seeds.emplace_back("warp-tiled", wgrad_config(ct, 32 / ct, tg, 1, 0, 0, 0, 0));
   } else {
-    Config c;
-    c.kernel = Kernel::direct;
-    seeds.emplace_back("naive", c);
-    c.coalesced = 1;
-    seeds.emplace_back("coalesced", c);
-    Config s;
-    s.kernel = Kernel::tiled;
-    s.outputs_per_thread = p.direction == DwDirection::backward_data ? p.sw : 1;
-    s.threads_x = 32;
-    s.threads_y = 8;
-    s.vector_channels = 1;
-    s.smem_halo = last ? 0 : 1;
-    s.smem_filter = 1;
-    seeds.emplace_back("smem-blocked", s);
-    Config w = s;
-    w.outputs_per_thread = p.direction == DwDirection::backward_data ? std::max(4, p.sw) : 4;
-    w.threads_y = 4;
-    w.smem_halo = 0;
-    w.smem_filter = taps(p) * 1 > kMaxFilterRegisters ? 1 : 0;
-    seeds.emplace_back("warp-tiled", w);
+    seeds.emplace_back("naive", DirectConfig{false});
+    seeds.emplace_back("coalesced", DirectConfig{true});
+    const int rw = p.direction == DwDirection::backward_data ? p.sw : 1;
+    seeds.emplace_back("smem-blocked", tiled_config(rw, 32, 8, 1, last ? 0 : 1, 1, 1));
+    const int warp_rw = p.direction == DwDirection::backward_data ? std::max(4, p.sw) : 4;
+    seeds.emplace_back("warp-tiled", tiled_config(warp_rw, 32, 4, 1, 0, taps(p) > kMaxFilterRegisters ? 1 : 0, 1));
   }
   std::vector<std::pair<std::string, Config>> runnable;
   for (auto& s : seeds)
@@ -360,8 +346,8 @@ std::vector<Config> enumerate(const Problem& p) {
             for (int rw : {4, 8})
               for (int vw : widths)
                 for (int rh : {2, 4, 8}) {
-                  Config staged = wgrad_config(1, block, taps(p), splits, atomic, rw, std::min(vw, rw), rh);
-                  staged.smem_halo = 1;
+                  WgradConfig staged = wgrad_config(1, block, taps(p), splits, atomic, rw, std::min(vw, rw), rh);
+                  staged.staged = true;
                   add(staged);
                 }
     }
@@ -443,24 +429,40 @@ std::vector<Config> enumerate(const Problem& p) {
   return out;
 }
 
+namespace {
+
+// `config` if `portable`, else the first of the steps' successive edits of it that is; nullopt if none is.
+template <class C>
+struct Same {
+  using type = C;
+};
+
+template <class C, class Portable>
+std::optional<Config> first_portable(C config, const Portable& portable,
+                                     std::initializer_list<std::function<void(typename Same<C>::type&)>> steps) {
+  for (const auto& step : steps) {
+    if (portable(config)) return Config(config);
+    step(config);
+  }
+  if (portable(config)) return Config(config);
+  return std::nullopt;
+}
+
+}  // namespace
+
 Config heuristic_config(const Problem& p, int cc_major) {
   (void)cc_major;  // one rule serves sm_80..sm_100 today
   // The shapes of the exhaustive winners on the benchmark suites (H200,
   // bench/NOTES.md, "weight-gradient vectors and rows, pipelined row windows"); each falls back step by step
   // (no vectors, shared-memory filter, fewer rows) where a problem does not allow it.
-  Config c;
   // Valid, and within the shared memory every device gives a block without opting in.
   const auto portable = [&p](const Config& v) {
     return is_valid(p, v) && geometry(p, v, 1).dynamic_smem <= kMaxSmem;
   };
-  const auto first_valid = [&](std::initializer_list<std::function<void(Config&)>> steps) {
-    for (const auto& step : steps) {
-      if (portable(c)) return;
-      step(c);
-    }
-  };
+  // The rule's config, else its fallbacks (each step applied to the last), else what the space offers.
+  std::optional<Config> ruled;
   if (p.direction == DwDirection::backward_weight) {
-    c.kernel = Kernel::wgrad;
+    WgradConfig c;
     c.channels_per_block = p.channel_last() ? static_cast<int>(std::min<std::int64_t>(32, next_pow2(p.c))) : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
@@ -470,11 +472,11 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // shorter than 8), 128 threads, splits that fill whole waves. H100, NCHW f32 7x7: 54.8 us against
       // 69.5 for the register tiles below; 3x3: 54.4 against 51.6, so 3x3 stays below (5x5 is not
       // measured; bench/NOTES.md, "from staged x planes", probe-9).
-      Config staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
-      staged.smem_halo = 1;
+      WgradConfig staged = wgrad_config(1, 128, taps(p), wgrad_staged_splits(p), 0, p.dst_w() >= 8 ? 8 : 4, 4, 4);
+      staged.staged = true;
       const std::vector<int> widths = wgrad_widths(p);  // f32: {0, 4}, {0, 2} or {0}
       for (auto vc = widths.rbegin(); vc != widths.rend(); ++vc) {  // widest first, scalars last
-        staged.vector_channels = *vc;
+        staged.vector_channels = std::max(1, *vc);
         if (portable(staged)) return staged;
       }
     }
@@ -486,10 +488,10 @@ Config heuristic_config(const Problem& p, int cc_major) {
       // threads) for kernels over 64 taps.
       const bool every_tap = taps(p) <= kMaxAccumulators;
       c.outputs_per_thread = every_tap && p.dst_w() >= 8 ? 8 : 4;
-      c.rows_per_thread = every_tap && p.dst_h() > 1 ? 2 : 0;
+      c.rows_per_thread = every_tap && p.dst_h() > 1 ? 2 : 1;
       c.position_threads = every_tap && p.dst_h() == 1 ? 256 : 128;
       c.taps_per_block = every_tap ? taps(p) : p.kw;
-      c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 0;
+      c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 1;
     }
     // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ tiles a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
@@ -497,17 +499,18 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.splits = 1;
     while (c.splits < 128 && blocks * c.splits < 5 * 132 && tiles / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
-    first_valid({[](Config& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 0; },
-                 [](Config& v) { v.vector_channels = 0; }, [](Config& v) { v.rows_per_thread = 0; },
-                 [](Config& v) { v.outputs_per_thread = 4; }, [](Config& v) { v.splits = 1; }});
+    ruled = first_portable(c, portable,
+                           {[](WgradConfig& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 1; },
+                            [](WgradConfig& v) { v.vector_channels = 1; }, [](WgradConfig& v) { v.rows_per_thread = 1; },
+                            [](WgradConfig& v) { v.outputs_per_thread = 4; }, [](WgradConfig& v) { v.splits = 1; }});
   } else {
-    c.kernel = Kernel::tiled;
+    TiledConfig c;
     const int rw_base = p.direction == DwDirection::backward_data ? p.sw : 1;
     const bool two_d = p.dst_h() > 1;
     c.outputs_per_thread = rw_base * std::max(1, 4 / rw_base);
     c.vector_channels = 1;
-    c.rows_per_thread = two_d ? 4 : 0;
-    c.smem_filter = 0;
+    c.rows_per_thread = two_d ? 4 : 1;
+    c.smem_filter = false;
     if (p.channel_last() && p.dst_h() > 1 && taps(p) > 9) {
       // 16-bit 2D kernels of 10+ taps: tensor-core tiles (their rules: 16-byte loads, backward_data with
       // stride 1). First choice, 16 rows x one run of 8 * nt columns, nt the fewest n-tiles whose tiles
@@ -542,7 +545,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.vector_channels = two_d ? 1 : std::max(1, std::min(8, p.align_bytes) / p.element_bytes());
       c.threads_x = 64;
       c.threads_y = two_d ? 2 : 1;
-      c.smem_filter = 0;
+      c.smem_filter = false;
       if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
       if (!two_d && p.kw >= 16) {
         c.vector_channels = 1;
@@ -579,7 +582,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
         // exhaustive winner (bench/NOTES.md, "the heuristic that was never timed"), against
         // 7,018 us for the single-output variant this rule fell back to before.
         c.outputs_per_thread = rw_base * std::max(1, 16 / rw_base);
-        c.threads_x = 8, c.threads_y = 8, c.rows_per_thread = 0, c.smem_filter = 1;
+        c.threads_x = 8, c.threads_y = 8, c.rows_per_thread = 1, c.smem_filter = true;
       }
     } else {
       // 16 x 8 threads (2D) or 64 (1D), runs of 4 read as 4-element vectors along W; 1D: 4 runs a
@@ -588,14 +591,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.threads_y = two_d ? 8 : 1;
       c.threads_x = two_d ? 16 : 64;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
-      c.runs_per_thread = two_d ? 0 : 4;
+      c.runs_per_thread = two_d ? 1 : 4;
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 8 on 8 x 8 threads, the halo tile and the
         // filter in shared memory. H200, NCHW f32 31x31: 367 us, the tuned winner of the 2026-11-25
         // benchmark, against 1,571 us for the 32 x 2 runs of 4 this rule fell back to before.
         c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
-        c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 0;
-        c.smem_halo = 1, c.smem_filter = 1;
+        c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 1;
+        c.smem_halo = true, c.smem_filter = true;
       }
       if (two_d && taps(p) <= kMaxFilterRegisters) {
         // The same thread's work (runs of 4, 4 rows, vectors along W) as flat items in blocks of 128:
@@ -618,31 +621,32 @@ Config heuristic_config(const Problem& p, int cc_major) {
         c.threads_x /= 2, c.threads_y *= 2;
       while (c.threads_y > 1 && c.threads_y * c.rows_per_thread > next_pow2(p.dst_h())) c.threads_y /= 2;
     }
-    first_valid({[](Config& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
-                 [](Config& v) { v.vector_channels = 1; }, [](Config& v) { v.smem_filter = 1; },
-                 [](Config& v) { v.rows_per_thread = v.rows_per_thread > 1 ? 2 : 0; },
-                 [](Config& v) { v.threads_x = 32, v.threads_y = v.threads_y > 1 ? 2 : 1; },
-                 [](Config& v) { v.rows_per_thread = 0; }});
+    ruled = first_portable(c, portable,
+                           {[](TiledConfig& v) { v.vector_channels = std::max(1, v.vector_channels / 2); },
+                            [](TiledConfig& v) { v.vector_channels = 1; }, [](TiledConfig& v) { v.smem_filter = true; },
+                            [](TiledConfig& v) { v.rows_per_thread = v.rows_per_thread > 1 ? 2 : 1; },
+                            [](TiledConfig& v) { v.threads_x = 32, v.threads_y = v.threads_y > 1 ? 2 : 1; },
+                            [](TiledConfig& v) { v.rows_per_thread = 1; }});
   }
-  if (portable(c)) return c;
+  if (ruled) return *ruled;
   // The first tiled (or wgrad) variant of the space beyond the seed designs, else a seed.
   const auto seeds_of_p = seed_configs(p);
   const auto is_seed = [&](const Config& v) {
     return std::any_of(seeds_of_p.begin(), seeds_of_p.end(), [&](const auto& s) { return s.second == v; });
   };
   for (const auto& candidate : enumerate(p))
-    if (candidate.kernel != Kernel::direct && !is_seed(candidate) && portable(candidate)) return candidate;
+    if (candidate.kernel() != Kernel::direct && !is_seed(candidate) && portable(candidate)) return candidate;
   for (const auto& candidate : enumerate(p))
-    if (candidate.kernel != Kernel::direct && portable(candidate)) return candidate;
+    if (candidate.kernel() != Kernel::direct && portable(candidate)) return candidate;
   const auto seeds = seed_configs(p);
   if (!seeds.empty()) return seeds.front().second;
   throw Error(Error::Context{"dwconv", p.key(), "", "", ""}, "no valid variant for this problem");
 }
 
-Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
+Geometry geometry(const Problem& p, const Config& config, std::int64_t batch) {
   Geometry g;
   const std::int64_t dst_h = p.dst_h(), dst_w = p.dst_w();
-  switch (c.kernel) {
+  switch (config.kernel()) {
     case Kernel::direct: {
       const std::int64_t total = batch * p.c * dst_h * dst_w;
       g.block = 256;
@@ -650,14 +654,15 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       break;
     }
     case Kernel::tiled: {
+      const TiledConfig& c = config.tiled();
       g.block = static_cast<unsigned>(c.threads_x * c.threads_y);
       const int dir = dir_index(p.direction);
       if (!p.channel_last() && c.flat) {
         g.grid_x = static_cast<unsigned>(ceil_div(flat_items(p, c, batch), c.threads_x));
       } else if (!p.channel_last()) {
-        const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread * std::max(1, c.runs_per_thread));
+        const std::int64_t w_tiles = ceil_div(dst_w, c.threads_x * c.outputs_per_thread * c.runs_per_thread);
         g.grid_x = static_cast<unsigned>(batch * p.c * w_tiles);
-        g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
+        g.grid_y = static_cast<unsigned>(ceil_div(dst_h, c.threads_y * c.rows_per_thread));
         std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
         if (c.smem_halo)
           floats += std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, c.threads_y)) *
@@ -665,19 +670,20 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
         g.dynamic_smem = floats * 4;
       } else if (c.smem_halo) {
         // Staged tiles (channel tiles x images x H tiles x W tiles), RT consecutive ones a block.
-        g.grid_x = static_cast<unsigned>(ceil_div(staged_tiles(p, c, batch), std::max(1, c.runs_per_thread)));
+        g.grid_x = static_cast<unsigned>(ceil_div(staged_tiles(p, c, batch), c.runs_per_thread));
         g.dynamic_smem = staged_smem_bytes(p, c);
       } else {
         // (W run, channel vector) pairs of a row over blocks of threads_x; the shared filter holds
         // the taps of threads_x channel vectors.
         const std::int64_t vectors = p.c / c.vector_channels;
         g.grid_x = static_cast<unsigned>(ceil_div(vectors * ceil_div(dst_w, c.outputs_per_thread), c.threads_x));
-        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * std::max(1, c.rows_per_thread)));
+        g.grid_y = static_cast<unsigned>(batch * ceil_div(dst_h, c.threads_y * c.rows_per_thread));
         g.dynamic_smem = c.smem_filter ? std::size_t(taps(p)) * c.threads_x * c.vector_channels * 4 : 0;
       }
       break;
     }
     case Kernel::mma: {
+      const MmaConfig& c = config.mma();
       const MmaTile m = mma_tile(p, c);
       g.block = static_cast<unsigned>(32 * c.warps);
       g.grid_x = static_cast<unsigned>(mma_tiles(p, c, m, batch));
@@ -685,11 +691,12 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t batch) {
       break;
     }
     case Kernel::wgrad: {
+      const WgradConfig& c = config.wgrad();
       g.block = static_cast<unsigned>(c.channels_per_block * c.position_threads);
       const std::int64_t columns = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
       g.grid_x = static_cast<unsigned>(columns);
       g.grid_y = static_cast<unsigned>(c.splits);
-      if (c.smem_halo) g.dynamic_smem = wgrad_plane_bytes(p, c);
+      if (c.staged) g.dynamic_smem = wgrad_plane_bytes(p, c);
       if (c.splits > 1 || c.atomic) {
         const std::size_t cols = std::size_t(taps(p) + 1);
         const std::size_t floats = std::size_t(p.c) * cols * (c.atomic ? 1 : std::size_t(c.splits));
@@ -716,56 +723,89 @@ double model_flops(const Problem& p, std::int64_t batch) {
   return 2.0 * double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w()) * taps(p);
 }
 
+namespace {
+
+// A kernel's template arguments as its name expression writes them. Arguments added to a kernel
+// after its first version have defaults that keep the older variants' behaviour; a trailing run of
+// them at their defaults is left out, so those variants keep their names (and stored binaries).
+class TemplateArgs {
+ public:
+  explicit TemplateArgs(std::string first) : written_{std::move(first)} {}
+  template <class T>
+  TemplateArgs& add(const T& value) {
+    written_.push_back(fmt::format("{}", value));
+    trailing_ = written_.size();
+    return *this;
+  }
+  /// Arguments written together or not at all: left out while every one is at its default.
+  TemplateArgs& optional(std::initializer_list<std::pair<int, int>> values_and_defaults) {
+    bool all_default = true;
+    for (const auto& [value, default_value] : values_and_defaults) {
+      written_.push_back(std::to_string(value));
+      all_default = all_default && value == default_value;
+    }
+    if (!all_default) trailing_ = written_.size();
+    return *this;
+  }
+  std::string name(const char* kernel) const {
+    return fmt::format("{}<{}>", kernel, fmt::join(written_.begin(), written_.begin() + trailing_, ", "));
+  }
+
+ private:
+  std::vector<std::string> written_;
+  std::size_t trailing_ = 1;  // arguments up to the last one that is not a left-out default
+};
+
+// The epilogue EPI is the forward kernels' last template argument (default 0).
+std::string kernel_name(const Problem& p, const TiledConfig& c) {
+  return TemplateArgs(problem_args(p))
+      .add(c.outputs_per_thread).add(c.threads_x).add(c.threads_y).add(c.vector_channels)
+      .add(int(c.smem_halo)).add(int(c.smem_filter)).add(int(p.bias))
+      .optional({{c.rows_per_thread, 1}}).optional({{c.runs_per_thread, 1}}).optional({{int(c.flat), 0}})
+      .optional({{p.epilogue(), 0}})
+      .name("kvt_dwconv_tiled");
+}
+
+std::string kernel_name(const Problem& p, const DirectConfig& c) {
+  return TemplateArgs(problem_args(p)).add(int(c.coalesced)).add(int(p.bias)).optional({{p.epilogue(), 0}})
+      .name("kvt_dwconv_direct");
+}
+
+std::string kernel_name(const Problem& p, const MmaConfig& c) {
+  return TemplateArgs(problem_args(p))
+      .add(c.channels_per_block).add(c.tile_rows).add(c.segment_tiles).add(c.warps).add(mma_tile(p, c).pitch)
+      .add(int(p.bias)).optional({{p.epilogue(), 0}})
+      .name("kvt_dwconv_mma");
+}
+
+std::string kernel_name(const Problem& p, const WgradConfig& c) {
+  if (c.staged)
+    return TemplateArgs(kernel_type(p.dtype))
+        .add(p.kh).add(p.kw).add(p.sh).add(p.sw).add(p.dh).add(p.dw).add(p.pad_top).add(p.pad_left)
+        .add(c.position_threads).add(int(c.atomic)).add(int(p.bias)).add(c.outputs_per_thread)
+        .add(c.rows_per_thread).add(c.vector_channels)
+        .name("kvt_dwconv_wgrad_staged");
+  // RH and VC (register-tiled runs only) come together.
+  return TemplateArgs(kernel_type(p.dtype))
+      .add(int(p.channel_last())).add(p.kh).add(p.kw).add(p.sh).add(p.sw).add(p.dh).add(p.dw).add(p.pad_top)
+      .add(p.pad_left).add(c.channels_per_block).add(c.position_threads).add(c.taps_per_block).add(int(c.atomic))
+      .add(int(p.bias)).optional({{c.outputs_per_thread, 1}}).optional({{c.rows_per_thread, 1}, {c.vector_channels, 1}})
+      .name("kvt_dwconv_wgrad");
+}
+
+std::string kernel_name(const Problem& p, const Config& c) {
+  return std::visit([&p](const auto& typed) { return kernel_name(p, typed); }, c.variant());
+}
+
+}  // namespace
+
 detail::CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
   detail::CompileRequest r;
   r.program_name = "dwconv.cu";
   r.source = embedded::dwconv_cu;
   r.headers = headers();
   r.arch = arch;
-  const std::string args = problem_args(p);
-  // The epilogue EPI is the forward kernels' last template argument; its default 0 (and those of the
-  // arguments before it) keep the older variants' names.
-  const int epi = p.epilogue();
-  const std::string epi_arg = epi != 0 ? fmt::format(", {}", epi) : "";
-  switch (c.kernel) {
-    case Kernel::tiled:
-      r.name_expressions = {fmt::format("kvt_dwconv_tiled<{}, {}, {}, {}, {}, {}, {}, {}>", args, c.outputs_per_thread,
-                                        c.threads_x, c.threads_y, c.vector_channels, c.smem_halo, c.smem_filter,
-                                        p.bias ? 1 : 0)};
-      // The defaults RH = 1, RT = 1, FLAT = 0 and EPI = 0 keep the older variants' names.
-      if (c.rows_per_thread > 1 || c.runs_per_thread > 1 || c.flat || epi)
-        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", std::max(1, c.rows_per_thread)));
-      if (c.runs_per_thread > 1 || c.flat || epi)
-        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", std::max(1, c.runs_per_thread)));
-      if (c.flat || epi) r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.flat));
-      r.name_expressions[0].insert(r.name_expressions[0].size() - 1, epi_arg);
-      break;
-    case Kernel::direct:
-      r.name_expressions = {fmt::format("kvt_dwconv_direct<{}, {}, {}{}>", args, c.coalesced, p.bias ? 1 : 0, epi_arg)};
-      break;
-    case Kernel::mma:
-      r.name_expressions = {fmt::format("kvt_dwconv_mma<{}, {}, {}, {}, {}, {}, {}{}>", args, c.channels_per_block, c.tile_rows,
-                                        c.segment_tiles, c.warps, mma_tile(p, c).pitch, p.bias ? 1 : 0, epi_arg)};
-      break;
-    case Kernel::wgrad:
-      if (c.smem_halo) {
-        r.name_expressions = {fmt::format("kvt_dwconv_wgrad_staged<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                                          kernel_type(p.dtype), p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
-                                          c.position_threads, c.atomic, p.bias ? 1 : 0, c.outputs_per_thread,
-                                          std::max(1, c.rows_per_thread), std::max(1, c.vector_channels))};
-        break;
-      }
-      r.name_expressions = {fmt::format("kvt_dwconv_wgrad<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                                        kernel_type(p.dtype), p.channel_last() ? 1 : 0, p.kh, p.kw, p.sh, p.sw, p.dh,
-                                        p.dw, p.pad_top, p.pad_left, c.channels_per_block, c.position_threads,
-                                        c.taps_per_block, c.atomic, p.bias ? 1 : 0)};
-      if (c.outputs_per_thread > 1)  // the default RW = 1 keeps the older variants' names (and cubins)
-        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}", c.outputs_per_thread));
-      if (c.rows_per_thread > 1 || c.vector_channels > 1)  // likewise RH = 1, VC = 1 (only with RW > 1)
-        r.name_expressions[0].insert(r.name_expressions[0].size() - 1, fmt::format(", {}, {}", std::max(1, c.rows_per_thread),
-                                                                                   std::max(1, c.vector_channels)));
-      break;
-  }
+  r.name_expressions = {kernel_name(p, c)};
   return r;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The dwconv family's C++ description: problem key, config, constraints, launch geometry, bytes
+// The dwconv family's C++ description: problem key, constraints, launch geometry, bytes
 // and FLOPs model, NVRTC requests. Kernels: dwconv.cu. CPU reference: dwconv_reference.h.
 
 #include <cstdint>
@@ -12,52 +12,9 @@
 #include "kvtune/kvtune.h"
 #include "core/buckets.h"
 #include "core/nvrtc.h"
+#include "kernel_templates/dwconv/dwconv_config.h"
 
 namespace kvtune::dwconv {
-
-/// Which kernel of the template a variant uses (mma: dwconv_mma.cuh, tensor cores, 16-bit channel-last).
-enum class Kernel : std::uint8_t { tiled, direct, wgrad, mma };
-
-/// One variant; fields not used by its kernel are zero. Equality is over every field.
-struct Config {
-  Kernel kernel = Kernel::tiled;
-  // tiled (forward, backward_data)
-  int outputs_per_thread = 0;  // RW: consecutive outputs along W per thread
-  int threads_x = 0;           // TX: along W (channel-first) or along C (channel-last)
-  int threads_y = 0;           // TY: output rows per block (channel-last staged: runs along W per block)
-  int vector_channels = 0;     // VC: channels per vector access (channel-last); channel-first:
-                               // elements per vector access along W (1: scalars)
-  int smem_halo = 0;           // 1: the block's source tile staged in shared memory (channel-first:
-                               // TY rows x TX runs; channel-last: TX * VC channels x TY runs x RH rows);
-                               // wgrad: whole x planes, two in turn (label ",staged")
-  int smem_filter = 0;         // 1: taps in shared memory, 0: in registers
-  int rows_per_thread = 0;     // RH: consecutive output rows per thread, each source row loaded once
-                               // for all of them (0 and 1: one row; channel-first: global-memory halo only)
-  int runs_per_thread = 0;     // RT: runs per thread, TX * RW outputs apart, every window's loads
-                               // issued first (channel-first, one kernel row; 0 and 1: one run);
-                               // channel-last staged tiles: tiles per block, taken in turn
-  int flat = 0;                // 1: no tiles; thread g of the grid takes item g of (plane, RH rows,
-                               // run), TX threads a block, TY = 1 (channel-first, taps in registers)
-  // direct (the seed study's naive and coalesced designs)
-  int coalesced = 0;
-  // wgrad (backward_weight)
-  int channels_per_block = 0;  // CT; mma: CB, channels a block stages and computes
-  int position_threads = 0;    // PY
-  int taps_per_block = 0;      // TG
-  int splits = 0;              // slices of the N x Ho x Wo reduction
-  int atomic = 0;
-  // mma (forward, backward_data): a block's 16 segments are tile_rows output rows x 16 / tile_rows runs
-  // of 8 * segment_tiles outputs along W, of channels_per_block channels, computed by `warps` warps
-  int tile_rows = 0;      // TR: 1, 2, 4, 8 or 16
-  int segment_tiles = 0;  // NT: n-tiles of 8 outputs a segment
-  int warps = 0;
-
-  bool operator==(const Config& o) const;
-  bool operator!=(const Config& o) const { return !(*this == o); }
-  std::string label() const;
-  nlohmann::json to_json() const;
-  static Config from_json(const nlohmann::json& j);
-};
 
 /// Everything about a call that changes which variant wins; the batch is bucketed.
 struct Problem {
@@ -115,14 +72,14 @@ std::optional<Problem> problem_from_key(const std::string& key);
 void set_placeholders(DwConvArgs& args, bool bias);
 
 /// A tiled-kernel config from its axes (rh <= 1: one row per thread; rt <= 1: one run).
-Config tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt = 0);
+TiledConfig tiled_config(int rw, int tx, int ty, int vc, int halo, int filter, int rh, int rt = 0);
 /// A channel-first flat-items config: blocks of `block` threads, runs of rw, rows rh, vectors vc.
-Config flat_config(int rw, int block, int vc, int rh);
+TiledConfig flat_config(int rw, int block, int vc, int rh);
 /// A weight-gradient config: channels and position threads per block, taps per block column, splits of
 /// the reduction, atomic partials, register-tiled runs (0: none), their vectors along W and rows (0: 1).
-Config wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
+WgradConfig wgrad_config(int ct, int py, int tg, int splits, int atomic, int rw, int vc, int rh);
 /// A tensor-core config: `cb` channels a block, 16 segments as `tr` rows x 16 / tr runs of 8 * nt outputs.
-Config mma_config(int cb, int tr, int nt, int warps);
+MmaConfig mma_config(int cb, int tr, int nt, int warps);
 /// Whether `config` is a variant tuning may try (hard constraints and pruning); `why` gets the reason.
 bool is_valid(const Problem& problem, const Config& config, std::string* why = nullptr);
 /// Hard constraints only: whether `config` runs correctly (the seed designs must only be runnable).

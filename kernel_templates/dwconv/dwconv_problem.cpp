@@ -1,4 +1,4 @@
-// The dwconv family's problems and configs as values: equality, labels, JSON, keys and their
+// The dwconv family's problems as values: equality, keys and their
 // decoder, the argument rules (validate), the problem of a call (make_problem, the activation's
 // gradient prep) and placeholder tensors for checks without a GPU. The space, heuristic, geometry,
 // compile requests and cost model: dwconv_family.cpp.
@@ -32,93 +32,6 @@ Error invalid(const DwConvArgs& a, const char* field, const std::string& why) {
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 }  // namespace
-
-bool Config::operator==(const Config& o) const {
-  return kernel == o.kernel && outputs_per_thread == o.outputs_per_thread && threads_x == o.threads_x &&
-         threads_y == o.threads_y && vector_channels == o.vector_channels && smem_halo == o.smem_halo &&
-         smem_filter == o.smem_filter && std::max(1, rows_per_thread) == std::max(1, o.rows_per_thread) &&
-         std::max(1, runs_per_thread) == std::max(1, o.runs_per_thread) && flat == o.flat &&
-         coalesced == o.coalesced && channels_per_block == o.channels_per_block &&
-         position_threads == o.position_threads && taps_per_block == o.taps_per_block && splits == o.splits &&
-         atomic == o.atomic && tile_rows == o.tile_rows && segment_tiles == o.segment_tiles && warps == o.warps;
-}
-
-std::string Config::label() const {
-  switch (kernel) {
-    case Kernel::direct: return coalesced ? "direct,order=coalesced" : "direct,order=naive";
-    case Kernel::tiled:
-      return fmt::format("tiled,rw={},tx={},ty={},vc={},halo={},filter={}{}{}{}", outputs_per_thread, threads_x, threads_y,
-                         vector_channels, smem_halo ? "smem" : "global", smem_filter ? "smem" : "reg",
-                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "",
-                         runs_per_thread > 1 ? fmt::format(",rt={}", runs_per_thread) : "", flat ? ",flat" : "");
-    case Kernel::wgrad:
-      return fmt::format("wgrad,ct={},py={},tg={},split={},reduce={}{}{}{}{}", channels_per_block, position_threads,
-                         taps_per_block, splits, atomic ? "atomic" : "ordered",
-                         outputs_per_thread > 1 ? fmt::format(",rw={}", outputs_per_thread) : "",
-                         vector_channels > 1 ? fmt::format(",vc={}", vector_channels) : "",
-                         rows_per_thread > 1 ? fmt::format(",rh={}", rows_per_thread) : "",
-                         smem_halo ? ",staged" : "");
-    case Kernel::mma:
-      return fmt::format("mma,cb={},tr={},nt={},warps={}", channels_per_block, tile_rows, segment_tiles, warps);
-  }
-  return "?";
-}
-
-nlohmann::json Config::to_json() const {
-  const char* names[] = {"tiled", "direct", "wgrad", "mma"};
-  return {{"kernel", names[static_cast<int>(kernel)]},
-          {"rw", outputs_per_thread},
-          {"tx", threads_x},
-          {"ty", threads_y},
-          {"vc", vector_channels},
-          {"halo", smem_halo},
-          {"filter", smem_filter},
-          {"rh", rows_per_thread},
-          {"rt", runs_per_thread},
-          {"flat", flat},
-          {"coalesced", coalesced},
-          {"ct", channels_per_block},
-          {"py", position_threads},
-          {"tg", taps_per_block},
-          {"splits", splits},
-          {"atomic", atomic},
-          {"tr", tile_rows},
-          {"nt", segment_tiles},
-          {"warps", warps}};
-}
-
-Config Config::from_json(const nlohmann::json& j) {
-  try {
-    Config c;
-    const auto kernel = j.at("kernel").get<std::string>();
-    if (kernel == "tiled") c.kernel = Kernel::tiled;
-    else if (kernel == "direct") c.kernel = Kernel::direct;
-    else if (kernel == "wgrad") c.kernel = Kernel::wgrad;
-    else if (kernel == "mma") c.kernel = Kernel::mma;
-    else throw Error("unknown kernel '" + kernel + "'");
-    c.outputs_per_thread = detail::json_int(j, "rw");
-    c.threads_x = detail::json_int(j, "tx");
-    c.threads_y = detail::json_int(j, "ty");
-    c.vector_channels = detail::json_int(j, "vc");
-    c.smem_halo = detail::json_int(j, "halo");
-    c.smem_filter = detail::json_int(j, "filter");
-    c.rows_per_thread = j.contains("rh") ? detail::json_int(j, "rh") : 0;  // absent before rows per thread
-    c.runs_per_thread = j.contains("rt") ? detail::json_int(j, "rt") : 0;  // absent before runs per thread
-    c.flat = j.contains("flat") ? detail::json_int(j, "flat") : 0;          // absent before flat items
-    c.coalesced = detail::json_int(j, "coalesced");
-    c.channels_per_block = detail::json_int(j, "ct");
-    c.position_threads = detail::json_int(j, "py");
-    c.taps_per_block = detail::json_int(j, "tg");
-    c.splits = detail::json_int(j, "splits");
-    c.atomic = detail::json_int(j, "atomic");
-    c.tile_rows = j.contains("tr") ? detail::json_int(j, "tr") : 0;  // absent before tensor-core tiles
-    c.segment_tiles = j.contains("nt") ? detail::json_int(j, "nt") : 0;
-    c.warps = j.contains("warps") ? detail::json_int(j, "warps") : 0;
-    return c;
-  } catch (const std::exception& e) {
-    throw Error(Error::Context{"dwconv", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
-  }
-}
 
 bool Problem::operator==(const Problem& o) const {
   return direction == o.direction && layout == o.layout && dtype == o.dtype && n == o.n && c == o.c && h == o.h &&

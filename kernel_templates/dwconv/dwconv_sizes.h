@@ -63,21 +63,21 @@ inline int taps(const Problem& p) { return p.kh * p.kw; }
 
 // Items of a flat-item variant over `batch` images: planes x groups of RH output rows x runs of RW
 // (dwconv.cu numbers them in 32 bits).
-inline std::int64_t flat_items(const Problem& p, const Config& c, std::int64_t batch) {
-  return batch * p.c * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), c.outputs_per_thread);
+inline std::int64_t flat_items(const Problem& p, const TiledConfig& c, std::int64_t batch) {
+  return batch * p.c * ceil_div(p.dst_h(), c.rows_per_thread) * ceil_div(p.dst_w(), c.outputs_per_thread);
 }
 
 // A weight gradient's positions of one channel, in its threads' tiles: images x groups of RH dy rows x
 // runs of RW (untiled: single positions).
-inline std::int64_t wgrad_tiles(const Problem& p, const Config& c) {
-  return p.n * ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), std::max(1, c.outputs_per_thread));
+inline std::int64_t wgrad_tiles(const Problem& p, const WgradConfig& c) {
+  return p.n * ceil_div(p.dst_h(), c.rows_per_thread) * ceil_div(p.dst_w(), c.outputs_per_thread);
 }
 
 // Shared memory of a staged weight gradient (smem_halo): two x planes, each as dwconv.cu's
 // kvt_dwconv_wgrad_staged lays it out (rows of the tiles' windows x VC-aligned columns of their
 // runs' windows, rounded up to 16 bytes).
-inline std::size_t wgrad_plane_bytes(const Problem& p, const Config& c) {
-  const std::int64_t rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread), vc = std::max(1, c.vector_channels);
+inline std::size_t wgrad_plane_bytes(const Problem& p, const WgradConfig& c) {
+  const std::int64_t rw = c.outputs_per_thread, rh = c.rows_per_thread, vc = c.vector_channels;
   const std::int64_t runs = ceil_div(p.dst_w(), rw), groups = ceil_div(p.dst_h(), rh);
   const std::int64_t lead = ((-p.pad_left % vc) + vc) % vc;
   const std::int64_t vecs = (lead + window(0, p.kw, p.sw, p.dw, p.pad_left, static_cast<int>(rw)) + vc - 1) / vc;
@@ -119,19 +119,19 @@ inline int wgrad_staged_splits(const Problem& p) {
 // Channel-last staged tiles (smem_halo): a tile's source, [rows][columns][TX * VC channels] of the
 // element type, one buffer or two (tiles per block, RT > 1), then the taps in shared memory as f32
 // ([tap][channel]) where the filter is not in registers.
-inline std::int64_t staged_tiles(const Problem& p, const Config& c, std::int64_t batch) {
-  return ceil_div(p.c, std::int64_t(c.threads_x) * std::max(1, c.vector_channels)) * batch *
-         ceil_div(p.dst_h(), std::max(1, c.rows_per_thread)) * ceil_div(p.dst_w(), std::int64_t(c.threads_y) * c.outputs_per_thread);
+inline std::int64_t staged_tiles(const Problem& p, const TiledConfig& c, std::int64_t batch) {
+  return ceil_div(p.c, std::int64_t(c.threads_x) * c.vector_channels) * batch *
+         ceil_div(p.dst_h(), c.rows_per_thread) * ceil_div(p.dst_w(), std::int64_t(c.threads_y) * c.outputs_per_thread);
 }
-inline std::size_t staged_tile_elements(const Problem& p, const Config& c) {
+inline std::size_t staged_tile_elements(const Problem& p, const TiledConfig& c) {
   const int dir = dir_index(p.direction);
-  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(std::max(1, c.vector_channels));
-  const std::size_t rows = std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, std::max(1, c.rows_per_thread)));
+  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(c.vector_channels);
+  const std::size_t rows = std::size_t(window(dir, p.kh, p.sh, p.dh, p.pad_top, c.rows_per_thread));
   const std::size_t cols = std::size_t(window(dir, p.kw, p.sw, p.dw, p.pad_left, c.threads_y * c.outputs_per_thread));
   return rows * cols * channels;
 }
-inline std::size_t staged_smem_bytes(const Problem& p, const Config& c) {
-  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(std::max(1, c.vector_channels));
+inline std::size_t staged_smem_bytes(const Problem& p, const TiledConfig& c) {
+  const std::size_t channels = std::size_t(c.threads_x) * std::size_t(c.vector_channels);
   const std::size_t buffers = c.runs_per_thread > 1 ? 2 : 1;
   return buffers * staged_tile_elements(p, c) * std::size_t(p.element_bytes()) + (c.smem_filter ? std::size_t(taps(p)) * channels * 4 : 0);
 }
@@ -147,7 +147,7 @@ struct MmaTile {
   int rows = 0, columns = 0, pitch = 0;
   int group_step = 0, tap_row = 0;      // elements between groups of 8 planes; a kernel row's tap slots
 };
-inline MmaTile mma_tile(const Problem& p, const Config& c) {
+inline MmaTile mma_tile(const Problem& p, const MmaConfig& c) {
   const int dir = dir_index(p.direction);
   MmaTile m;
   const int tr = std::max(1, c.tile_rows), nt = std::max(1, c.segment_tiles);
@@ -163,14 +163,14 @@ inline MmaTile mma_tile(const Problem& p, const Config& c) {
   m.tap_row = p.kw < 4 ? 4 : p.kw < 8 ? 8 : p.kw + 1;
   return m;
 }
-inline std::size_t mma_smem_bytes(const Problem& p, const Config& c, const MmaTile& m) {
+inline std::size_t mma_smem_bytes(const Problem& p, const MmaConfig& c, const MmaTile& m) {
   const std::size_t cb = std::size_t(c.channels_per_block);
   // The planes, each group of 8 planes group_step elements further than the last, and the taps.
   const std::size_t elements = cb * std::size_t(m.rows) * std::size_t(m.pitch) + (cb / 8 - 1) * std::size_t(m.group_step) +
                                cb * std::size_t(p.kh) * std::size_t(m.tap_row);
   return (elements * 2 + 15) / 16 * 16;
 }
-inline std::int64_t mma_tiles(const Problem& p, const Config& c, const MmaTile& m, std::int64_t batch) {
+inline std::int64_t mma_tiles(const Problem& p, const MmaConfig& c, const MmaTile& m, std::int64_t batch) {
   return ceil_div(p.c, c.channels_per_block) * batch * ceil_div(p.dst_h(), std::max(1, c.tile_rows)) * ceil_div(p.dst_w(), m.tile_w);
 }
 

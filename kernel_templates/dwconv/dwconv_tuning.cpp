@@ -166,8 +166,11 @@ std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vecto
     const Geometry g = geometry(p, c, p.n);
     candidate.block_threads = g.block;
     candidate.dynamic_smem = g.dynamic_smem;
-    // Ties go to deterministic, fewer splits, register filters.
-    candidate.tie_rank = c.atomic * 1000 + c.splits + c.smem_filter + c.smem_halo;
+    // Ties go to deterministic, fewer splits, register filters, no staging.
+    if (const auto* w = std::get_if<WgradConfig>(&c.variant()))
+      candidate.tie_rank = (w->atomic ? 1000 : 0) + w->splits + (w->staged ? 1 : 0);
+    else if (const auto* t = std::get_if<TiledConfig>(&c.variant()))
+      candidate.tie_rank = (t->smem_filter ? 1 : 0) + (t->smem_halo ? 1 : 0);
     candidate.index = static_cast<int>(i);
     out.push_back(std::move(candidate));
   }
@@ -201,8 +204,8 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
                    const LaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.batch);
   KvtDwConvParams params = params_of(problem, a);
-  if (config.kernel == Kernel::wgrad) {
-    params.splits = config.splits;
+  if (config.kernel() == Kernel::wgrad) {
+    params.splits = config.wgrad().splits;
     if (g.workspace_bytes > 0) {
       // Layout: [f32 partials or accumulator][one arrival counter per block column]; the tail
       // geometry().counter_bytes (counters, plus the accumulator for atomics) starts at zero.
