@@ -8,11 +8,13 @@
 #            compiles them all.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
-#            (kvtune_tests, which runs the tools it tests from the same build) except [slow]: the
-#            two NVRTC compile sweeps, whose time is spent in NVRTC (not instrumented) and which the
-#            release stage runs; and except [heavy]: five cases that enumerate the whole variant
-#            spaces of large problems (1-1.5 minutes each when instrumented), code the other cases
-#            run on small problems here and the release stage runs on the large ones. Two processes side by side, [tools] and the rest, then
+#            (kvtune_tests, which runs the tools it tests from the same build) except [slow] and
+#            [compiles]: the two NVRTC compile sweeps and five cases that only compile batches of
+#            kernels, whose time is spent in NVRTC (not instrumented) and which the release stage
+#            runs; and except [heavy]: five cases that enumerate the whole variant spaces of large
+#            problems (1-1.5 minutes each when instrumented), code the other cases run on small
+#            problems here and the release stage runs on the large ones. Three processes side by
+#            side (the two longest [tools] cases, the other [tools] cases, the rest), then
 #            [reliability] alone (its forked cache writers are slow when forked from the whole suite).
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
 #            replayed, then each target fuzzed for FUZZ_SECONDS (30) seconds.
@@ -109,22 +111,33 @@ stage_asan() {
   # The CPU tests that compile many variants compile every 8th NVRTC program here
   # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every 4th one.
   export KVTUNE_TEST_NVRTC_EVERY=8
-  # Two processes at a time (each test case uses its own files): the tools tests, which run the
-  # sanitized tools as processes, beside everything else; each log is printed when its run ends.
-  local status=0 pid one=build-san/asan-tests-tools.log two=build-san/asan-tests-rest.log
+  # Three processes side by side on two cores (each test case uses its own files; their CPU times,
+  # 2 cores, 2026-11-27: about 70, 113 and 97 s): the two longest tools tests (each runs sanitized
+  # kvtune-cache processes over a populated cache), the other tools tests, everything else.
   # (~[.]: a filter of exclusions alone would also select the hidden exhaustive and [sweep-full] cases.)
   # [reliability] then runs alone: its SIGKILL test forks cache writers, and a fork of the whole
   # suite's sanitized process pays a copy-on-write fault per page it touches (shadow memory
   # included), which made the writers too slow to commit before their kills.
-  local three=build-san/asan-tests-reliability.log
-  echo "kvtune_tests '[tools]~[heavy]' and '~[slow]~[heavy]~[tools]~[reliability]~[.]' side by side: $one, $two; then '[reliability]': $three"
-  (cd build-san/tests && exec ./kvtune_tests '[tools]~[heavy]') > "$one" 2>&1 &
-  pid=$!
-  (cd build-san/tests && exec ./kvtune_tests '~[slow]~[heavy]~[tools]~[reliability]~[.]') > "$two" 2>&1 || status=$?
-  wait "$pid" || status=$?
-  (cd build-san/tests && exec ./kvtune_tests '[reliability]~[slow]~[.]') > "$three" 2>&1 || status=$?
-  cat "$one" "$two" "$three"
-  count_catch asan "$one" "$two" "$three"
+  local status=0 pids=() log logs=() i pid
+  # (Catch2 test specs: names in double quotes, * a wildcard; the merge test's name has a comma.)
+  local long_tools='"tools: verify finds a damaged binary","tools: merge joins shards*"'
+  local -a specs=("$long_tools" '[tools]~[heavy]~"tools: verify finds a damaged binary"~"tools: merge joins shards*"'
+                  '~[slow]~[compiles]~[heavy]~[tools]~[reliability]~[.]')
+  local -a names=(tools-long tools rest)
+  for i in 0 1 2; do
+    log=build-san/asan-tests-${names[$i]}.log
+    logs+=("$log")
+    echo "kvtune_tests '${specs[$i]}' > $log"
+    (cd build-san/tests && exec ./kvtune_tests "${specs[$i]}") > "$log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  log=build-san/asan-tests-reliability.log
+  logs+=("$log")
+  echo "then kvtune_tests '[reliability]~[slow]~[.]' > $log"
+  (cd build-san/tests && exec ./kvtune_tests '[reliability]~[slow]~[.]') > "$log" 2>&1 || status=$?
+  cat "${logs[@]}"
+  count_catch asan "${logs[@]}"
   return "$status"
 }
 

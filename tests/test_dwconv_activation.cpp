@@ -304,7 +304,7 @@ TEST_CASE("dwconv activation reference: backward passes are gradients of <dy, ac
 // Each kernel kind with each epilogue compiles to sm_90: per layout and epilogue (4 activations, 4
 // gradient preps; dtypes rotating), the first variant of every kind in the space (kernel, staging,
 // flat items, rows and runs per thread, vectors, shared filter) and the float64 reference kernel.
-TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for sm_90", "[dwconv][activation][nvrtc]") {
+TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for sm_90", "[dwconv][activation][nvrtc][compiles]") {
   std::vector<detail::CompileRequest> batches;
   std::size_t kernels = 0;
   std::set<std::string> kinds_seen;

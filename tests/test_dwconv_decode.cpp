@@ -391,7 +391,7 @@ TEST_CASE("dwconv_decode is a registered family", "[dwconv][decode]") {
 
 // Every variant of problems that together take every option (dtype, taps, tokens, state form,
 // indices, bias, activation, alignment) compiles for sm_90.
-TEST_CASE("every dwconv_decode variant of the option problems compiles for sm_90", "[dwconv][decode][nvrtc]") {
+TEST_CASE("every dwconv_decode variant of the option problems compiles for sm_90", "[dwconv][decode][nvrtc][compiles]") {
   std::vector<Problem> problems;
   const Activation acts[] = {Activation::none, Activation::silu, Activation::gelu_tanh, Activation::gelu_erf,
                              Activation::relu};

@@ -391,7 +391,7 @@ TEST_CASE("dwconv states: harness values round to nearest even", "[dwconv][state
 
 // Every variant of problems that together take every option (direction, layout, dtype, taps,
 // dilation, bias, activation and gradient prep, initial state, state output, seq_idx) compiles for sm_90.
-TEST_CASE("every dwconv_states variant of the option problems compiles for sm_90", "[dwconv][states][nvrtc]") {
+TEST_CASE("every dwconv_states variant of the option problems compiles for sm_90", "[dwconv][states][nvrtc][compiles]") {
   std::vector<Problem> problems;
   const Activation acts[] = {Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu};
   int i = 0;

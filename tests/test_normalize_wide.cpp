@@ -340,7 +340,7 @@ TEST_CASE("split rows: the forward's workspace fields are validated before any G
 
 // Every kind of split kernel (forward: mode x affine x stats; backward: mode x gamma x grads x
 // recompute) compiles for sm_80 and sm_90, with a seeded sample of slice shapes.
-TEST_CASE("split-row kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc]") {
+TEST_CASE("split-row kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc][compiles]") {
   std::vector<detail::CompileRequest> batches;
   std::size_t variants = 0;
   const test::Sample sample{8};
@@ -473,7 +473,7 @@ TEST_CASE("split rows: the cooperative form's geometry, workspace and cost", "[n
 
 // The one-pass cooperative kernels (mode x affine x stats x dtype, a sample of slice shapes, with
 // and without the block-wide merge of more than 32 slices) compile for sm_80 and sm_90.
-TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc]") {
+TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc][compiles]") {
   std::vector<detail::CompileRequest> batches;
   std::size_t variants = 0;
   const test::Sample sample{3};

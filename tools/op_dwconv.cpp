@@ -215,20 +215,31 @@ std::string seed_label(const dw::Problem& p) {
   return seeds.empty() ? std::string() : seeds.front().second.label();
 }
 
-// One device allocation, filled with a non-zero byte pattern, freed on scope exit. 0x3c gives
-// small finite values in every dtype (f32 ~0.0115, f16 ~1.06, bf16 ~0.0115).
-class DwConvProblem final : public OpProblem {
- public:
-  explicit DwConvProblem(Entry entry) : e_(std::move(entry)) {}
+// Suite entries.
+nlohmann::json conv2d(const char* direction, const char* layout, const char* dtype, std::int64_t n, std::int64_t c,
+                      std::int64_t hw, int k, int stride, int pad, bool bias = false) {
+  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype},
+          {"n", n},         {"c", c},                 {"h", hw},         {"w", hw},
+          {"kernel", {k, k}}, {"stride", stride},     {"padding", pad},  {"bias", bias}};
+}
 
-  std::string op() const override { return "dwconv"; }
-  std::string key() const override { return e_.problem.key(); }
-  std::string describe() const override { return describe_problem(e_.problem, e_.args.n); }
-  std::string buckets() const override { return bucket_spec(e_.problem.n, e_.problem.n_exact); }
+nlohmann::json conv1d_causal(const char* direction, const char* layout, const char* dtype, std::int64_t n,
+                             std::int64_t c, std::int64_t l, int k, bool bias = false) {
+  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype}, {"n", n},
+          {"c", c},         {"l", l},                 {"kernel", k},     {"causal", true},  {"bias", bias}};
+}
 
-  nlohmann::json to_json() const override {
-    const dw::Problem& p = e_.problem;
-    const DwConvArgs& a = e_.args;
+// The tools' side of the family (tools/op_family.h, FamilyProblem).
+struct DwConvSide {
+  using Entry = tools::Entry;
+  static std::int64_t call_size(const Entry& e) { return e.args.n; }
+  static std::string describe(const dw::Problem& p, std::int64_t n) { return describe_problem(p, n); }
+  static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
+  static std::string seed_label(const dw::Problem& p) { return tools::seed_label(p); }
+  static std::vector<std::string> suite_names() { return {"mobilenetv2", "convnext", "mamba", "s4", "large31"}; }
+  static nlohmann::json entry_of(const Entry& e) {
+    const dw::Problem& p = e.problem;
+    const DwConvArgs& a = e.args;
     nlohmann::json j = {{"op", "dwconv"},
                         {"direction", to_string(p.direction)},
                         {"layout", to_string(p.layout)},
@@ -255,7 +266,89 @@ class DwConvProblem final : public OpProblem {
     return j;
   }
 
-  SpaceSize space() const override {
+  // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding).
+  static nlohmann::json entry_of_key(const dw::Problem& p) {
+    nlohmann::json entry = {{"op", "dwconv"},
+                            {"direction", to_string(p.direction)},
+                            {"layout", to_string(p.layout)},
+                            {"dtype", to_string(p.dtype)},
+                            {"n", p.n},
+                            {"c", p.c},
+                            {"bias", p.bias},
+                            {"deterministic", p.deterministic}};
+    if (one_d(p.layout)) {
+      if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
+        throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
+      entry["l"] = p.w;
+      entry["kernel"] = p.kw;
+      entry["stride"] = p.sw;
+      entry["dilation"] = p.dw;
+      entry["padding"] = {p.pad_left, p.pad_right};
+    } else {
+      entry["h"] = p.h;
+      entry["w"] = p.w;
+      entry["kernel"] = {p.kh, p.kw};
+      entry["stride"] = {p.sh, p.sw};
+      entry["dilation"] = {p.dh, p.dw};
+      entry["padding"] = {p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
+    }
+    return entry;
+  }
+  static std::vector<nlohmann::json> suite(const std::string& name) {
+    if (name == "mobilenetv2") {
+      // MobileNetV2's 3x3 depthwise layers at batch 32 (pad 1), training directions mixed.
+      return {conv2d("forward", "nchw", "f32", 32, 32, 112, 3, 1, 1),
+              conv2d("forward", "nchw", "f32", 32, 96, 112, 3, 2, 1),
+              conv2d("backward_data", "nchw", "f32", 32, 144, 56, 3, 1, 1),
+              conv2d("backward_weight", "nchw", "f32", 32, 192, 28, 3, 1, 1),
+              conv2d("forward", "nhwc", "bf16", 32, 576, 14, 3, 1, 1),
+              conv2d("backward_data", "nhwc", "bf16", 32, 96, 112, 3, 2, 1)};
+    }
+    if (name == "convnext") {
+      // ConvNeXt-T's 7x7 depthwise layers (pad 3, with bias) at batch 32, NCHW and NHWC.
+      return {conv2d("forward", "nchw", "f32", 32, 96, 56, 7, 1, 3, true),
+              conv2d("backward_data", "nchw", "f32", 32, 192, 28, 7, 1, 3),
+              conv2d("backward_weight", "nchw", "f32", 32, 384, 14, 7, 1, 3, true),
+              conv2d("forward", "nhwc", "f32", 32, 192, 28, 7, 1, 3, true),
+              conv2d("backward_data", "nhwc", "f32", 32, 384, 14, 7, 1, 3),
+              conv2d("backward_weight", "nhwc", "f32", 32, 96, 56, 7, 1, 3, true)};
+    }
+    if (name == "mamba") {
+      // Mamba's causal conv1d (K = 4, with bias), NCL: d_inner 2048 at L 2048 (bf16) and 4096 at
+      // L 4096 (f32).
+      return {conv1d_causal("forward", "ncl", "bf16", 8, 2048, 2048, 4, true),
+              conv1d_causal("backward_data", "ncl", "bf16", 8, 2048, 2048, 4),
+              conv1d_causal("backward_weight", "ncl", "bf16", 8, 2048, 2048, 4, true),
+              conv1d_causal("forward", "ncl", "f32", 4, 4096, 4096, 4, true),
+              conv1d_causal("backward_data", "ncl", "f32", 4, 4096, 4096, 4),
+              conv1d_causal("backward_weight", "ncl", "f32", 4, 4096, 4096, 4, true)};
+    }
+    if (name == "s4") {
+      // Long causal kernels (S4ConvD-style short convolutions), f32, N 8, C 1024, L 4096.
+      return {conv1d_causal("forward", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("forward", "nlc", "f32", 8, 1024, 4096, 63),
+              conv1d_causal("backward_data", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("backward_data", "nlc", "f32", 8, 1024, 4096, 63),
+              conv1d_causal("backward_weight", "ncl", "f32", 8, 1024, 4096, 31),
+              conv1d_causal("backward_weight", "nlc", "f32", 8, 1024, 4096, 63)};
+    }
+    if (name == "large31") {
+      // RepLKNet-style 31x31 depthwise kernels (pad 15), NCHW f32, batch 16, C 128.
+      return {conv2d("forward", "nchw", "f32", 16, 128, 14, 31, 1, 15),
+              conv2d("backward_data", "nchw", "f32", 16, 128, 14, 31, 1, 15),
+              conv2d("forward", "nchw", "f32", 16, 128, 56, 31, 1, 15),
+              conv2d("backward_data", "nchw", "f32", 16, 128, 56, 31, 1, 15)};
+    }
+    throw InputError(fmt::format("dwconv has no suite '{}'", name));
+  }
+
+  static std::string fields() {
+    return "n, c, w (or l in 1D), h (2D), kernel (required), direction (forward|backward_data|backward_weight), "
+           "layout (ncl|nlc|nchw|nhwc), dtype (f32|f16|bf16), stride, dilation, padding, causal, bias, "
+           "deterministic";
+  }
+
+  static SpaceSize space(const dw::Problem& p) {
     // The declared axes. tiled: outputs per thread 1..32, threads along W (or C) and rows per block
     // 1..1024 (powers of two), vector channels 1..8, halo and filter staging, rows per thread 1..8,
     // runs per thread 1..8 (powers of two), flat items (one row of 32+ threads, global halo, taps in
@@ -265,7 +358,6 @@ class DwConvProblem final : public OpProblem {
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none); staged x
     // planes: one channel a block, position threads 1..1024, taps 1..64, splits 1..64 (whole images),
     // both reductions, the same tiling points. Seeds and a heuristic outside the axes count too.
-    const dw::Problem& p = e_.problem;
     const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
     std::set<std::string> runnable;
     std::int64_t total = 0;
@@ -353,19 +445,13 @@ class DwConvProblem final : public OpProblem {
     return s;
   }
 
-  std::vector<Variant> variants(const std::string& arch) const override {
-    return family_variants<detail::DwConvFamily>(e_.problem, arch);
-  }
-
-  double model_bytes() const override { return dw::model_bytes(e_.problem, e_.problem.n); }
-
-  std::string run_library(Context& context) const override {
-    const dw::Problem& p = e_.problem;
+  static std::string run_library(const Entry& e, const OpProblem& self, Context& context) {
+    const dw::Problem& p = e.problem;
     const std::size_t elem = static_cast<std::size_t>(p.element_bytes());
-    const std::size_t in_elems = static_cast<std::size_t>(e_.args.n * p.c * p.h * p.w);
-    const std::size_t out_elems = static_cast<std::size_t>(e_.args.n * p.c * p.out_h() * p.out_w());
+    const std::size_t in_elems = static_cast<std::size_t>(e.args.n * p.c * p.h * p.w);
+    const std::size_t out_elems = static_cast<std::size_t>(e.args.n * p.c * p.out_h() * p.out_w());
     const std::size_t weight_elems = static_cast<std::size_t>(p.c) * static_cast<std::size_t>(p.kh * p.kw);
-    DwConvArgs args = e_.args;
+    DwConvArgs args = e.args;
     std::vector<std::unique_ptr<DeviceMemory>> buffers;
     const auto alloc = [&](std::size_t elems) {
       buffers.push_back(std::make_unique<DeviceMemory>(elems * elem, 0x3c));
@@ -385,145 +471,22 @@ class DwConvProblem final : public OpProblem {
         break;
     }
     dw::validate(args);
-    const std::string got = dw::make_problem(args, detail::Buckets::parse(buckets())).key();
-    if (got != key())
-      throw Error(Error::Context{"dwconv", key(), "", "", ""},
+    const std::string got = dw::make_problem(args, detail::Buckets::parse(self.buckets())).key();
+    if (got != self.key())
+      throw Error(Error::Context{"dwconv", self.key(), "", "", ""},
                   fmt::format("the tool's buffers give the key {} instead", got));
     const std::string label = context.dwconv_variant(args);
     context.dwconv(args);  // one real call through the dispatch path
     detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
     return label;
   }
-
- private:
-  Entry e_;
-};
-
-// Suite entries.
-nlohmann::json conv2d(const char* direction, const char* layout, const char* dtype, std::int64_t n, std::int64_t c,
-                      std::int64_t hw, int k, int stride, int pad, bool bias = false) {
-  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype},
-          {"n", n},         {"c", c},                 {"h", hw},         {"w", hw},
-          {"kernel", {k, k}}, {"stride", stride},     {"padding", pad},  {"bias", bias}};
-}
-
-nlohmann::json conv1d_causal(const char* direction, const char* layout, const char* dtype, std::int64_t n,
-                             std::int64_t c, std::int64_t l, int k, bool bias = false) {
-  return {{"op", "dwconv"}, {"direction", direction}, {"layout", layout}, {"dtype", dtype}, {"n", n},
-          {"c", c},         {"l", l},                 {"kernel", k},     {"causal", true},  {"bias", bias}};
-}
-
-class DwConvHandler final : public OpHandler {
- public:
-  std::string name() const override { return "dwconv"; }
-  std::string template_hash() const override { return dw::template_hash(); }
-
-  std::vector<std::string> suite_names() const override { return {"mobilenetv2", "convnext", "mamba", "s4", "large31"}; }
-
-  std::vector<nlohmann::json> suite(const std::string& name) const override {
-    if (name == "mobilenetv2") {
-      // MobileNetV2's 3x3 depthwise layers at batch 32 (pad 1), training directions mixed.
-      return {conv2d("forward", "nchw", "f32", 32, 32, 112, 3, 1, 1),
-              conv2d("forward", "nchw", "f32", 32, 96, 112, 3, 2, 1),
-              conv2d("backward_data", "nchw", "f32", 32, 144, 56, 3, 1, 1),
-              conv2d("backward_weight", "nchw", "f32", 32, 192, 28, 3, 1, 1),
-              conv2d("forward", "nhwc", "bf16", 32, 576, 14, 3, 1, 1),
-              conv2d("backward_data", "nhwc", "bf16", 32, 96, 112, 3, 2, 1)};
-    }
-    if (name == "convnext") {
-      // ConvNeXt-T's 7x7 depthwise layers (pad 3, with bias) at batch 32, NCHW and NHWC.
-      return {conv2d("forward", "nchw", "f32", 32, 96, 56, 7, 1, 3, true),
-              conv2d("backward_data", "nchw", "f32", 32, 192, 28, 7, 1, 3),
-              conv2d("backward_weight", "nchw", "f32", 32, 384, 14, 7, 1, 3, true),
-              conv2d("forward", "nhwc", "f32", 32, 192, 28, 7, 1, 3, true),
-              conv2d("backward_data", "nhwc", "f32", 32, 384, 14, 7, 1, 3),
-              conv2d("backward_weight", "nhwc", "f32", 32, 96, 56, 7, 1, 3, true)};
-    }
-    if (name == "mamba") {
-      // Mamba's causal conv1d (K = 4, with bias), NCL: d_inner 2048 at L 2048 (bf16) and 4096 at
-      // L 4096 (f32).
-      return {conv1d_causal("forward", "ncl", "bf16", 8, 2048, 2048, 4, true),
-              conv1d_causal("backward_data", "ncl", "bf16", 8, 2048, 2048, 4),
-              conv1d_causal("backward_weight", "ncl", "bf16", 8, 2048, 2048, 4, true),
-              conv1d_causal("forward", "ncl", "f32", 4, 4096, 4096, 4, true),
-              conv1d_causal("backward_data", "ncl", "f32", 4, 4096, 4096, 4),
-              conv1d_causal("backward_weight", "ncl", "f32", 4, 4096, 4096, 4, true)};
-    }
-    if (name == "s4") {
-      // Long causal kernels (S4ConvD-style short convolutions), f32, N 8, C 1024, L 4096.
-      return {conv1d_causal("forward", "ncl", "f32", 8, 1024, 4096, 31),
-              conv1d_causal("forward", "nlc", "f32", 8, 1024, 4096, 63),
-              conv1d_causal("backward_data", "ncl", "f32", 8, 1024, 4096, 31),
-              conv1d_causal("backward_data", "nlc", "f32", 8, 1024, 4096, 63),
-              conv1d_causal("backward_weight", "ncl", "f32", 8, 1024, 4096, 31),
-              conv1d_causal("backward_weight", "nlc", "f32", 8, 1024, 4096, 63)};
-    }
-    if (name == "large31") {
-      // RepLKNet-style 31x31 depthwise kernels (pad 15), NCHW f32, batch 16, C 128.
-      return {conv2d("forward", "nchw", "f32", 16, 128, 14, 31, 1, 15),
-              conv2d("backward_data", "nchw", "f32", 16, 128, 14, 31, 1, 15),
-              conv2d("forward", "nchw", "f32", 16, 128, 56, 31, 1, 15),
-              conv2d("backward_data", "nchw", "f32", 16, 128, 56, 31, 1, 15)};
-    }
-    throw InputError(fmt::format("dwconv has no suite '{}'", name));
-  }
-
-  std::string fields() const override {
-    return "n, c, w (or l in 1D), h (2D), kernel (required), direction (forward|backward_data|backward_weight), "
-           "layout (ncl|nlc|nchw|nhwc), dtype (f32|f16|bf16), stride, dilation, padding, causal, bias, "
-           "deterministic";
-  }
-
-  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
-    return std::make_unique<DwConvProblem>(parse_entry(entry, where));
-  }
-
-  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    return family_key_info<detail::DwConvFamily>(
-        problem_key, cc_major, [](const dw::Problem& p) { return describe_problem(p, p.n); }, seed_label);
-  }
-
-  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    return family_from_key<detail::DwConvFamily>(problem_key, why, [](const dw::Problem& p) {
-      // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding),
-      // so that the entry checks apply; its batch key is then made the stored one.
-      nlohmann::json entry = {{"op", "dwconv"},
-                              {"direction", to_string(p.direction)},
-                              {"layout", to_string(p.layout)},
-                              {"dtype", to_string(p.dtype)},
-                              {"n", p.n},
-                              {"c", p.c},
-                              {"bias", p.bias},
-                              {"deterministic", p.deterministic}};
-      if (one_d(p.layout)) {
-        if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
-          throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
-        entry["l"] = p.w;
-        entry["kernel"] = p.kw;
-        entry["stride"] = p.sw;
-        entry["dilation"] = p.dw;
-        entry["padding"] = {p.pad_left, p.pad_right};
-      } else {
-        entry["h"] = p.h;
-        entry["w"] = p.w;
-        entry["kernel"] = {p.kh, p.kw};
-        entry["stride"] = {p.sh, p.sw};
-        entry["dilation"] = {p.dh, p.dw};
-        entry["padding"] = {p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
-      }
-      Entry e = parse_entry(entry, "its problem");
-      e.problem.n = p.n, e.problem.n_exact = p.n_exact;
-      return std::make_unique<DwConvProblem>(std::move(e));
-    });
-  }
-
-  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    return family_check_config<detail::DwConvFamily>(problem_key, config);
-  }
 };
 
 }  // namespace
 
-std::unique_ptr<OpHandler> make_dwconv_handler() { return std::make_unique<DwConvHandler>(); }
+template <>
+std::unique_ptr<OpHandler> make_handler<detail::DwConvFamily>() {
+  return std::make_unique<FamilyHandler<detail::DwConvFamily, DwConvSide>>();
+}
 
 }  // namespace kvtune::tools

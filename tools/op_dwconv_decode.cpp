@@ -95,81 +95,25 @@ nlohmann::json entry_of(const dd::Problem& p, std::int64_t batch) {
           {"activation", to_string(p.activation)}, {"align", p.align_bytes}};
 }
 
-class DecodeProblem final : public OpProblem {
- public:
-  explicit DecodeProblem(Entry entry) : e_(std::move(entry)) {}
-
-  std::string op() const override { return "dwconv_decode"; }
-  std::string key() const override { return e_.problem.key(); }
-  std::string describe() const override { return describe_problem(e_.problem, e_.batch); }
-  std::string buckets() const override { return bucket_spec(e_.problem.n, e_.problem.n_exact); }
-  nlohmann::json to_json() const override { return entry_of(e_.problem, e_.batch); }
-
-  SpaceSize space() const override {
-    // The declared axes: threads per block 32..1024, channels per thread 1..8, tokens per thread
-    // 1..seqlen (powers of two and seqlen).
-    const dd::Problem& p = e_.problem;
-    SpaceSize s;
-    for (int bt = 32; bt <= 1024; bt *= 2)
-      for (int vc = 1; vc <= 8; vc *= 2)
-        for (int tt = 1; tt <= p.seqlen; tt = tt * 2 > p.seqlen && tt < p.seqlen ? p.seqlen : tt * 2) {
-          ++s.total;
-          if (dd::is_runnable(p, dd::Config{bt, vc, tt})) ++s.runnable;
-        }
-    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<Family>(p, 0).size());
-    return s;
-  }
-  std::vector<Variant> variants(const std::string& arch) const override { return family_variants<Family>(e_.problem, arch); }
-  double model_bytes() const override { return dd::model_bytes(e_.problem, e_.problem.n); }
-
-  std::string run_library(Context& context) const override {
-    // Zero-filled tensors (positions 0: fresh sequences), one slot a row; below 16 bytes every tensor
-    // is offset by `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
-    const dd::Problem& p = e_.problem;
-    const std::size_t elem = std::size_t(p.element_bytes());
-    const std::size_t offset = p.align_bytes < 16 ? std::size_t(p.align_bytes) : 0;
-    const std::size_t tokens = std::size_t(e_.batch * p.c * p.seqlen);
-    DeviceMemory x(tokens * elem + 256, 0), y(tokens * elem + 256, 0);
-    DeviceMemory state(std::size_t(e_.batch * p.c * p.state_len) * elem + 256, 0);
-    DeviceMemory weight(std::size_t(p.c * p.k) * elem + 256, 0), bias(std::size_t(p.c) * elem + 256, 0);
-    DeviceMemory positions(std::size_t(e_.batch) * 4, 0), slots(std::size_t(e_.batch) * 4, 0);
-    std::vector<std::int32_t> rows(std::size_t(e_.batch));
-    std::iota(rows.begin(), rows.end(), 0);
-    detail::cuda_check(cudaMemcpy(slots.ptr(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-    DwConvDecodeArgs a;
-    a.dtype = p.dtype, a.batch = e_.batch, a.channels = p.c, a.seqlen = p.seqlen, a.kernel_w = p.k;
-    a.state_len = p.state_len, a.activation = p.activation;
-    a.x = x.bytes() + offset, a.y = y.bytes() + offset, a.state = state.bytes() + offset;
-    a.weight = weight.bytes() + offset, a.bias = p.bias ? bias.bytes() + offset : nullptr;
-    a.cache_seqlens = p.circular ? static_cast<const std::int32_t*>(positions.ptr()) : nullptr;
-    a.state_indices = p.indices ? static_cast<const std::int32_t*>(slots.ptr()) : nullptr;
-    dd::validate(a);
-    const std::string got = dd::make_problem(a, detail::Buckets::parse(buckets())).key();
-    if (got != key())
-      throw Error(Error::Context{"dwconv_decode", key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.dwconv_decode_variant(a);
-    context.dwconv_decode(a);  // one real call through the dispatch path
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
-  }
-
- private:
-  Entry e_;
-};
-
 nlohmann::json decode_entry(std::int64_t batch, std::int64_t channels, bool circular, int seqlen = 1) {
   return {{"op", "dwconv_decode"}, {"batch", batch},   {"channels", channels}, {"seqlen", seqlen},
           {"k", 4},                {"dtype", "bf16"},   {"state_len", circular ? 256 : 0},
           {"circular", circular},  {"indices", true},   {"bias", true},         {"activation", "silu"}};
 }
 
-class DecodeHandler final : public OpHandler {
- public:
-  std::string name() const override { return "dwconv_decode"; }
-  std::string template_hash() const override { return dd::template_hash(); }
-  std::vector<std::string> suite_names() const override { return {"mamba-inference"}; }
-  std::vector<nlohmann::json> suite(const std::string& name) const override {
+// The tools' side of the family (tools/op_family.h, FamilyProblem).
+struct DecodeSide {
+  using Entry = tools::Entry;
+  static std::int64_t call_size(const Entry& e) { return e.batch; }
+  static std::string describe(const dd::Problem& p, std::int64_t batch) { return describe_problem(p, batch); }
+  static nlohmann::json entry_of(const Entry& e) { return tools::entry_of(e.problem, e.batch); }
+  static nlohmann::json entry_of_key(const dd::Problem& p) { return tools::entry_of(p, p.n); }
+  static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
+  // No seed study for this family: the "seed" is the plainest point, one channel and one token a
+  // thread in blocks of 128.
+  static std::string seed_label(const dd::Problem&) { return dd::Config{128, 1, 1}.label(); }
+  static std::vector<std::string> suite_names() { return {"mamba-inference"}; }
+  static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "mamba-inference") {
       // Mamba's conv1d decode step (bf16, K = 4, SiLU, bias, continuous batching): 1-256 sequences of
       // 2048-8192 channels (d_inner of 130M-2.8B models), one token; two speculative tokens; a
@@ -184,34 +128,61 @@ class DecodeHandler final : public OpHandler {
     }
     throw InputError(fmt::format("dwconv_decode has no suite '{}'", name));
   }
-  std::string fields() const override {
+  static std::string fields() {
     return "batch, channels (required), seqlen (1..64), k (2..63), dtype (f32|f16|bf16), state_len (0: k - 1), "
            "circular, indices, bias (booleans), activation (none|silu|gelu_tanh|gelu_erf|relu), align (2|4|8|16)";
   }
-  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
-    return std::make_unique<DecodeProblem>(parse_entry(entry, where));
+  static SpaceSize space(const dd::Problem& p) {
+    // The declared axes: threads per block 32..1024, channels per thread 1..8, tokens per thread
+    // 1..seqlen (powers of two and seqlen).
+    SpaceSize s;
+    for (int bt = 32; bt <= 1024; bt *= 2)
+      for (int vc = 1; vc <= 8; vc *= 2)
+        for (int tt = 1; tt <= p.seqlen; tt = tt * 2 > p.seqlen && tt < p.seqlen ? p.seqlen : tt * 2) {
+          ++s.total;
+          if (dd::is_runnable(p, dd::Config{bt, vc, tt})) ++s.runnable;
+        }
+    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<Family>(p, 0).size());
+    return s;
   }
-  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    // No seed study for this family: the "seed" is the plainest point, one channel and one token a
-    // thread in blocks of 128.
-    return family_key_info<Family>(
-        problem_key, cc_major, [](const dd::Problem& p) { return describe_problem(p, p.n); },
-        [](const dd::Problem&) { return dd::Config{128, 1, 1}.label(); });
-  }
-  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    return family_from_key<Family>(problem_key, why, [](const dd::Problem& p) {
-      Entry e = parse_entry(entry_of(p, p.n), "its problem");
-      e.problem.n = p.n, e.problem.n_exact = p.n_exact;  // the stored batch key (exact or a bucket)
-      return std::make_unique<DecodeProblem>(std::move(e));
-    });
-  }
-  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    return family_check_config<Family>(problem_key, config);
+  static std::string run_library(const Entry& e, const OpProblem& self, Context& context) {
+    // Zero-filled tensors (positions 0: fresh sequences), one slot a row; below 16 bytes every tensor
+    // is offset by `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
+    const dd::Problem& p = e.problem;
+    const std::size_t elem = std::size_t(p.element_bytes());
+    const std::size_t offset = p.align_bytes < 16 ? std::size_t(p.align_bytes) : 0;
+    const std::size_t tokens = std::size_t(e.batch * p.c * p.seqlen);
+    DeviceMemory x(tokens * elem + 256, 0), y(tokens * elem + 256, 0);
+    DeviceMemory state(std::size_t(e.batch * p.c * p.state_len) * elem + 256, 0);
+    DeviceMemory weight(std::size_t(p.c * p.k) * elem + 256, 0), bias(std::size_t(p.c) * elem + 256, 0);
+    DeviceMemory positions(std::size_t(e.batch) * 4, 0), slots(std::size_t(e.batch) * 4, 0);
+    std::vector<std::int32_t> rows(std::size_t(e.batch));
+    std::iota(rows.begin(), rows.end(), 0);
+    detail::cuda_check(cudaMemcpy(slots.ptr(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    DwConvDecodeArgs a;
+    a.dtype = p.dtype, a.batch = e.batch, a.channels = p.c, a.seqlen = p.seqlen, a.kernel_w = p.k;
+    a.state_len = p.state_len, a.activation = p.activation;
+    a.x = x.bytes() + offset, a.y = y.bytes() + offset, a.state = state.bytes() + offset;
+    a.weight = weight.bytes() + offset, a.bias = p.bias ? bias.bytes() + offset : nullptr;
+    a.cache_seqlens = p.circular ? static_cast<const std::int32_t*>(positions.ptr()) : nullptr;
+    a.state_indices = p.indices ? static_cast<const std::int32_t*>(slots.ptr()) : nullptr;
+    dd::validate(a);
+    const std::string got = dd::make_problem(a, detail::Buckets::parse(self.buckets())).key();
+    if (got != self.key())
+      throw Error(Error::Context{"dwconv_decode", self.key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.dwconv_decode_variant(a);
+    context.dwconv_decode(a);  // one real call through the dispatch path
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
   }
 };
 
 }  // namespace
 
-std::unique_ptr<OpHandler> make_dwconv_decode_handler() { return std::make_unique<DecodeHandler>(); }
+template <>
+std::unique_ptr<OpHandler> make_handler<detail::DwConvDecodeFamily>() {
+  return std::make_unique<FamilyHandler<Family, DecodeSide>>();
+}
 
 }  // namespace kvtune::tools

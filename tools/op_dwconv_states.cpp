@@ -112,70 +112,6 @@ nlohmann::json entry_of(const ds::Problem& p, std::int64_t batch) {
           {"seq_idx", p.seq_idx}};
 }
 
-class StatesProblem final : public OpProblem {
- public:
-  explicit StatesProblem(Entry entry) : e_(std::move(entry)) {}
-
-  std::string op() const override { return "dwconv_states"; }
-  std::string key() const override { return e_.problem.key(); }
-  std::string describe() const override { return describe_problem(e_.problem, e_.batch); }
-  std::string buckets() const override { return bucket_spec(e_.problem.n, e_.problem.n_exact); }
-  nlohmann::json to_json() const override { return entry_of(e_.problem, e_.batch); }
-
-  SpaceSize space() const override {
-    // The declared axes: threads per block 32..256 (one channel each), positions a chunk 32, 128, 512.
-    const ds::Problem& p = e_.problem;
-    SpaceSize s;
-    for (int bt : {32, 64, 128, 256})
-      for (int pos : {32, 128, 512}) {
-        ++s.total;
-        if (ds::is_runnable(p, ds::Config{bt, pos})) ++s.runnable;
-      }
-    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<Family>(p, 0).size());
-    return s;
-  }
-  std::vector<Variant> variants(const std::string& arch) const override {
-    return family_variants<Family>(e_.problem, arch);
-  }
-  double model_bytes() const override { return ds::model_bytes(e_.problem, e_.problem.n); }
-
-  std::string run_library(Context& context) const override {
-    // The call that makes this problem, its placeholders replaced by device buffers: tensors
-    // filled with a small non-zero value, seq_idx all zero (one sequence a row).
-    const ds::Problem& p = e_.problem;
-    std::string why;
-    auto call = ds::call_for(p, e_.batch, &why);
-    if (!call) throw Error(Error::Context{"dwconv_states", key(), "", "", ""}, why);
-    DwConvArgs a = *call;
-    const std::size_t elem = std::size_t(p.element_bytes());
-    const std::size_t tensor = std::size_t(e_.batch * p.c * p.w) * elem;
-    const std::size_t weight = std::size_t(p.c * p.k) * elem, bias = std::size_t(p.c) * elem;
-    const std::size_t state = std::size_t(e_.batch * p.c * p.state_len()) * elem;
-    std::vector<std::unique_ptr<DeviceMemory>> buffers;
-    const auto place = [&](auto*& field, std::size_t bytes, int fill) {
-      if (field == nullptr) return;
-      buffers.push_back(std::make_unique<DeviceMemory>(bytes, fill));
-      field = static_cast<std::remove_reference_t<decltype(field)>>(buffers.back()->ptr());
-    };
-    place(a.x, tensor, 0x3c), place(a.y, tensor, 0), place(a.dy, tensor, 0x3c), place(a.dx, tensor, 0);
-    place(a.weight, weight, 0x3c), place(a.bias, bias, 0x3c), place(a.dweight, weight, 0), place(a.dbias, bias, 0);
-    place(a.initial_state, state, 0x3c), place(a.final_state, state, 0), place(a.dinitial_state, state, 0);
-    place(a.seq_idx, std::size_t(e_.batch * p.w) * 4, 0);
-    const ds::Plan plan = ds::make_plan(a, detail::Buckets::parse(buckets()));
-    const auto& made = p.gradient_prep ? plan.prep : plan.fix;
-    if (!made || made->key() != key())
-      throw Error(Error::Context{"dwconv_states", key(), "", "", ""},
-                  fmt::format("the tool's call gives the key {} instead", made ? made->key() : "(none)"));
-    const std::string label = context.dwconv_variant(a);
-    context.dwconv(a);  // one real call through the dispatch path: the convolution and its fix-ups
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
-  }
-
- private:
-  Entry e_;
-};
-
 nlohmann::json states_entry(const char* direction, std::int64_t batch, std::int64_t width, bool initial_state,
                             bool state_out, bool seq_idx, bool gradient_prep = false) {
   const bool fwd = std::string(direction) == "forward" && !gradient_prep;
@@ -195,12 +131,19 @@ nlohmann::json states_entry(const char* direction, std::int64_t batch, std::int6
           {"seq_idx", seq_idx}};
 }
 
-class StatesHandler final : public OpHandler {
- public:
-  std::string name() const override { return "dwconv_states"; }
-  std::string template_hash() const override { return ds::template_hash(); }
-  std::vector<std::string> suite_names() const override { return {"mamba-states"}; }
-  std::vector<nlohmann::json> suite(const std::string& name) const override {
+// The tools' side of the family (tools/op_family.h, FamilyProblem).
+struct StatesSide {
+  using Entry = tools::Entry;
+  static std::int64_t call_size(const Entry& e) { return e.batch; }
+  static std::string describe(const ds::Problem& p, std::int64_t batch) { return describe_problem(p, batch); }
+  static nlohmann::json entry_of(const Entry& e) { return tools::entry_of(e.problem, e.batch); }
+  static nlohmann::json entry_of_key(const ds::Problem& p) { return tools::entry_of(p, p.n); }
+  static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
+  // No seed study for this family: the "seed" is the plainest point, blocks of 128 channels and
+  // chunks of 32 positions.
+  static std::string seed_label(const ds::Problem&) { return ds::Config{128, 32}.label(); }
+  static std::vector<std::string> suite_names() { return {"mamba-states"}; }
+  static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "mamba-states") {
       // Mamba's conv1d (bf16, 4096 channels, K = 4, bias, SiLU) around the tuned convolution: a
       // prefill that hands its final state to decode, a chunked prefill that starts from one, packed
@@ -216,35 +159,61 @@ class StatesHandler final : public OpHandler {
     }
     throw InputError(fmt::format("dwconv_states has no suite '{}'", name));
   }
-  std::string fields() const override {
+  static std::string fields() {
     return "batch, channels, width (required), direction (forward|backward_data|backward_weight), layout "
            "(ncl|nlc), dtype (f32|f16|bf16), k (2..63), dilation, bias, activation "
            "(none|silu|gelu_tanh|gelu_erf|relu), gradient_prep, initial_state, state_out, seq_idx (booleans)";
   }
-  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
-    return std::make_unique<StatesProblem>(parse_entry(entry, where));
+  static SpaceSize space(const ds::Problem& p) {
+    // The declared axes: threads per block 32..256 (one channel each), positions a chunk 32, 128, 512.
+    SpaceSize s;
+    for (int bt : {32, 64, 128, 256})
+      for (int pos : {32, 128, 512}) {
+        ++s.total;
+        if (ds::is_runnable(p, ds::Config{bt, pos})) ++s.runnable;
+      }
+    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<Family>(p, 0).size());
+    return s;
   }
-  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    // No seed study for this family: the "seed" is the plainest point, blocks of 128 channels and
-    // chunks of 32 positions.
-    return family_key_info<Family>(
-        problem_key, cc_major, [](const ds::Problem& p) { return describe_problem(p, p.n); },
-        [](const ds::Problem&) { return ds::Config{128, 32}.label(); });
-  }
-  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    return family_from_key<Family>(problem_key, why, [](const ds::Problem& p) {
-      Entry e = parse_entry(entry_of(p, p.n), "its problem");
-      e.problem.n = p.n, e.problem.n_exact = p.n_exact;  // the stored batch key (exact or a bucket)
-      return std::make_unique<StatesProblem>(std::move(e));
-    });
-  }
-  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    return family_check_config<Family>(problem_key, config);
+  static std::string run_library(const Entry& e, const OpProblem& self, Context& context) {
+    // The call that makes this problem, its placeholders replaced by device buffers: tensors
+    // filled with a small non-zero value, seq_idx all zero (one sequence a row).
+    const ds::Problem& p = e.problem;
+    std::string why;
+    auto call = ds::call_for(p, e.batch, &why);
+    if (!call) throw Error(Error::Context{"dwconv_states", self.key(), "", "", ""}, why);
+    DwConvArgs a = *call;
+    const std::size_t elem = std::size_t(p.element_bytes());
+    const std::size_t tensor = std::size_t(e.batch * p.c * p.w) * elem;
+    const std::size_t weight = std::size_t(p.c * p.k) * elem, bias = std::size_t(p.c) * elem;
+    const std::size_t state = std::size_t(e.batch * p.c * p.state_len()) * elem;
+    std::vector<std::unique_ptr<DeviceMemory>> buffers;
+    const auto place = [&](auto*& field, std::size_t bytes, int fill) {
+      if (field == nullptr) return;
+      buffers.push_back(std::make_unique<DeviceMemory>(bytes, fill));
+      field = static_cast<std::remove_reference_t<decltype(field)>>(buffers.back()->ptr());
+    };
+    place(a.x, tensor, 0x3c), place(a.y, tensor, 0), place(a.dy, tensor, 0x3c), place(a.dx, tensor, 0);
+    place(a.weight, weight, 0x3c), place(a.bias, bias, 0x3c), place(a.dweight, weight, 0), place(a.dbias, bias, 0);
+    place(a.initial_state, state, 0x3c), place(a.final_state, state, 0), place(a.dinitial_state, state, 0);
+    place(a.seq_idx, std::size_t(e.batch * p.w) * 4, 0);
+    const ds::Plan plan = ds::make_plan(a, detail::Buckets::parse(self.buckets()));
+    const auto& made = p.gradient_prep ? plan.prep : plan.fix;
+    if (!made || made->key() != self.key())
+      throw Error(Error::Context{"dwconv_states", self.key(), "", "", ""},
+                  fmt::format("the tool's call gives the key {} instead", made ? made->key() : "(none)"));
+    const std::string label = context.dwconv_variant(a);
+    context.dwconv(a);  // one real call through the dispatch path: the convolution and its fix-ups
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
   }
 };
 
 }  // namespace
 
-std::unique_ptr<OpHandler> make_dwconv_states_handler() { return std::make_unique<StatesHandler>(); }
+template <>
+std::unique_ptr<OpHandler> make_handler<detail::DwConvStatesFamily>() {
+  return std::make_unique<FamilyHandler<Family, StatesSide>>();
+}
 
 }  // namespace kvtune::tools

@@ -1,9 +1,10 @@
 #pragma once
-// The parts of an operator's OpHandler that are the same for every family, written once against
-// the family traits (kernel_templates/*/*_traits.h, registered in lib/src/families.h): the variants
-// tuning would try, the check of a stored config, what a stored key tells the report, and the device
-// buffers of a library call. The family's own functions (is_runnable with a reason, model_bytes,
-// model_flops) are found in its namespace by argument-dependent lookup.
+// The tools' operator handler, written once against the family traits (kernel_templates/*/*_traits.h,
+// registered in lib/src/families.h) and a family's tool side (tools/op_<family>.cpp: what a shapes
+// entry holds, the suites, and how a call of a problem is made): FamilyHandler and FamilyProblem,
+// with the variants tuning would try, the check of a stored config, what a stored key tells the
+// report, and the device buffers of a library call. The family's own functions (is_runnable with a
+// reason, model_bytes, model_flops) are found in its namespace by argument-dependent lookup.
 
 #include <cuda_runtime_api.h>
 
@@ -108,5 +109,75 @@ std::unique_ptr<OpProblem> family_from_key(const std::string& problem_key, std::
     return fail(fmt::format("the tool cannot reproduce this key (its call gives {})", problem->key()));
   return problem;
 }
+
+/// model_bytes of the family's namespace (argument-dependent lookup) for `p` at its batch.
+template <class F>
+double family_model_bytes(const typename F::Problem& p) {
+  return model_bytes(p, F::batch(p));
+}
+
+/// A problem of family F parsed from a shapes entry. `Side` is the family's tool side:
+///   using Entry: a parsed entry, with the member `problem` (F::Problem, its batch bucketed as the
+///     library keys the call) and whatever else the call needs;
+///   std::int64_t call_size(const Entry&): the batch (rows) of the call the tool makes;
+///   std::string describe(const F::Problem&, std::int64_t call_size): one short human line;
+///   nlohmann::json entry_of(const Entry&): the shapes entry, every field explicit;
+///   SpaceSize space(const F::Problem&): the declared axes' sizes;
+///   std::string run_library(const Entry&, const OpProblem& self, Context&): the call (OpProblem::run_library);
+/// and for FamilyHandler: fields(), suite_names(), suite(name), parse(entry, where), seed_label(problem)
+///   and entry_of_key(problem): the shapes entry of a stored key's problem, a call of the key's batch
+///   (InputError when the tool cannot express it).
+template <class F, class Side>
+class FamilyProblem final : public OpProblem {
+ public:
+  using Entry = typename Side::Entry;
+  explicit FamilyProblem(Entry entry) : e_(std::move(entry)) {}
+
+  std::string op() const override { return F::kOp; }
+  std::string key() const override { return e_.problem.key(); }
+  std::string describe() const override { return Side::describe(e_.problem, Side::call_size(e_)); }
+  std::string buckets() const override { return bucket_spec(F::batch(e_.problem), F::exact(e_.problem)); }
+  nlohmann::json to_json() const override { return Side::entry_of(e_); }
+  SpaceSize space() const override { return Side::space(e_.problem); }
+  std::vector<Variant> variants(const std::string& arch) const override { return family_variants<F>(e_.problem, arch); }
+  double model_bytes() const override { return family_model_bytes<F>(e_.problem); }
+  std::string run_library(Context& context) const override { return Side::run_library(e_, *this, context); }
+
+ private:
+  Entry e_;
+};
+
+/// The OpHandler of family F (see FamilyProblem for `Side`).
+template <class F, class Side>
+class FamilyHandler final : public OpHandler {
+ public:
+  using Problem = FamilyProblem<F, Side>;
+
+  std::string name() const override { return F::kOp; }
+  std::string template_hash() const override { return F::template_hash(); }
+  std::vector<std::string> suite_names() const override { return Side::suite_names(); }
+  std::vector<nlohmann::json> suite(const std::string& name) const override { return Side::suite(name); }
+  std::string fields() const override { return Side::fields(); }
+  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
+    return std::make_unique<Problem>(Side::parse(entry, where));
+  }
+  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
+    return family_key_info<F>(
+        problem_key, cc_major, [](const typename F::Problem& p) { return Side::describe(p, F::batch(p)); },
+        [](const typename F::Problem& p) { return Side::seed_label(p); });
+  }
+  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
+    return family_from_key<F>(problem_key, why, [](const typename F::Problem& p) {
+      // Through the shapes entry of a call of the key's batch, so that the entry checks apply; its
+      // batch key is then made the stored one (exact, or a bucket of custom bounds).
+      typename Side::Entry e = Side::parse(Side::entry_of_key(p), "its problem");
+      e.problem = F::with_batch(e.problem, F::batch(p), F::exact(p));
+      return std::make_unique<Problem>(std::move(e));
+    });
+  }
+  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
+    return family_check_config<F>(problem_key, config);
+  }
+};
 
 }  // namespace kvtune::tools

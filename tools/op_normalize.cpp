@@ -149,189 +149,6 @@ std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
   return s;
 }
 
-class NormalizeProblem final : public OpProblem {
- public:
-  explicit NormalizeProblem(Entry entry) : e_(std::move(entry)) {}
-
-  std::string op() const override { return "normalize"; }
-  std::string key() const override { return e_.problem.key(); }
-  std::string describe() const override { return describe_problem(e_.problem, e_.rows); }
-  std::string buckets() const override { return bucket_spec(e_.problem.rows, e_.problem.rows_exact); }
-
-  nlohmann::json to_json() const override {
-    const nz::Problem& p = e_.problem;
-    nlohmann::json j = {{"op", "normalize"}, {"rows", e_.rows},          {"cols", p.cols},
-                        {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)}, {"gamma", p.gamma},
-                        {"beta", p.beta},      {"mean", p.mean_out},     {"rstd", p.rstd_out},
-                        {"align", p.align_bytes}};
-    if (p.backward) {
-      j["direction"] = "backward";
-      j.erase("beta");
-      j.erase("mean");
-      j.erase("rstd");
-      j["dgamma"] = p.dgamma;
-      j["dbeta"] = p.dbeta;
-      j["saved"] = p.saved_stats;
-    }
-    if (e_.eps != 1e-5f) j["eps"] = e_.eps;
-    if (e_.ddof != 0) j["ddof"] = e_.ddof;
-    return j;
-  }
-
-  SpaceSize space() const override {
-    // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
-    // width 2..16 bytes, three places to keep the row, two statistics algorithms; the backward:
-    // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four); then
-    // the split-row forms.
-    const nz::Problem& p = e_.problem;
-    SpaceSize s;
-    const std::vector<nz::Stat> stats = p.backward ? std::vector<nz::Stat>{nz::Stat::two_pass}
-                                                   : std::vector<nz::Stat>{nz::Stat::two_pass, nz::Stat::welford};
-    const std::vector<int> loops = p.backward ? std::vector<int>{1, 4, 16, 64, 256} : std::vector<int>{1};
-    const std::vector<bool> recomputes = p.backward ? std::vector<bool>{false, true} : std::vector<bool>{false};
-    for (int tpr = 1; tpr <= 1024; tpr *= 2)
-      for (int rpb = 1; rpb <= 1024; rpb *= 2)
-        for (int vb = 2; vb <= 16; vb *= 2)
-          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
-            for (nz::Stat stat : stats)
-              for (int loop : loops)
-                for (bool recompute : recomputes) {
-                  nz::Config c;
-                  c.threads_per_row = tpr;
-                  c.rows_per_block = rpb;
-                  c.vector_bytes = vb;
-                  c.keep = keep;
-                  c.stat = stat;
-                  c.row_loop = loop;
-                  c.recompute = recompute;
-                  const std::int64_t ve = std::max(1, vb / p.element_bytes());
-                  c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
-                  ++s.total;
-                  if (nz::is_runnable(p, c)) ++s.runnable;
-                }
-    // Split rows: threads per slice, vector width, vectors per thread (up to 128 bytes), and the
-    // backward's row loop (up to 4^7) and recompute, or the forward's row chunk (0, powers of two)
-    // and one-pass cooperative form (chunk -1 below).
-    std::vector<int> chunks = {0};
-    if (!p.backward) chunks.push_back(-1);
-    if (!p.backward)
-      for (int chunk = 1; chunk < p.rows && chunks.size() < 16; chunk *= 2) chunks.push_back(chunk);
-    const std::vector<int> split_loops =
-        p.backward ? std::vector<int>{1, 4, 16, 64, 256, 1024, 4096, 16384} : std::vector<int>{1};
-    for (int tpr = 32; tpr <= 1024; tpr *= 2)
-      for (int vb = 2; vb <= 16; vb *= 2)
-        for (int items = 1; items * vb <= 128; items *= 2)
-          for (int loop : split_loops)
-            for (bool recompute : recomputes)
-              for (int chunk : chunks) {
-                nz::Config c = nz::split_rows::make(p, tpr, vb, items, loop, recompute);
-                c.row_chunk = std::max(chunk, 0);
-                c.cooperative = chunk < 0;
-                ++s.total;
-                if (nz::is_runnable(p, c)) ++s.runnable;
-              }
-    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<detail::NormalizeFamily>(p, 0).size());
-    return s;
-  }
-
-  std::vector<Variant> variants(const std::string& arch) const override {
-    return family_variants<detail::NormalizeFamily>(e_.problem, arch);
-  }
-
-  double model_bytes() const override { return nz::model_bytes(e_.problem, e_.problem.rows); }
-
-  std::string run_library(Context& context) const override {
-    if (e_.problem.backward) return run_backward(context);
-    const nz::Problem& p = e_.problem;
-    const std::int64_t elem = p.element_bytes();
-    // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
-    // `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
-    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
-    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
-    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
-    const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
-    DeviceMemory x(plane, 0), y(plane, 0);
-    std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
-    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
-    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
-    if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes, 0);
-    if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4, 0);
-    if (p.rstd_out) rstd = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e_.rows) * 4, 0);
-
-    NormalizeArgs args;
-    args.x = x.bytes() + offset;
-    args.y = y.bytes() + offset;
-    args.rows = e_.rows;
-    args.cols = p.cols;
-    args.ld_x = ld;
-    args.ld_y = ld;
-    args.dtype = p.dtype;
-    args.mode = p.mode;
-    args.eps = e_.eps;
-    args.ddof = e_.ddof;
-    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
-    args.beta = beta ? beta->bytes() + offset : nullptr;
-    args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
-    args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
-    nz::validate(args);
-    const std::string got = nz::make_problem(args, detail::Buckets::parse(buckets())).key();
-    if (got != key())
-      throw Error(Error::Context{"normalize", key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.normalize_variant(args);
-    context.normalize(args);  // one real call through the dispatch path
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
-  }
-
- private:
-  // The backward's call: zero-filled buffers (finite statistics: constant rows take the sigma
-  // term as 0), the saved statistics when the entry says so.
-  std::string run_backward(Context& context) const {
-    const nz::Problem& p = e_.problem;
-    const std::int64_t elem = p.element_bytes();
-    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
-    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
-    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
-    const std::size_t plane = static_cast<std::size_t>(e_.rows) * static_cast<std::size_t>(ld * elem) + 256;
-    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
-    DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e_.rows) * 8, 0);
-    std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
-    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
-    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
-    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes, 0);
-    NormalizeBackwardArgs args;
-    args.x = x.bytes() + offset;
-    args.dy = dy.bytes() + offset;
-    args.dx = dx.bytes() + offset;
-    args.rows = e_.rows;
-    args.cols = p.cols;
-    args.ld_x = args.ld_dy = args.ld_dx = ld;
-    args.dtype = p.dtype;
-    args.mode = p.mode;
-    args.eps = e_.eps;
-    args.ddof = e_.ddof;
-    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
-    args.dgamma = dgamma ? dgamma->bytes() : nullptr;
-    args.dbeta = dbeta ? dbeta->bytes() : nullptr;
-    if (p.saved_stats) {
-      args.rstd = reinterpret_cast<const float*>(stats.bytes());
-      if (p.mode != NormMode::rmsnorm) args.mean = reinterpret_cast<const float*>(stats.bytes() + e_.rows * 4);
-    }
-    nz::validate(args);
-    const std::string got = nz::make_problem(args, detail::Buckets::parse(buckets())).key();
-    if (got != key())
-      throw Error(Error::Context{"normalize", key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.normalize_backward_variant(args);
-    context.normalize_backward(args);
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
-  }
-
-  Entry e_;
-};
-
 nlohmann::json backward_entry(std::int64_t rows, std::int64_t cols, const char* dtype, const char* mode, bool gamma,
                               bool dgamma, bool dbeta, bool saved) {
   return {{"op", "normalize"}, {"direction", "backward"}, {"rows", rows},     {"cols", cols},
@@ -345,14 +162,48 @@ nlohmann::json entry(std::int64_t rows, std::int64_t cols, const char* dtype, co
           {"gamma", gamma},     {"beta", beta}, {"mean", mean}, {"rstd", rstd}};
 }
 
-class NormalizeHandler final : public OpHandler {
- public:
-  std::string name() const override { return "normalize"; }
-  std::string template_hash() const override { return nz::template_hash(); }
+// The tools' side of the family (tools/op_family.h, FamilyProblem).
+struct NormalizeSide {
+  using Entry = tools::Entry;
+  static std::int64_t call_size(const Entry& e) { return e.rows; }
+  static std::string describe(const nz::Problem& p, std::int64_t rows) { return describe_problem(p, rows); }
+  static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
+  static std::string seed_label(const nz::Problem& p) { return nz::seed_config(p).label(); }
+  static std::vector<std::string> suite_names() { return {"ids", "large", "narrow", "backward", "wide"}; }
+  static nlohmann::json entry_of(const Entry& e) {
+    const nz::Problem& p = e.problem;
+    nlohmann::json j = {{"op", "normalize"}, {"rows", e.rows},          {"cols", p.cols},
+                        {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)}, {"gamma", p.gamma},
+                        {"beta", p.beta},      {"mean", p.mean_out},     {"rstd", p.rstd_out},
+                        {"align", p.align_bytes}};
+    if (p.backward) {
+      j["direction"] = "backward";
+      j.erase("beta");
+      j.erase("mean");
+      j.erase("rstd");
+      j["dgamma"] = p.dgamma;
+      j["dbeta"] = p.dbeta;
+      j["saved"] = p.saved_stats;
+    }
+    if (e.eps != 1e-5f) j["eps"] = e.eps;
+    if (e.ddof != 0) j["ddof"] = e.ddof;
+    return j;
+  }
 
-  std::vector<std::string> suite_names() const override { return {"ids", "large", "narrow", "backward", "wide"}; }
-
-  std::vector<nlohmann::json> suite(const std::string& name) const override {
+  // The shapes entry of a call of the key's size (its rows key is made the stored one afterwards).
+  static nlohmann::json entry_of_key(const nz::Problem& p) {
+    nlohmann::json entry = {{"op", "normalize"}, {"rows", p.rows},        {"cols", p.cols},
+                            {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)},
+                            {"gamma", p.gamma}, {"beta", p.beta},        {"mean", p.mean_out},
+                            {"rstd", p.rstd_out}, {"align", p.align_bytes}};
+    if (p.backward) {
+      entry = backward_entry(p.rows, p.cols, dtype_name(p.dtype).c_str(), to_string(p.mode), p.gamma, p.dgamma,
+                             p.dbeta, p.saved_stats);
+      entry["align"] = p.align_bytes;
+    }
+    return entry;
+  }
+  static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "ids") {
       // Packet normalization for intrusion detection: per-row standardize of feature vectors,
       // batches of 1k-100k packets, 37-1024 features (37 and 78: common flow-feature sets).
@@ -410,48 +261,161 @@ class NormalizeHandler final : public OpHandler {
     throw InputError(fmt::format("normalize has no suite '{}'", name));
   }
 
-  std::string fields() const override {
+  static std::string fields() {
     return "rows, cols (required), dtype (f32|f16|bf16), mode (standardize|layernorm|rmsnorm), gamma, beta, mean, "
            "rstd (booleans), align (2|4|8|16), eps, ddof, direction (forward|backward; backward: gamma, dgamma, "
            "dbeta, saved), layout (row_major)";
   }
 
-  std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
-    return std::make_unique<NormalizeProblem>(parse_entry(entry, where));
+  static SpaceSize space(const nz::Problem& p) {
+    // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
+    // width 2..16 bytes, three places to keep the row, two statistics algorithms; the backward:
+    // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four); then
+    // the split-row forms.
+    SpaceSize s;
+    const std::vector<nz::Stat> stats = p.backward ? std::vector<nz::Stat>{nz::Stat::two_pass}
+                                                   : std::vector<nz::Stat>{nz::Stat::two_pass, nz::Stat::welford};
+    const std::vector<int> loops = p.backward ? std::vector<int>{1, 4, 16, 64, 256} : std::vector<int>{1};
+    const std::vector<bool> recomputes = p.backward ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    for (int tpr = 1; tpr <= 1024; tpr *= 2)
+      for (int rpb = 1; rpb <= 1024; rpb *= 2)
+        for (int vb = 2; vb <= 16; vb *= 2)
+          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
+            for (nz::Stat stat : stats)
+              for (int loop : loops)
+                for (bool recompute : recomputes) {
+                  nz::Config c;
+                  c.threads_per_row = tpr;
+                  c.rows_per_block = rpb;
+                  c.vector_bytes = vb;
+                  c.keep = keep;
+                  c.stat = stat;
+                  c.row_loop = loop;
+                  c.recompute = recompute;
+                  const std::int64_t ve = std::max(1, vb / p.element_bytes());
+                  c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
+                  ++s.total;
+                  if (nz::is_runnable(p, c)) ++s.runnable;
+                }
+    // Split rows: threads per slice, vector width, vectors per thread (up to 128 bytes), and the
+    // backward's row loop (up to 4^7) and recompute, or the forward's row chunk (0, powers of two)
+    // and one-pass cooperative form (chunk -1 below).
+    std::vector<int> chunks = {0};
+    if (!p.backward) chunks.push_back(-1);
+    if (!p.backward)
+      for (int chunk = 1; chunk < p.rows && chunks.size() < 16; chunk *= 2) chunks.push_back(chunk);
+    const std::vector<int> split_loops =
+        p.backward ? std::vector<int>{1, 4, 16, 64, 256, 1024, 4096, 16384} : std::vector<int>{1};
+    for (int tpr = 32; tpr <= 1024; tpr *= 2)
+      for (int vb = 2; vb <= 16; vb *= 2)
+        for (int items = 1; items * vb <= 128; items *= 2)
+          for (int loop : split_loops)
+            for (bool recompute : recomputes)
+              for (int chunk : chunks) {
+                nz::Config c = nz::split_rows::make(p, tpr, vb, items, loop, recompute);
+                c.row_chunk = std::max(chunk, 0);
+                c.cooperative = chunk < 0;
+                ++s.total;
+                if (nz::is_runnable(p, c)) ++s.runnable;
+              }
+    s.tuned = static_cast<std::int64_t>(detail::tuning_configs<detail::NormalizeFamily>(p, 0).size());
+    return s;
   }
 
-  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
-    return family_key_info<detail::NormalizeFamily>(
-        problem_key, cc_major, [](const nz::Problem& p) { return describe_problem(p, p.rows); },
-        [](const nz::Problem& p) { return nz::seed_config(p).label(); });
+  // The backward's call: zero-filled buffers (finite statistics: constant rows take the sigma
+  // term as 0), the saved statistics when the entry says so.
+  static std::string run_backward(const Entry& e, const OpProblem& self, Context& context) {
+    const nz::Problem& p = e.problem;
+    const std::int64_t elem = p.element_bytes();
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
+    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
+    const std::size_t plane = static_cast<std::size_t>(e.rows) * static_cast<std::size_t>(ld * elem) + 256;
+    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e.rows) * 8, 0);
+    std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    NormalizeBackwardArgs args;
+    args.x = x.bytes() + offset;
+    args.dy = dy.bytes() + offset;
+    args.dx = dx.bytes() + offset;
+    args.rows = e.rows;
+    args.cols = p.cols;
+    args.ld_x = args.ld_dy = args.ld_dx = ld;
+    args.dtype = p.dtype;
+    args.mode = p.mode;
+    args.eps = e.eps;
+    args.ddof = e.ddof;
+    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
+    args.dgamma = dgamma ? dgamma->bytes() : nullptr;
+    args.dbeta = dbeta ? dbeta->bytes() : nullptr;
+    if (p.saved_stats) {
+      args.rstd = reinterpret_cast<const float*>(stats.bytes());
+      if (p.mode != NormMode::rmsnorm) args.mean = reinterpret_cast<const float*>(stats.bytes() + e.rows * 4);
+    }
+    nz::validate(args);
+    const std::string got = nz::make_problem(args, detail::Buckets::parse(self.buckets())).key();
+    if (got != self.key())
+      throw Error(Error::Context{"normalize", self.key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.normalize_backward_variant(args);
+    context.normalize_backward(args);
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
   }
 
-  std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {
-    return family_from_key<detail::NormalizeFamily>(problem_key, why, [](const nz::Problem& p) {
-      // The shapes entry of a call of the key's size, so that the entry checks (sizes, alignment)
-      // apply; its rows key is then made the stored one (exact or a bucket of custom bounds).
-      nlohmann::json entry = {{"op", "normalize"}, {"rows", p.rows},        {"cols", p.cols},
-                              {"dtype", dtype_name(p.dtype)}, {"mode", to_string(p.mode)},
-                              {"gamma", p.gamma}, {"beta", p.beta},        {"mean", p.mean_out},
-                              {"rstd", p.rstd_out}, {"align", p.align_bytes}};
-      if (p.backward) {
-        entry = backward_entry(p.rows, p.cols, dtype_name(p.dtype).c_str(), to_string(p.mode), p.gamma, p.dgamma,
-                               p.dbeta, p.saved_stats);
-        entry["align"] = p.align_bytes;
-      }
-      Entry e = parse_entry(entry, "its problem");
-      e.problem.rows = p.rows, e.problem.rows_exact = p.rows_exact;
-      return std::make_unique<NormalizeProblem>(std::move(e));
-    });
-  }
+  static std::string run_library(const Entry& e, const OpProblem& self, Context& context) {
+    if (e.problem.backward) return run_backward(e, self, context);
+    const nz::Problem& p = e.problem;
+    const std::int64_t elem = p.element_bytes();
+    // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
+    // `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
+    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
+    const std::size_t plane = static_cast<std::size_t>(e.rows) * static_cast<std::size_t>(ld * elem) + 256;
+    DeviceMemory x(plane, 0), y(plane, 0);
+    std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
+    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e.rows) * 4, 0);
+    if (p.rstd_out) rstd = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e.rows) * 4, 0);
 
-  std::string check_config(const std::string& problem_key, const nlohmann::json& config) const override {
-    return family_check_config<detail::NormalizeFamily>(problem_key, config);
+    NormalizeArgs args;
+    args.x = x.bytes() + offset;
+    args.y = y.bytes() + offset;
+    args.rows = e.rows;
+    args.cols = p.cols;
+    args.ld_x = ld;
+    args.ld_y = ld;
+    args.dtype = p.dtype;
+    args.mode = p.mode;
+    args.eps = e.eps;
+    args.ddof = e.ddof;
+    args.gamma = gamma ? gamma->bytes() + offset : nullptr;
+    args.beta = beta ? beta->bytes() + offset : nullptr;
+    args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
+    args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
+    nz::validate(args);
+    const std::string got = nz::make_problem(args, detail::Buckets::parse(self.buckets())).key();
+    if (got != self.key())
+      throw Error(Error::Context{"normalize", self.key(), "", "", ""},
+                  fmt::format("the tool's buffers give the key {} instead", got));
+    const std::string label = context.normalize_variant(args);
+    context.normalize(args);  // one real call through the dispatch path
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+    return label;
   }
 };
 
 }  // namespace
 
-std::unique_ptr<OpHandler> make_normalize_handler() { return std::make_unique<NormalizeHandler>(); }
+template <>
+std::unique_ptr<OpHandler> make_handler<detail::NormalizeFamily>() {
+  return std::make_unique<FamilyHandler<detail::NormalizeFamily, NormalizeSide>>();
+}
 
 }  // namespace kvtune::tools

@@ -1,25 +1,22 @@
 #include "tools/ops.h"
 
+#include <tuple>
+
 #include <fmt/format.h>
+
+#include "lib/src/families.h"
 
 #include "tools/common.h"
 
 namespace kvtune::tools {
 
-std::unique_ptr<OpHandler> make_normalize_handler();  // op_normalize.cpp
-std::unique_ptr<OpHandler> make_dwconv_handler();     // op_dwconv.cpp
-std::unique_ptr<OpHandler> make_dwconv_decode_handler();  // op_dwconv_decode.cpp
-std::unique_ptr<OpHandler> make_dwconv_states_handler();  // op_dwconv_states.cpp
-
 namespace {
 
-// The registration list: one line per operator.
+// One handler per family of the registry (lib/src/families.h), in its order; a family without its
+// tools side (tools/op_<family>.cpp, make_handler<F>) does not link.
 std::vector<std::unique_ptr<OpHandler>> make_handlers() {
   std::vector<std::unique_ptr<OpHandler>> all;
-  all.push_back(make_normalize_handler());
-  all.push_back(make_dwconv_handler());
-  all.push_back(make_dwconv_decode_handler());
-  all.push_back(make_dwconv_states_handler());
+  std::apply([&all](auto... family) { (all.push_back(make_handler<decltype(family)>()), ...); }, detail::Families{});
   return all;
 }
 

@@ -5,8 +5,9 @@
 // GPU so that it tunes, and interpreting stored cache keys for the report. The tools themselves
 // never name an operator.
 //
-// Adding an operator = one handler file (see op_normalize.cpp) and one line in make_handlers()
-// (ops.cpp).
+// Adding an operator = its family in the registry (lib/src/families.h) and its tools side: a file
+// tools/op_<family>.cpp with the shapes entry, the suites and the library call (FamilyHandler in
+// tools/op_family.h is the handler) and its make_handler<F>() (ops.cpp builds one per family).
 
 #include <cstdint>
 #include <memory>
@@ -98,7 +99,11 @@ class OpHandler {
   virtual std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const = 0;
 };
 
-/// Every registered handler, in registration order.
+/// The handler of family F (lib/src/families.h), defined by its tools side (tools/op_<family>.cpp).
+template <class F>
+std::unique_ptr<OpHandler> make_handler();
+
+/// Every registered handler: one per family of the registry, in its order.
 const std::vector<std::unique_ptr<OpHandler>>& handlers();
 /// The handler of `op`, or nullptr.
 const OpHandler* find_handler(const std::string& op);
