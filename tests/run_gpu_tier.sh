@@ -2,7 +2,7 @@
 # The GPU test tiers (README.md, "On a GPU machine"), one process per test case of the release
 # build's kvtune_tests:
 #   quick          '[gpu]': every behaviour, a sample of each variant space
-#   exhaustive-N   '[exhaustive-N]' (N = 1, 2, 3): every variant of the sweep shapes, in parts
+#   exhaustive-N   '[exhaustive-N]' (N = 1..4): every variant of the sweep shapes, in parts
 #   wide           '[gpu-exhaustive][wide]': every split-row variant
 #   '<tags>'       any other Catch2 test spec
 # Most of a case's time is spent on the host (NVRTC, the float64 references, the verification),
@@ -65,6 +65,7 @@ run_case() {  # INDEX NAME
   else status=failed; printf '%s\n' "$name" > "$logs/$1.failed"
   fi
   printf '%s\t%s\t%s\n' "$(since "$start")" "$status" "$name" >> "$logs/results.tsv"
+  printf 'done %8.1f s  %-7s %s\n' "$(since "$start")" "$status" "$name"  # progress, should a time limit stop the run
 }
 
 started=$(date +%s.%N)

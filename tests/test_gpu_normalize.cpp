@@ -83,7 +83,8 @@ TEST_CASE("the float64 reference kernel matches the CPU reference", "[gpu][norma
 
 // Every dtype, mode and width, aligned and scalar-only; the variants (all, or `sample`'s choice with
 // the heuristic's) on 1, 7 and 4096 rows.
-static void check_normalize_variants(const test::Sample& sample) {
+static void check_normalize_variants(const test::Sample& sample,
+                                     std::initializer_list<DType> dtypes = {DType::f32, DType::f16, DType::bf16}) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0, compiled_total = 0;
@@ -94,7 +95,7 @@ static void check_normalize_variants(const test::Sample& sample) {
   for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {  // 0: gather a sample's candidates
     const bool collecting = pass == 0;
     if (pass == 1 && !sample.all()) memo.compile_pending();
-    for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (DType d : dtypes)
       for (const auto& m : kModes)
         for (std::int64_t cols : {1, 3, 37, 128, 1000, 4097, 16384, 65536})
           for (int align : {16, int(elem_size(d))}) {
@@ -152,8 +153,17 @@ TEST_CASE("a sample of normalize variants matches the float64 reference", "[gpu]
   check_normalize_variants(test::Sample{32});
 }
 
-TEST_CASE("every normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
-  check_normalize_variants(test::kEveryVariant);
+// One case a dtype, so that the tier runner runs them side by side (together: 507 s on an H100).
+TEST_CASE("every f32 normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
+  check_normalize_variants(test::kEveryVariant, {DType::f32});
+}
+
+TEST_CASE("every f16 normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
+  check_normalize_variants(test::kEveryVariant, {DType::f16});
+}
+
+TEST_CASE("every bf16 normalize variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-2][normalize]") {
+  check_normalize_variants(test::kEveryVariant, {DType::bf16});
 }
 
 namespace {
@@ -528,7 +538,8 @@ TEST_CASE("backward: the float64 reference kernel matches the CPU closed form", 
 
 // Every dtype, setup and width class (1, odd, 2^k, 2^k + 1, wide), aligned and scalar-only; the
 // variants (all, or `sample`'s choice with the heuristic's) on 1, 7 and 3000 rows.
-static void check_backward_variants(const test::Sample& sample) {
+static void check_backward_variants(const test::Sample& sample,
+                                    std::initializer_list<DType> dtypes = {DType::f32, DType::f16, DType::bf16}) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0;
@@ -538,7 +549,7 @@ static void check_backward_variants(const test::Sample& sample) {
   for (int pass = sample.all() ? 1 : 0; pass < 2; ++pass) {
     const bool collecting = pass == 0;
     if (pass == 1 && !sample.all()) memo.compile_pending();
-    for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (DType d : dtypes)
       for (const auto& s : kBackwardSetups)
         for (std::int64_t cols : {1, 37, 1024, 1025, 65536})
           for (int align : {16, int(elem_size(d))}) {
@@ -589,8 +600,17 @@ TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu]
   check_backward_variants(test::Sample{48});  // every 48th variant per problem, and the heuristic's
 }
 
-TEST_CASE("backward: every variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-3][normalize]") {
-  check_backward_variants(test::kEveryVariant);
+// Every backward variant: 48 times the quick tier's sample, a part of its own, a case a dtype.
+TEST_CASE("backward: every f32 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32});
+}
+
+TEST_CASE("backward: every f16 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16});
+}
+
+TEST_CASE("backward: every bf16 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16});
 }
 
 TEST_CASE("backward: tuned and heuristic calls, every mode and dtype, ld, dx == dy, caller workspace, deterministic",
