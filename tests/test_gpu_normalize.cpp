@@ -539,7 +539,8 @@ TEST_CASE("backward: the float64 reference kernel matches the CPU closed form", 
 // Every dtype, setup and width class (1, odd, 2^k, 2^k + 1, wide), aligned and scalar-only; the
 // variants (all, or `sample`'s choice with the heuristic's) on 1, 7 and 3000 rows.
 static void check_backward_variants(const test::Sample& sample,
-                                    std::initializer_list<DType> dtypes = {DType::f32, DType::f16, DType::bf16}) {
+                                    std::initializer_list<DType> dtypes = {DType::f32, DType::f16, DType::bf16},
+                                    std::initializer_list<std::int64_t> widths = {1, 37, 1024, 1025, 65536}) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0;
@@ -551,7 +552,7 @@ static void check_backward_variants(const test::Sample& sample,
     if (pass == 1 && !sample.all()) memo.compile_pending();
     for (DType d : dtypes)
       for (const auto& s : kBackwardSetups)
-        for (std::int64_t cols : {1, 37, 1024, 1025, 65536})
+        for (std::int64_t cols : widths)
           for (int align : {16, int(elem_size(d))}) {
             if (align == int(elem_size(d)) && cols != 37 && cols != 1025) continue;
             auto p = backward_problem(d, s, cols, align);
@@ -600,17 +601,52 @@ TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu]
   check_backward_variants(test::Sample{48});  // every 48th variant per problem, and the heuristic's
 }
 
-// Every backward variant: 48 times the quick tier's sample, a part of its own, a case a dtype.
-TEST_CASE("backward: every f32 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f32});
+// Every backward variant (23,973 of them, 70,683 checks; 48 times the quick tier's sample): three
+// parts of their own by width (about a third of the variants each), a case a dtype (three cases of
+// every width ran over 570 s on an H100).
+TEST_CASE("backward: every f32 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1, 37, 65536});
 }
 
-TEST_CASE("backward: every f16 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f16});
+TEST_CASE("backward: every f16 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1, 37, 65536});
 }
 
-TEST_CASE("backward: every bf16 variant matches the float64 reference", "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::bf16});
+TEST_CASE("backward: every bf16 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-4][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1, 37, 65536});
+}
+
+TEST_CASE("backward: every f32 variant of width 1024 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-5][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1024});
+}
+
+TEST_CASE("backward: every f16 variant of width 1024 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-5][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1024});
+}
+
+TEST_CASE("backward: every bf16 variant of width 1024 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-5][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1024});
+}
+
+TEST_CASE("backward: every f32 variant of width 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-6][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1025});
+}
+
+TEST_CASE("backward: every f16 variant of width 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-6][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1025});
+}
+
+TEST_CASE("backward: every bf16 variant of width 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-6][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1025});
 }
 
 TEST_CASE("backward: tuned and heuristic calls, every mode and dtype, ld, dx == dy, caller workspace, deterministic",
