@@ -237,24 +237,26 @@ struct DwConvSide {
   static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
   static std::string seed_label(const dw::Problem& p) { return tools::seed_label(p); }
   static std::vector<std::string> suite_names() { return {"mobilenetv2", "convnext", "mamba", "s4", "large31"}; }
-  static nlohmann::json entry_of(const Entry& e) {
-    const dw::Problem& p = e.problem;
-    const DwConvArgs& a = e.args;
+  // The shapes entry of a call of `n` images; `causal` writes a causal 1D convolution as such
+  // (otherwise its padding is explicit: causal is only a padding).
+  static nlohmann::json entry_json(const dw::Problem& p, std::int64_t n, bool causal) {
     nlohmann::json j = {{"op", "dwconv"},
                         {"direction", to_string(p.direction)},
                         {"layout", to_string(p.layout)},
                         {"dtype", to_string(p.dtype)},
-                        {"n", a.n},
+                        {"n", n},
                         {"c", p.c},
                         {"bias", p.bias},
                         {"deterministic", p.deterministic}};
     if (one_d(p.layout)) {
+      if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
+        throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
       j["l"] = p.w;
       j["kernel"] = p.kw;
       j["stride"] = p.sw;
       j["dilation"] = p.dw;
-      j["causal"] = a.causal;
-      j["padding"] = a.causal ? nlohmann::json::array({0, 0}) : nlohmann::json::array({p.pad_left, p.pad_right});
+      if (causal) j["causal"] = true;
+      j["padding"] = causal ? nlohmann::json::array({0, 0}) : nlohmann::json::array({p.pad_left, p.pad_right});
     } else {
       j["h"] = p.h;
       j["w"] = p.w;
@@ -265,35 +267,12 @@ struct DwConvSide {
     }
     return j;
   }
-
-  // The shapes entry of a call of the key's batch (explicit padding: causal is only a padding).
-  static nlohmann::json entry_of_key(const dw::Problem& p) {
-    nlohmann::json entry = {{"op", "dwconv"},
-                            {"direction", to_string(p.direction)},
-                            {"layout", to_string(p.layout)},
-                            {"dtype", to_string(p.dtype)},
-                            {"n", p.n},
-                            {"c", p.c},
-                            {"bias", p.bias},
-                            {"deterministic", p.deterministic}};
-    if (one_d(p.layout)) {
-      if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
-        throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
-      entry["l"] = p.w;
-      entry["kernel"] = p.kw;
-      entry["stride"] = p.sw;
-      entry["dilation"] = p.dw;
-      entry["padding"] = {p.pad_left, p.pad_right};
-    } else {
-      entry["h"] = p.h;
-      entry["w"] = p.w;
-      entry["kernel"] = {p.kh, p.kw};
-      entry["stride"] = {p.sh, p.sw};
-      entry["dilation"] = {p.dh, p.dw};
-      entry["padding"] = {p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
-    }
-    return entry;
+  static nlohmann::json entry_of(const Entry& e) {
+    nlohmann::json j = entry_json(e.problem, e.args.n, e.args.causal);
+    if (one_d(e.problem.layout)) j["causal"] = e.args.causal;
+    return j;
   }
+  static nlohmann::json entry_of_key(const dw::Problem& p) { return entry_json(p, p.n, false); }
   static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "mobilenetv2") {
       // MobileNetV2's 3x3 depthwise layers at batch 32 (pad 1), training directions mixed.
@@ -471,14 +450,9 @@ struct DwConvSide {
         break;
     }
     dw::validate(args);
-    const std::string got = dw::make_problem(args, detail::Buckets::parse(self.buckets())).key();
-    if (got != self.key())
-      throw Error(Error::Context{"dwconv", self.key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.dwconv_variant(args);
-    context.dwconv(args);  // one real call through the dispatch path
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
+    return call_library(
+        self, dw::make_problem(args, detail::Buckets::parse(self.buckets())).key(),
+        [&] { return context.dwconv_variant(args); }, [&] { context.dwconv(args); });
   }
 };
 

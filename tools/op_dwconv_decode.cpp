@@ -167,14 +167,9 @@ struct DecodeSide {
     a.cache_seqlens = p.circular ? static_cast<const std::int32_t*>(positions.ptr()) : nullptr;
     a.state_indices = p.indices ? static_cast<const std::int32_t*>(slots.ptr()) : nullptr;
     dd::validate(a);
-    const std::string got = dd::make_problem(a, detail::Buckets::parse(self.buckets())).key();
-    if (got != self.key())
-      throw Error(Error::Context{"dwconv_decode", self.key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.dwconv_decode_variant(a);
-    context.dwconv_decode(a);  // one real call through the dispatch path
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
+    return call_library(
+        self, dd::make_problem(a, detail::Buckets::parse(self.buckets())).key(),
+        [&] { return context.dwconv_decode_variant(a); }, [&] { context.dwconv_decode(a); });
   }
 };
 

@@ -199,13 +199,9 @@ struct StatesSide {
     place(a.seq_idx, std::size_t(e.batch * p.w) * 4, 0);
     const ds::Plan plan = ds::make_plan(a, detail::Buckets::parse(self.buckets()));
     const auto& made = p.gradient_prep ? plan.prep : plan.fix;
-    if (!made || made->key() != self.key())
-      throw Error(Error::Context{"dwconv_states", self.key(), "", "", ""},
-                  fmt::format("the tool's call gives the key {} instead", made ? made->key() : "(none)"));
-    const std::string label = context.dwconv_variant(a);
-    context.dwconv(a);  // one real call through the dispatch path: the convolution and its fix-ups
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
+    // The call runs the convolution and its fix-ups.
+    return call_library(
+        self, made ? made->key() : "(none)", [&] { return context.dwconv_variant(a); }, [&] { context.dwconv(a); });
   }
 };
 

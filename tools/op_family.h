@@ -110,6 +110,20 @@ std::unique_ptr<OpProblem> family_from_key(const std::string& problem_key, std::
   return problem;
 }
 
+/// The end of every family's run_library: the call's arguments must make the problem's own key
+/// (`made_key`); then the library chooses the variant (`variant()`: it tunes or loads) and makes one
+/// real call through its dispatch path (`call()`). Returns the variant's label.
+template <class Variant, class Call>
+std::string call_library(const OpProblem& self, const std::string& made_key, Variant variant, Call call) {
+  if (made_key != self.key())
+    throw Error(Error::Context{self.op(), self.key(), "", "", ""},
+                fmt::format("the tool's call gives the key {} instead", made_key));
+  const std::string label = variant();
+  call();
+  detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
+  return label;
+}
+
 /// model_bytes of the family's namespace (argument-dependent lookup) for `p` at its batch.
 template <class F>
 double family_model_bytes(const typename F::Problem& p) {

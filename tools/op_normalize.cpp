@@ -322,16 +322,28 @@ struct NormalizeSide {
     return s;
   }
 
+  // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
+  // `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
+  struct RowLayout {
+    std::int64_t ld = 0;
+    std::size_t offset = 0, plane = 0, vector_bytes = 0;  // bytes: pointer offset, a rows x ld plane, a row
+  };
+  static RowLayout row_layout(const nz::Problem& p, std::int64_t rows) {
+    const std::int64_t elem = p.element_bytes();
+    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
+    RowLayout l;
+    l.ld = (p.cols + align_elems - 1) / align_elems * align_elems;
+    l.offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
+    l.plane = static_cast<std::size_t>(rows) * static_cast<std::size_t>(l.ld * elem) + 256;
+    l.vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    return l;
+  }
+
   // The backward's call: zero-filled buffers (finite statistics: constant rows take the sigma
   // term as 0), the saved statistics when the entry says so.
   static std::string run_backward(const Entry& e, const OpProblem& self, Context& context) {
     const nz::Problem& p = e.problem;
-    const std::int64_t elem = p.element_bytes();
-    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
-    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
-    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
-    const std::size_t plane = static_cast<std::size_t>(e.rows) * static_cast<std::size_t>(ld * elem) + 256;
-    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
+    const auto [ld, offset, plane, vector_bytes] = row_layout(p, e.rows);
     DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e.rows) * 8, 0);
     std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
     if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
@@ -356,29 +368,17 @@ struct NormalizeSide {
       if (p.mode != NormMode::rmsnorm) args.mean = reinterpret_cast<const float*>(stats.bytes() + e.rows * 4);
     }
     nz::validate(args);
-    const std::string got = nz::make_problem(args, detail::Buckets::parse(self.buckets())).key();
-    if (got != self.key())
-      throw Error(Error::Context{"normalize", self.key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.normalize_backward_variant(args);
-    context.normalize_backward(args);
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
+    return call_library(
+        self, nz::make_problem(args, detail::Buckets::parse(self.buckets())).key(),
+        [&] { return context.normalize_backward_variant(args); }, [&] { context.normalize_backward(args); });
   }
 
   static std::string run_library(const Entry& e, const OpProblem& self, Context& context) {
     if (e.problem.backward) return run_backward(e, self, context);
     const nz::Problem& p = e.problem;
-    const std::int64_t elem = p.element_bytes();
-    // Leading dimension padded to the alignment class; below 16 bytes the pointers are offset by
-    // `align` bytes from cudaMalloc's 256, so that the library sees exactly this class.
-    const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
-    const std::int64_t ld = (p.cols + align_elems - 1) / align_elems * align_elems;
-    const std::size_t offset = p.align_bytes < 16 ? static_cast<std::size_t>(p.align_bytes) : 0;
-    const std::size_t plane = static_cast<std::size_t>(e.rows) * static_cast<std::size_t>(ld * elem) + 256;
+    const auto [ld, offset, plane, vector_bytes] = row_layout(p, e.rows);
     DeviceMemory x(plane, 0), y(plane, 0);
     std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
-    const std::size_t vector_bytes = static_cast<std::size_t>(p.cols * elem) + 256;
     if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
     if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes, 0);
     if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e.rows) * 4, 0);
@@ -400,14 +400,9 @@ struct NormalizeSide {
     args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
     args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
     nz::validate(args);
-    const std::string got = nz::make_problem(args, detail::Buckets::parse(self.buckets())).key();
-    if (got != self.key())
-      throw Error(Error::Context{"normalize", self.key(), "", "", ""},
-                  fmt::format("the tool's buffers give the key {} instead", got));
-    const std::string label = context.normalize_variant(args);
-    context.normalize(args);  // one real call through the dispatch path
-    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the call");
-    return label;
+    return call_library(
+        self, nz::make_problem(args, detail::Buckets::parse(self.buckets())).key(),
+        [&] { return context.normalize_variant(args); }, [&] { context.normalize(args); });
   }
 };
 
