@@ -328,6 +328,68 @@ static void compile_dwconv_variants(const test::Sample& sample) {
   WARN("compiled " << total << " dwconv variants of " << problems << " problems for sm_90");
 }
 
+namespace {
+
+// A config as the single struct before the per-kernel types wrote it: every kernel's field, zeros
+// in the fields of the other kernels, 0 for "one" rows and runs (and wgrad's "no" runs and vectors).
+nlohmann::json legacy_json(const Config& c) {
+  nlohmann::json j = {{"kernel", dwconv::to_string(c.kernel())}};
+  for (const char* key : {"rw", "tx", "ty", "vc", "halo", "filter", "rh", "rt", "flat", "coalesced", "ct", "py", "tg",
+                          "splits", "atomic", "tr", "nt", "warps"})
+    j[key] = 0;
+  const auto one_as_zero = [](int v) { return v == 1 ? 0 : v; };
+  if (const auto* t = std::get_if<dwconv::TiledConfig>(&c.variant())) {
+    j["rw"] = t->outputs_per_thread, j["tx"] = t->threads_x, j["ty"] = t->threads_y, j["vc"] = t->vector_channels;
+    j["halo"] = int(t->smem_halo), j["filter"] = int(t->smem_filter), j["flat"] = int(t->flat);
+    j["rh"] = one_as_zero(t->rows_per_thread), j["rt"] = one_as_zero(t->runs_per_thread);
+  } else if (const auto* d = std::get_if<dwconv::DirectConfig>(&c.variant())) {
+    j["coalesced"] = int(d->coalesced);
+  } else if (const auto* w = std::get_if<dwconv::WgradConfig>(&c.variant())) {
+    j["ct"] = w->channels_per_block, j["py"] = w->position_threads, j["tg"] = w->taps_per_block;
+    j["splits"] = w->splits, j["atomic"] = int(w->atomic), j["halo"] = int(w->staged);
+    j["rw"] = one_as_zero(w->outputs_per_thread), j["vc"] = one_as_zero(w->vector_channels);
+    j["rh"] = one_as_zero(w->rows_per_thread);
+  } else {
+    const auto& m = c.mma();
+    j["ct"] = m.channels_per_block, j["tr"] = m.tile_rows, j["nt"] = m.segment_tiles, j["warps"] = m.warps;
+  }
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("dwconv configs stored by the single struct before the per-kernel types load as the same variants", "[dwconv]") {
+  // Every variant of a problem per direction and layout family (each kernel and flag), written as
+  // caches before the types split wrote it: the same config, label and NVRTC name.
+  std::size_t checked = 0;
+  std::set<dwconv::Kernel> kernels;
+  std::vector<DwConvArgs> problems = {convnext_7x7(DwLayout::nhwc, DType::bf16)};  // tensor-core tiles too
+  for (DwDirection d : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+    for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
+      for (DType t : {DType::f32, DType::bf16}) {
+        problems.push_back(l == DwLayout::ncl || l == DwLayout::nlc ? args_1d(d, l, 4, 1, 1) : args_2d(d, l));
+        problems.back().dtype = t;
+      }
+  for (const DwConvArgs& a : problems) {
+    const Problem p = dwconv::make_problem(a);
+    for (const Config& c : dwconv::enumerate(p)) {
+      const Config loaded = Config::from_json(legacy_json(c));
+      INFO(p.key() << " " << c.label() << " " << legacy_json(c).dump());
+      CHECK(loaded == c);
+      CHECK(loaded.label() == c.label());
+      CHECK(dwconv::compile_request(p, loaded, "sm_90").name_expressions == dwconv::compile_request(p, c, "sm_90").name_expressions);
+      kernels.insert(c.kernel());
+      ++checked;
+    }
+  }
+  CHECK(kernels.size() == 4);
+  CHECK(checked > 1000);
+  // What the single struct could hold but no kernel reads is refused, with the field named.
+  nlohmann::json stray = legacy_json(dwconv::tiled_config(4, 32, 2, 1, 0, 0, 2));
+  stray["tg"] = 9;
+  CHECK_THROWS_WITH(Config::from_json(stray), Catch::Contains("field 'tg'"));
+}
+
 TEST_CASE("a sample of the valid dwconv variants compiles for sm_90", "[dwconv][nvrtc][slow]") {
   compile_dwconv_variants(test::Sample{4});
 }
