@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <initializer_list>
 #include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,13 +34,12 @@ T& alternative(V& v) {
   return *c;
 }
 
-// One JSON field of a kernel's config: its key, where it goes, and how its value is read.
+// One JSON field of a kernel's config: its key and where it goes (an int, or a flag written 0 or 1).
 struct Field {
-  enum Kind { number, flag, count };  // count: 0 (absent in older files) is read as 1
   const char* key;
-  void* dest;  // int* for number and count, bool* for flag
-  Kind kind;
-  bool optional;  // absent in files older than the field: the type's default
+  std::variant<int*, bool*> dest;
+  bool optional = false;     // absent in files older than the field: the type's default
+  bool zero_is_one = false;  // a count the single struct wrote as 0 for one (rows, runs, vectors)
 };
 
 // Every key of the single struct the types replaced; a file of that form holds them all, with zeros
@@ -53,11 +54,11 @@ void read_fields(const nlohmann::json& j, const char* kernel, std::initializer_l
       throw std::invalid_argument(fmt::format("a {} config needs field '{}'", kernel, f.key));
     }
     const int v = detail::json_int(j, f.key);
-    if (f.kind == Field::flag) {
+    if (bool* const* flag = std::get_if<bool*>(&f.dest)) {
       if (v != 0 && v != 1) throw std::invalid_argument(fmt::format("field '{}' is a flag: 0 or 1, got {}", f.key, v));
-      *static_cast<bool*>(f.dest) = v == 1;
+      **flag = v == 1;
     } else {
-      *static_cast<int*>(f.dest) = f.kind == Field::count && v == 0 ? 1 : v;
+      *std::get<int*>(f.dest) = f.zero_is_one && v == 0 ? 1 : v;
     }
   }
   for (const auto& item : j.items()) {
@@ -169,41 +170,41 @@ Config Config::from_json(const nlohmann::json& j) {
     if (kernel == "tiled") {
       // rh, rt and flat are absent in files older than them.
       TiledConfig c;
-      read_fields(j, "tiled", {{"rw", &c.outputs_per_thread, Field::number, false},
-                               {"tx", &c.threads_x, Field::number, false},
-                               {"ty", &c.threads_y, Field::number, false},
-                               {"vc", &c.vector_channels, Field::number, false},
-                               {"halo", &c.smem_halo, Field::flag, false},
-                               {"filter", &c.smem_filter, Field::flag, false},
-                               {"rh", &c.rows_per_thread, Field::count, true},
-                               {"rt", &c.runs_per_thread, Field::count, true},
-                               {"flat", &c.flat, Field::flag, true}});
+      read_fields(j, "tiled", {{"rw", &c.outputs_per_thread},
+                               {"tx", &c.threads_x},
+                               {"ty", &c.threads_y},
+                               {"vc", &c.vector_channels},
+                               {"halo", &c.smem_halo},
+                               {"filter", &c.smem_filter},
+                               {"rh", &c.rows_per_thread, true, true},
+                               {"rt", &c.runs_per_thread, true, true},
+                               {"flat", &c.flat, true, false}});
       return c;
     }
     if (kernel == "direct") {
       DirectConfig c;
-      read_fields(j, "direct", {{"coalesced", &c.coalesced, Field::flag, false}});
+      read_fields(j, "direct", {{"coalesced", &c.coalesced}});
       return c;
     }
     if (kernel == "wgrad") {
       WgradConfig c;
-      read_fields(j, "wgrad", {{"ct", &c.channels_per_block, Field::number, false},
-                               {"py", &c.position_threads, Field::number, false},
-                               {"tg", &c.taps_per_block, Field::number, false},
-                               {"splits", &c.splits, Field::number, false},
-                               {"atomic", &c.atomic, Field::flag, false},
-                               {"rw", &c.outputs_per_thread, Field::count, false},
-                               {"vc", &c.vector_channels, Field::count, false},
-                               {"rh", &c.rows_per_thread, Field::count, true},
-                               {"halo", &c.staged, Field::flag, false}});
+      read_fields(j, "wgrad", {{"ct", &c.channels_per_block},
+                               {"py", &c.position_threads},
+                               {"tg", &c.taps_per_block},
+                               {"splits", &c.splits},
+                               {"atomic", &c.atomic},
+                               {"rw", &c.outputs_per_thread, false, true},
+                               {"vc", &c.vector_channels, false, true},
+                               {"rh", &c.rows_per_thread, true, true},
+                               {"halo", &c.staged}});
       return c;
     }
     if (kernel == "mma") {
       MmaConfig c;
-      read_fields(j, "mma", {{"ct", &c.channels_per_block, Field::number, false},
-                             {"tr", &c.tile_rows, Field::number, false},
-                             {"nt", &c.segment_tiles, Field::number, false},
-                             {"warps", &c.warps, Field::number, false}});
+      read_fields(j, "mma", {{"ct", &c.channels_per_block},
+                             {"tr", &c.tile_rows},
+                             {"nt", &c.segment_tiles},
+                             {"warps", &c.warps}});
       return c;
     }
     throw std::invalid_argument("unknown kernel '" + kernel + "'");
