@@ -16,8 +16,11 @@ namespace kvtune::test {
 
 using kvtune::cache::Binary;
 using kvtune::cache::DeviceRow;
+using kvtune::cache::Lease;
+using kvtune::cache::RecordedProblem;
 using kvtune::cache::Store;
 using kvtune::cache::Trial;
+using kvtune::cache::TuningRun;
 using kvtune::cache::Winner;
 
 inline std::string random_bytes(std::size_t n, unsigned seed) {

@@ -30,19 +30,6 @@
 #include "store_fixtures.h"
 
 namespace fs = std::filesystem;
-using kvtune::test::exec_sql;
-using kvtune::test::LogCapture;
-using kvtune::test::read_bytes;
-using kvtune::test::TempDir;
-using kvtune::test::write_bytes;
-using kvtune::cache::Binary;
-using kvtune::cache::DeviceRow;
-using kvtune::cache::Lease;
-using kvtune::cache::RecordedProblem;
-using kvtune::cache::Store;
-using kvtune::cache::Trial;
-using kvtune::cache::TuningRun;
-using kvtune::cache::Winner;
 using namespace kvtune::test;
 
 namespace {
