@@ -16,21 +16,13 @@
 namespace kvtune::dwconv {
 namespace {
 
-template <class T>
-const char* kernel_name() {
-  if constexpr (std::is_same_v<T, TiledConfig>) return "tiled";
-  else if constexpr (std::is_same_v<T, DirectConfig>) return "direct";
-  else if constexpr (std::is_same_v<T, WgradConfig>) return "wgrad";
-  else return "mma";
-}
-
 template <class T, class V>
 T& alternative(V& v) {
   auto* c = std::get_if<std::remove_const_t<T>>(&v);
   if (c == nullptr)
     throw Error(Error::Context{"dwconv", "", "", "", "config"},
                 fmt::format("internal error: a {} config read as a {} one", to_string(static_cast<Kernel>(v.index())),
-                            kernel_name<std::remove_const_t<T>>()));
+                            to_string(static_cast<Kernel>(V(std::in_place_type<std::remove_const_t<T>>).index()))));
   return *c;
 }
 

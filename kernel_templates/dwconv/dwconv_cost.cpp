@@ -97,8 +97,8 @@ double predicted_seconds(const Problem& p, const Config& config, int sm_count, d
     case Kernel::tiled: {
       const auto& c = config.tiled();
       const double tx = c.threads_x, ty = c.threads_y, rw = c.outputs_per_thread;
-      const double rh = std::max(1, c.rows_per_thread);
-      const double vc = std::max(1, c.vector_channels);
+      const double rh = c.rows_per_thread;
+      const double vc = c.vector_channels;
       const double block = tx * ty;
       const double row_loads = (rw - 1) * sw + double(kw - 1) * p.dw + 1;
       // Source rows read per thread: KH per output row, or shared by RH output rows.
@@ -114,7 +114,7 @@ double predicted_seconds(const Problem& p, const Config& config, int sm_count, d
         const double staged_cols = (tile_w - 1) * sw + double(kw - 1) * p.dw + 1;
         const double efficiency = fraction(channels, channels_per_block) * fraction(dst_w, tile_w) * fraction(dst_h, rh);
         const double tiles = std::ceil(channels / channels_per_block) * std::ceil(dst_w / tile_w) * std::ceil(dst_h / rh) * batch;
-        const double blocks = std::ceil(tiles / std::max(1, c.runs_per_thread));  // RT tiles a block
+        const double blocks = std::ceil(tiles / c.runs_per_thread);  // RT tiles a block
         double per_output = tap_count + rows_read * row_loads / (rw * rh * vc) + kStageCost * rows_read * staged_cols / (tile_w * rh);
         per_output += c.smem_filter ? tap_count / (rw * vc) : tap_count / (rw * rh * vc);
         const double registers = 24 + rw * rh * vc + row_loads * vc + (c.smem_filter ? 0 : tap_count * vc);
@@ -168,7 +168,7 @@ double predicted_seconds(const Problem& p, const Config& config, int sm_count, d
       constexpr double kSyncCost = 20, kTapCost = 1, kRowCost = 4, kSetupCost = 58.8, kStoreCost = 1;  // instructions
       constexpr double kSmIpc = 1.4, kWarpIpc = 0.14;  // instructions an SM, a warp issues a cycle
       constexpr double kSmShare = 0.75;
-      const double rt = std::max(1, c.runs_per_thread);
+      const double rt = c.runs_per_thread;
       const double tile_w = tx * rw * rt, tile_h = ty * rh;
       double efficiency = fraction(dst_w, tile_w) * fraction(dst_h, tile_h);
       double blocks = batch * channels * std::ceil(dst_w / tile_w) * std::ceil(dst_h / tile_h);
@@ -229,8 +229,8 @@ double predicted_seconds(const Problem& p, const Config& config, int sm_count, d
       double warp_ipc = kWarpIpc;
       // A register tile (both tiled forms): rh dy rows x rw outputs, vc-element vectors, the window of x
       // a run reads along W and the x rows a tile reads (every tap; the block column's kernel row).
-      const double rw = std::max(1, c.outputs_per_thread), rh = std::max(1, c.rows_per_thread);
-      const double vc = std::max(1, c.vector_channels);
+      const double rw = c.outputs_per_thread, rh = c.rows_per_thread;
+      const double vc = c.vector_channels;
       const double window = (rw - 1) * p.sw + (p.kw - 1) * p.dw + 1;
       const double rows_read = tg < tap_count ? 1 : rh > 1 ? (rh - 1) * p.sh + double(p.kh - 1) * p.dh + 1 : p.kh;
       const double row_vectors = std::ceil((window + vc - 1) / vc);
