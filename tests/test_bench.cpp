@@ -15,6 +15,7 @@
 
 #include "cache_fixtures.h"
 #include "gpu_support.h"
+#include "lib/src/families.h"
 #include "tools/bench_report.h"
 #include "tools/bench_suite.h"
 
@@ -73,7 +74,7 @@ Report synthetic_report() {
       r.heuristic = ok(0.15);
       r.seeds.emplace_back("naive", ok(0.4));
       r.seeds.emplace_back("warp-tiled", ok(0.3));
-      if (p.family == Family::dwconv) r.cudnn = ok(0.5);
+      if (p.family == "dwconv") r.cudnn = ok(0.5);
       r.copy = ok(0.09);
       report.problems.push_back(r);
     }
@@ -86,7 +87,7 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
   std::set<std::string> ids;
   const auto all = suite("all", false);
   CHECK(all.size() >= 30);
-  CHECK(all.size() <= 45);  // the --suite all runtime budget: ~7-10 s of tuning per problem
+  CHECK(all.size() <= 60);  // the --suite all runtime budget: ~7-10 s of tuning per problem (decode steps: ~1 s)
   for (const auto& p : all) {
     INFO(p.id);
     CHECK(ids.insert(p.id).second);
@@ -104,28 +105,109 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
   CHECK_THROWS_AS(suite("no-such-suite", false), Error);
 }
 
+namespace {
+template <class... F>
+std::vector<std::string> registered_ops(std::tuple<F...>*) {
+  return {F::kOp...};
+}
+}  // namespace
+
+TEST_CASE("bench suites: every registered family has rows in `--list-suite all`, each row's family is registered",
+          "[bench-cli]") {
+  const auto ops = registered_ops(static_cast<detail::Families*>(nullptr));
+  const auto listing = suite_document("all", false).at("problems");
+  std::set<std::string> listed;
+  for (const auto& p : listing) listed.insert(p.at("family").get<std::string>());
+  for (const auto& op : ops) {
+    INFO(op);
+    CHECK(listed.count(op) == 1);
+  }
+  CHECK(listed.size() == ops.size());
+}
+
+TEST_CASE("bench suites: mamba-train times the fused training directions, with seq_idx and states", "[bench-cli]") {
+  const auto problems = suite("mamba-train", false);
+  int seq_idx = 0, states = 0;
+  std::set<DwDirection> directions;
+  for (const auto& p : problems) {
+    INFO(p.id);
+    const DwConvArgs& a = p.dwconv();
+    CHECK(a.activation == Activation::silu);
+    CHECK(a.bias != nullptr);
+    CHECK(a.causal);
+    CHECK(p.group == "mamba-train");
+    CHECK((a.direction == DwDirection::backward_weight) == (a.dbias != nullptr));
+    directions.insert(a.direction);
+    const bool uses_states = a.seq_idx != nullptr || a.initial_state != nullptr;
+    CHECK(p.family == (uses_states ? "dwconv_states" : "dwconv"));
+    if (a.seq_idx != nullptr) {
+      ++seq_idx;
+      CHECK(p.sequences > 1);
+      CHECK(to_json(p).at("sequences") == p.sequences);
+    }
+    if (a.initial_state != nullptr) {
+      ++states;
+      CHECK((a.direction == DwDirection::forward) == (a.final_state != nullptr));
+      CHECK((a.direction == DwDirection::backward_data) == (a.dinitial_state != nullptr));
+    }
+    // The fused backward reads what the plain one does and more (x for z, the bias; dbias written).
+    if (a.direction != DwDirection::forward && !uses_states) {
+      BenchProblem plain = p;
+      DwConvArgs& b = std::get<DwConvArgs>(plain.call);
+      b.activation = Activation::none, b.bias = nullptr, b.dbias = nullptr;
+      CHECK(p.model_bytes() > plain.model_bytes());
+    }
+  }
+  CHECK(directions.size() == 3);
+  CHECK(seq_idx == 3);
+  CHECK(states == 2);
+}
+
+TEST_CASE("bench suites: mamba-inference times decode steps with state indices, bias and SiLU", "[bench-cli]") {
+  const auto problems = suite("mamba-inference", false);
+  REQUIRE(problems.size() >= 6);
+  bool circular = false, speculative = false;
+  for (const auto& p : problems) {
+    INFO(p.id);
+    const DwConvDecodeArgs& a = p.decode();
+    CHECK(p.family == "dwconv_decode");
+    CHECK(a.state_indices != nullptr);
+    CHECK(a.bias != nullptr);
+    CHECK(a.activation == Activation::silu);
+    circular = circular || a.cache_seqlens != nullptr;
+    speculative = speculative || a.seqlen > 1;
+    const auto j = to_json(p);
+    CHECK(j.at("call") == "dwconv_decode");
+    CHECK(j.at("state_len") == (a.cache_seqlens != nullptr ? 256 : 3));
+    // x and y once, the state read and written, the parameters, the indices.
+    CHECK(p.model_bytes() >= 2.0 * 2 * double(a.batch * a.channels * a.seqlen));
+  }
+  CHECK(circular);
+  CHECK(speculative);
+}
+
 TEST_CASE("bench suites: fused-activation rows run forward with bias, each beside its plain twin", "[bench-cli]") {
   int fused = 0;
   for (const auto& name : {"mamba", "convnext", "mobilenetv2"}) {
     INFO(name);
     const auto problems = suite(name, false);
     for (const auto& p : problems) {
-      if (p.dwconv.activation == Activation::none) {
-        CHECK_FALSE(p.bias);
+      if (p.dwconv().activation == Activation::none) {
+        CHECK(p.dwconv().bias == nullptr);
         continue;
       }
       INFO(p.id);
       ++fused;
-      CHECK(p.bias);
-      CHECK(p.dwconv.direction == DwDirection::forward);
+      CHECK(p.dwconv().bias != nullptr);
+      CHECK(p.dwconv().direction == DwDirection::forward);
       const auto j = to_json(p);
       CHECK(j.at("bias") == true);
-      CHECK(j.at("activation") == to_string(p.dwconv.activation));
+      CHECK(j.at("activation") == to_string(p.dwconv().activation));
       // The plain row of the same shape, dtype and layout: the fused form's overhead is read off it.
       const auto twin = std::find_if(problems.begin(), problems.end(), [&](const BenchProblem& q) {
-        return q.dwconv.activation == Activation::none && q.dwconv.direction == DwDirection::forward &&
-               q.dwconv.layout == p.dwconv.layout && q.dwconv.dtype == p.dwconv.dtype && q.dwconv.c == p.dwconv.c &&
-               q.dwconv.w == p.dwconv.w && q.dwconv.kernel_w == p.dwconv.kernel_w;
+        const DwConvArgs &a = p.dwconv(), &b = q.dwconv();
+        return b.activation == Activation::none && b.direction == DwDirection::forward && b.layout == a.layout &&
+               b.dtype == a.dtype && b.c == a.c && b.w == a.w && b.kernel_w == a.kernel_w;
       });
       CHECK(twin != problems.end());
       CHECK(p.model_bytes() > twin->model_bytes());  // the bias is read
@@ -136,20 +218,20 @@ TEST_CASE("bench suites: fused-activation rows run forward with bias, each besid
 
 TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow one has cols < 64", "[bench-cli]") {
   for (const auto& p : suite("normalize-large", false)) CHECK(p.model_bytes() >= 256e6);
-  for (const auto& p : suite("normalize-narrow", false)) CHECK(p.normalize.cols < 64);
+  for (const auto& p : suite("normalize-narrow", false)) CHECK(p.normalize().cols < 64);
   // normalize-wide: rows of 2^20 and 2^22 columns, f32 and bf16, few rows and many.
   std::set<std::int64_t> wide_cols, wide_rows;
   std::set<DType> wide_dtypes;
   for (const auto& p : suite("normalize-wide", false)) {
-    wide_cols.insert(p.normalize.cols);
-    wide_rows.insert(p.normalize.rows);
-    wide_dtypes.insert(p.normalize.dtype);
+    wide_cols.insert(p.normalize().cols);
+    wide_rows.insert(p.normalize().rows);
+    wide_dtypes.insert(p.normalize().dtype);
   }
   CHECK(wide_cols == std::set<std::int64_t>{1 << 20, 1 << 22});
   CHECK(wide_dtypes == std::set<DType>{DType::f32, DType::bf16});
   CHECK(*wide_rows.begin() <= 4);
   CHECK(*wide_rows.rbegin() >= 128);
-  for (const auto& p : suite("large-kernel", false)) CHECK(p.dwconv.kernel_w == 31);
+  for (const auto& p : suite("large-kernel", false)) CHECK(p.dwconv().kernel_w == 31);
 }
 
 TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, no GPU needed", "[bench-cli]") {
@@ -168,14 +250,19 @@ TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, n
   for (const auto& p : problems) {
     CHECK(p.at("id").is_string());
     CHECK(p.at("model_bytes").get<double>() > 0);
-    const std::string family = p.at("family");
-    if (family == "normalize") {
+    const std::string call = p.at("call");
+    if (call == "normalize") {
       for (const char* field : {"rows", "cols", "mode", "dtype", "eps", "ddof", "gamma", "beta"}) CHECK(p.contains(field));
-    } else {
-      REQUIRE(family == "dwconv");
+    } else if (call == "dwconv") {
       for (const char* field : {"direction", "layout", "n", "c", "h", "w", "kernel_h", "kernel_w", "stride_h",
                                 "stride_w", "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left",
-                                "pad_right", "causal"})
+                                "pad_right", "causal", "bias", "dbias", "activation", "initial_state", "final_state",
+                                "dinitial_state", "seq_idx"})
+        CHECK(p.contains(field));
+    } else {
+      REQUIRE(call == "dwconv_decode");
+      for (const char* field : {"batch", "channels", "seqlen", "kernel_w", "state_len", "circular", "state_indices",
+                                "bias", "activation", "dtype"})
         CHECK(p.contains(field));
     }
   }

@@ -41,15 +41,15 @@ const Timing* best_other(const ProblemResult& r) {
 std::vector<std::string> groups_in_order(const Report& report) {
   std::vector<std::string> groups;
   for (const auto& r : report.problems)
-    if (std::find(groups.begin(), groups.end(), r.problem.group()) == groups.end())
-      groups.push_back(r.problem.group());
+    if (std::find(groups.begin(), groups.end(), r.problem.group) == groups.end())
+      groups.push_back(r.problem.group);
   return groups;
 }
 
 std::vector<std::string> peer_names(const Report& report, const std::string& group) {
   std::set<std::string> names;
   for (const auto& r : report.problems)
-    if (r.problem.group() == group)
+    if (r.problem.group == group)
       for (const auto& [name, t] : r.peers) names.insert(name);
   return {names.begin(), names.end()};
 }
@@ -257,7 +257,10 @@ std::string to_markdown(const Report& report) {
          "implementation's time and kvtune's speedup over it; timing `graph` is CUDA-graph replay\n";
 
   for (const auto& group : groups_in_order(report)) {
-    const bool dwconv = group != "normalize";
+    // The cuDNN column where a row of the group has a cuDNN counterpart (timed, skipped or refused).
+    const bool dwconv = std::any_of(report.problems.begin(), report.problems.end(), [&](const ProblemResult& r) {
+      return r.problem.group == group && r.cudnn.status != "not run";
+    });
     const auto peers = peer_names(report, group);
     out << "\n## " << group << "\n\n";
     std::string head = "| problem | kvtune variant | µs | timing | GB/s | % copy | floor µs | % floor | heuristic | best seed";
@@ -270,7 +273,7 @@ std::string to_markdown(const Report& report) {
     Geomean vs_heuristic, vs_seed, vs_cudnn, vs_best_other;
     std::map<std::string, Geomean> vs_peer;
     for (const auto& r : report.problems) {
-      if (r.problem.group() != group) continue;
+      if (r.problem.group != group) continue;
       const double floor = floor_ms(r, m);
       const Timing& k = r.kvtune;
       std::string row = fmt::format("| {} | {} | ", r.problem.what, k.ok() ? k.label : k.status + ": " + k.message);

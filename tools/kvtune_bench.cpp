@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "kernel_templates/dwconv/dwconv_tuning.h"
+#include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
 #include "kvtune/kvtune.h"
 #include "core/device.h"
@@ -75,42 +76,131 @@ kb::Timing attempt(F&& body) {
   }
 }
 
-// Rotated input/output sets of one problem. Every buffer is filled with random values.
+// How one tensor of a call is filled.
+enum class Fill {
+  values,     // offset + scale * U[-1, 1) in the call's dtype
+  slots,      // int32 0, 1, ..., count - 1 (state indices: row i uses slot i)
+  positions,  // int32 positions of a circular state, spread over 0..4095
+  sequences,  // int32 [n, w], `sequences` runs of equal length a row (seq_idx)
+};
+
+struct TensorSpec {
+  std::size_t elements = 0;
+  int element_bytes = 4;
+  bool rotated = true;  // every rotated set has its own (inputs and outputs), else one shared copy
+  Fill fill = Fill::values;
+  float offset = 0.0f, scale = 1.0f;
+};
+
+// Pointer fields of the public argument structs, whatever their constness.
+template <class Field>
+void bind(Field& field, void* pointer) {
+  field = static_cast<Field>(pointer);
+}
+
+// Calls v(field, spec) for every tensor the call passes, in a fixed order: the binding and the
+// allocation walk the same list. Inputs get values around 0.5 with spread 1 (normalize rows are not
+// constant; convolutions see both signs), weights and parameters smaller ones.
+template <class V>
+void each_tensor(kvtune::NormalizeArgs& a, V&& v) {
+  const int e = element_bytes(a.dtype);
+  const std::size_t n = std::size_t(a.rows * a.cols), cols = std::size_t(a.cols);
+  v(a.x, TensorSpec{n, e, true, Fill::values, 0.5f, 1.0f});
+  v(a.y, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.gamma != nullptr) v(a.gamma, TensorSpec{cols, e, false, Fill::values, 1.0f, 0.25f});
+  if (a.beta != nullptr) v(a.beta, TensorSpec{cols, e, false, Fill::values, 0.0f, 0.25f});
+}
+
+template <class V>
+void each_tensor(kvtune::DwConvArgs& a, V&& v) {
+  const int e = element_bytes(a.dtype);
+  kvtune::DwConvArgs shape = a;
+  shape.x = shape.dy = shape.weight = reinterpret_cast<void*>(std::uintptr_t(1) << 36);
+  shape.y = shape.dx = shape.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 36);
+  const auto problem = kvtune::dwconv::make_problem(shape);
+  // cuDNN's causal output is wider (both sides padded); size y/dy for the larger of the two.
+  const std::int64_t out_w = std::max<std::int64_t>(problem.out_w(), kb::cudnn_out_w(a));
+  const std::size_t x = std::size_t(a.n * a.c * a.h * a.w), y = std::size_t(a.n * a.c * problem.out_h() * out_w),
+                    w = std::size_t(a.c * a.kernel_h * a.kernel_w), c = std::size_t(a.c),
+                    state = std::size_t(a.n * a.c * (a.kernel_w - 1) * a.dilation_w);
+  const bool act = a.activation != kvtune::Activation::none;
+  const TensorSpec input{x, e, true, Fill::values, 0.5f, 1.0f}, gradient{y, e, true, Fill::values, 0.0f, 1.0f},
+      weight{w, e, true, Fill::values, 0.0f, 0.5f}, parameter{c, e, false, Fill::values, 0.0f, 0.25f};
+  switch (a.direction) {
+    case DwDirection::forward:
+      v(a.x, input), v(a.weight, weight), v(a.y, TensorSpec{y, e, true, Fill::values, 0.0f, 1.0f});
+      break;
+    case DwDirection::backward_data:
+      v(a.dy, gradient), v(a.weight, weight), v(a.dx, TensorSpec{x, e, true, Fill::values, 0.0f, 1.0f});
+      if (act) v(a.x, input);
+      break;
+    case DwDirection::backward_weight:
+      v(a.x, input), v(a.dy, gradient), v(a.dweight, TensorSpec{w, e, true, Fill::values, 0.0f, 1.0f});
+      if (act) v(a.weight, weight);
+      if (a.dbias != nullptr) v(a.dbias, TensorSpec{c, e, true, Fill::values, 0.0f, 1.0f});
+      break;
+  }
+  if (a.bias != nullptr) v(a.bias, parameter);
+  if (a.initial_state != nullptr) v(a.initial_state, TensorSpec{state, e, true, Fill::values, 0.5f, 1.0f});
+  if (a.final_state != nullptr) v(a.final_state, TensorSpec{state, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.dinitial_state != nullptr) v(a.dinitial_state, TensorSpec{state, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.seq_idx != nullptr) v(a.seq_idx, TensorSpec{std::size_t(a.n * a.w), 4, false, Fill::sequences});
+}
+
+template <class V>
+void each_tensor(kvtune::DwConvDecodeArgs& a, V&& v) {
+  const int e = element_bytes(a.dtype);
+  const std::int64_t state_len = a.state_len == 0 ? a.kernel_w - 1 : a.state_len;
+  const std::size_t tokens = std::size_t(a.batch * a.channels * a.seqlen), c = std::size_t(a.channels),
+                    rows = std::size_t(a.batch);
+  v(a.x, TensorSpec{tokens, e, true, Fill::values, 0.5f, 1.0f});
+  v(a.y, TensorSpec{tokens, e, true, Fill::values, 0.0f, 1.0f});
+  // Updated in place: each set's state evolves, its values stay copies of x's (bounded).
+  v(a.state, TensorSpec{std::size_t(a.batch * a.channels * state_len), e, true, Fill::values, 0.5f, 1.0f});
+  v(a.weight, TensorSpec{c * std::size_t(a.kernel_w), e, false, Fill::values, 0.0f, 0.5f});
+  if (a.bias != nullptr) v(a.bias, TensorSpec{c, e, false, Fill::values, 0.0f, 0.25f});
+  if (a.cache_seqlens != nullptr) v(a.cache_seqlens, TensorSpec{rows, 4, false, Fill::positions});
+  if (a.state_indices != nullptr) v(a.state_indices, TensorSpec{rows, 4, false, Fill::slots});
+}
+
+// Rotated sets of one problem's tensors (inputs and outputs), the shared ones once, and a
+// device-to-device copy's source and destination per set.
 struct Slots {
-  std::vector<kvtune::tuner::DeviceBuffer> in0, in1, out;
-  kvtune::tuner::DeviceBuffer gamma, beta;  // normalize, shared by every set
-  kvtune::tuner::DeviceBuffer bias;         // dwconv rows with a fused activation, shared by every set
-  std::size_t copy_bytes = 0;                // model bytes / 2: the copy of the same bytes
+  std::vector<std::vector<void*>> sets;  // per set: every tensor's pointer, in each_tensor's order
+  std::vector<kvtune::tuner::DeviceBuffer> memory;
+  std::vector<kvtune::tuner::DeviceBuffer> copy_in, copy_out;
+  std::size_t copy_bytes = 0;  // model bytes / 2: the copy of the same bytes
   int count = 0;
   double set_bytes = 0;
 };
 
+// The int32 contents of the index tensors.
+std::vector<std::int32_t> index_values(Fill fill, std::size_t elements, const kb::BenchProblem& p) {
+  std::vector<std::int32_t> out(elements);
+  for (std::size_t i = 0; i < elements; ++i) {
+    if (fill == Fill::slots) {
+      out[i] = std::int32_t(i);
+    } else if (fill == Fill::positions) {
+      out[i] = std::int32_t((i * 2654435761u) % 4096);
+    } else {  // sequences: position t of a row of w belongs to sequence t * sequences / w
+      const std::int64_t w = std::get<kvtune::DwConvArgs>(p.call).w;
+      out[i] = std::int32_t(std::int64_t(i % std::size_t(w)) * std::max(p.sequences, 1) / w);
+    }
+  }
+  return out;
+}
+
 Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerprint& fp, const kb::SupportKernels& support,
                  cudaStream_t stream) {
-  const DType dtype = p.family == kb::Family::normalize ? p.normalize.dtype : p.dwconv.dtype;
-  const std::size_t e = std::size_t(element_bytes(dtype));
-  std::size_t in0_elems = 0, in1_elems = 0, out_elems = 0;
-  if (p.family == kb::Family::normalize) {
-    in0_elems = out_elems = std::size_t(p.normalize.rows * p.normalize.cols);
-  } else {
-    const kvtune::DwConvArgs& a = p.dwconv;
-    kvtune::DwConvArgs shape = a;
-    shape.x = shape.dy = shape.weight = reinterpret_cast<void*>(std::uintptr_t(1) << 36);
-    shape.y = shape.dx = shape.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 36);
-    const auto problem = kvtune::dwconv::make_problem(shape);
-    // cuDNN's causal output is wider (both sides padded); size y/dy for the larger of the two.
-    const std::int64_t out_w = std::max<std::int64_t>(problem.out_w(), kb::cudnn_out_w(a));
-    const std::size_t x = std::size_t(a.n * a.c * a.h * a.w), y = std::size_t(a.n * a.c * problem.out_h() * out_w),
-                      w = std::size_t(a.c * a.kernel_h * a.kernel_w);
-    if (a.direction == DwDirection::forward) in0_elems = x, in1_elems = w, out_elems = y;
-    else if (a.direction == DwDirection::backward_data) in0_elems = y, in1_elems = w, out_elems = x;
-    else in0_elems = x, in1_elems = y, out_elems = w;
-  }
+  std::vector<TensorSpec> specs;
+  kb::BenchCall call = p.call;
+  std::visit([&](auto& a) { each_tensor(a, [&](auto&, const TensorSpec& s) { specs.push_back(s); }); }, call);
+  const DType dtype = std::visit([](const auto& a) { return a.dtype; }, p.call);
   Slots s;
-  s.copy_bytes = std::size_t(p.model_bytes() / 2);
-  const std::size_t in0_bytes = std::max(in0_elems * e, s.copy_bytes), in1_bytes = in1_elems * e,
-                    out_bytes = std::max(out_elems * e, s.copy_bytes);
-  const double set_bytes = double(in0_bytes + in1_bytes + out_bytes);
+  s.copy_bytes = std::max<std::size_t>(std::size_t(p.model_bytes() / 2), 256);
+  double set_bytes = 2.0 * double(s.copy_bytes);
+  for (const auto& spec : specs)
+    if (spec.rotated) set_bytes += double(spec.elements * std::size_t(spec.element_bytes));
   // Enough sets that one rotation exceeds twice the L2, within 60 % of free memory.
   std::size_t free_bytes = 0, total_bytes = 0;
   kb::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
@@ -118,51 +208,45 @@ Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerpr
   while (count > 1 && double(count) * set_bytes > 0.6 * double(free_bytes)) --count;
   s.count = count;
   s.set_bytes = set_bytes;
+  s.sets.assign(std::size_t(count), {});
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    const TensorSpec& spec = specs[t];
+    const std::size_t bytes = std::max<std::size_t>(spec.elements * std::size_t(spec.element_bytes), 256);
+    for (int i = 0; i < count; ++i) {
+      if (!spec.rotated && i > 0) {
+        s.sets[std::size_t(i)].push_back(s.sets[0][t]);
+        continue;
+      }
+      s.memory.emplace_back(bytes);
+      void* ptr = s.memory.back().get();
+      s.sets[std::size_t(i)].push_back(ptr);
+      if (spec.fill == Fill::values) {
+        support.fill(ptr, (long long)spec.elements, dtype, 1000ull * unsigned(i + 1) + t, spec.offset, spec.scale,
+                     stream);
+      } else {
+        const auto values = index_values(spec.fill, spec.elements, p);
+        kb::check(cudaMemcpyAsync(ptr, values.data(), values.size() * 4, cudaMemcpyHostToDevice, stream),
+                  "copying an index tensor");
+        kb::check(cudaStreamSynchronize(stream), "copying an index tensor");
+      }
+    }
+  }
   for (int i = 0; i < count; ++i) {
-    s.in0.emplace_back(in0_bytes);
-    s.in1.emplace_back(std::max<std::size_t>(in1_bytes, 256));
-    s.out.emplace_back(out_bytes);
-    const unsigned long long seed = 1000ull * unsigned(i + 1);
-    // Inputs around 0.5 with spread 1 (normalize rows are not constant; convolutions see both signs).
-    support.fill(s.in0.back().get(), (long long)(in0_bytes / e), dtype, seed + 1, 0.5f, 1.0f, stream);
-    support.fill(s.in1.back().get(), (long long)(std::max<std::size_t>(in1_bytes, 256) / e), dtype, seed + 2, 0.0f,
-                 0.5f, stream);
-    support.fill(s.out.back().get(), (long long)(out_bytes / e), dtype, seed + 3, 0.0f, 1.0f, stream);
-  }
-  if (p.family == kb::Family::normalize) {
-    const std::size_t cols = std::size_t(p.normalize.cols);
-    s.gamma = kvtune::tuner::DeviceBuffer(cols * e);
-    s.beta = kvtune::tuner::DeviceBuffer(cols * e);
-    support.fill(s.gamma.get(), (long long)cols, dtype, 7, 1.0f, 0.25f, stream);
-    support.fill(s.beta.get(), (long long)cols, dtype, 8, 0.0f, 0.25f, stream);
-  }
-  if (p.family == kb::Family::dwconv && p.bias) {
-    const std::size_t c = std::size_t(p.dwconv.c);
-    s.bias = kvtune::tuner::DeviceBuffer(c * e);
-    support.fill(s.bias.get(), (long long)c, dtype, 9, 0.0f, 0.25f, stream);
+    s.copy_in.emplace_back(s.copy_bytes);
+    s.copy_out.emplace_back(s.copy_bytes);
+    support.fill(s.copy_in.back().get(), (long long)(s.copy_bytes / 2), DType::f16, 77 + unsigned(i), 0.5f, 1.0f,
+                 stream);
   }
   kb::check(cudaStreamSynchronize(stream), "filling the input buffers");
   return s;
 }
 
-kvtune::NormalizeArgs normalize_args(const kb::BenchProblem& p, const Slots& s, int slot) {
-  kvtune::NormalizeArgs a = p.normalize;
-  a.x = s.in0[std::size_t(slot)].get();
-  a.y = s.out[std::size_t(slot)].get();
-  a.gamma = p.normalize.gamma != nullptr ? s.gamma.get() : nullptr;
-  a.beta = p.normalize.beta != nullptr ? s.beta.get() : nullptr;
-  return a;
-}
-
-kvtune::DwConvArgs dwconv_args(const kb::BenchProblem& p, const Slots& s, int slot) {
-  kvtune::DwConvArgs a = p.dwconv;
-  void* in0 = s.in0[std::size_t(slot)].get();
-  void* in1 = s.in1[std::size_t(slot)].get();
-  void* out = s.out[std::size_t(slot)].get();
-  if (a.direction == DwDirection::forward) a.x = in0, a.weight = in1, a.y = out;
-  else if (a.direction == DwDirection::backward_data) a.dy = in0, a.weight = in1, a.dx = out;
-  else a.x = in0, a.dy = in1, a.dweight = out;
-  a.bias = p.bias ? s.bias.get() : nullptr;
+// The call of `Args` on rotated set `slot`.
+template <class Args>
+Args bound(const kb::BenchProblem& p, const Slots& s, int slot) {
+  Args a = std::get<Args>(p.call);
+  std::size_t t = 0;
+  each_tensor(a, [&](auto& field, const TensorSpec&) { bind(field, s.sets[std::size_t(slot)][t++]); });
   return a;
 }
 
@@ -174,20 +258,23 @@ kvtune::detail::LoadedKernel load_variant(const kvtune::detail::CompileRequest& 
   return kernel;
 }
 
-void time_normalize(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned, kvtune::Context& heuristic,
-                    const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream, const Settings& settings) {
-  const kb::BenchProblem& p = r.problem;
-  const auto args = [&](int slot) { return normalize_args(p, s, slot); };
-  for (auto [context, timing] : {std::pair{&tuned, &r.kvtune}, std::pair{&heuristic, &r.heuristic}}) {
-    kvtune::Context& ctx = *context;
-    *timing = attempt([&] {
-      const std::string label = ctx.normalize_variant(args(0), stream);  // tunes (or loads) outside the timing
-      kb::Timing t = kb::measure([&](int slot, cudaStream_t st) { ctx.normalize(args(slot), st); }, s.count, stream,
-                                 settings.timing);
-      t.label = label;
-      return t;
-    });
-  }
+// The public API's two calls of each argument type: the variant it chose (tuning or loading, outside
+// any timing) and the call.
+std::string variant(kvtune::Context& c, const kvtune::NormalizeArgs& a, cudaStream_t s) {
+  return c.normalize_variant(a, s);
+}
+std::string variant(kvtune::Context& c, const kvtune::DwConvArgs& a, cudaStream_t s) { return c.dwconv_variant(a, s); }
+std::string variant(kvtune::Context& c, const kvtune::DwConvDecodeArgs& a, cudaStream_t s) {
+  return c.dwconv_decode_variant(a, s);
+}
+void call(kvtune::Context& c, const kvtune::NormalizeArgs& a, cudaStream_t s) { c.normalize(a, s); }
+void call(kvtune::Context& c, const kvtune::DwConvArgs& a, cudaStream_t s) { c.dwconv(a, s); }
+void call(kvtune::Context& c, const kvtune::DwConvDecodeArgs& a, cudaStream_t s) { c.dwconv_decode(a, s); }
+
+// The seed designs and cuDNN, where the call has them.
+void time_others(kb::ProblemResult& r, const kvtune::NormalizeArgs&, const Slots& s,
+                 const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream, const Settings& settings) {
+  const auto args = [&](int slot) { return bound<kvtune::NormalizeArgs>(r.problem, s, slot); };
   kb::Timing seed = attempt([&] {
     const auto problem = kvtune::normalize::make_problem(args(0));
     const auto config = kvtune::normalize::seed_config(problem);
@@ -211,58 +298,81 @@ void time_normalize(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned
   r.seeds.emplace_back("seed (block per row, Welford)", seed);
 }
 
-void time_dwconv(kb::ProblemResult& r, const Slots& s, kvtune::Context& tuned, kvtune::Context& heuristic,
+void time_others(kb::ProblemResult& r, const kvtune::DwConvArgs& plain, const Slots& s,
                  const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream, const Settings& settings) {
-  const kb::BenchProblem& p = r.problem;
-  const auto args = [&](int slot) { return dwconv_args(p, s, slot); };
-  for (auto [context, timing] : {std::pair{&tuned, &r.kvtune}, std::pair{&heuristic, &r.heuristic}}) {
-    kvtune::Context& ctx = *context;
-    *timing = attempt([&] {
-      const std::string label = ctx.dwconv_variant(args(0), stream);
-      kb::Timing t = kb::measure([&](int slot, cudaStream_t st) { ctx.dwconv(args(slot), st); }, s.count, stream,
-                                 settings.timing);
-      t.label = label;
-      return t;
-    });
-  }
-  const auto problem = kvtune::dwconv::make_problem(args(0));
-  for (const auto& [name, config] : kvtune::dwconv::seed_configs(problem)) {
-    const auto& seed_config = config;
-    kb::Timing t = attempt([&] {
-      const auto geometry = kvtune::dwconv::geometry(problem, seed_config, p.dwconv.n);
-      const auto kernel = load_variant(
-          kvtune::dwconv::compile_request(problem, seed_config, fp.arch()), geometry.dynamic_smem);
-      kvtune::tuner::DeviceBuffer workspace(std::max<std::size_t>(geometry.workspace_bytes, 256));
-      kb::Timing timing = kb::measure(
-          [&](int slot, cudaStream_t st) {
-            auto launch = kvtune::dwconv::launch_args(args(slot));
-            launch.workspace = geometry.workspace_bytes > 0 ? workspace.get() : nullptr;
-            kb::check(kvtune::dwconv::launch(kernel, problem, seed_config, launch, st), "seed launch");
-          },
-          s.count, stream, settings.timing);
-      timing.label = seed_config.label();
-      return timing;
-    });
-    r.seeds.emplace_back(name, t);
+  const auto args = [&](int slot) { return bound<kvtune::DwConvArgs>(r.problem, s, slot); };
+  const bool states = kvtune::dwconv_states::uses_states(plain);
+  const bool fused_backward =
+      plain.activation != kvtune::Activation::none && plain.direction != DwDirection::forward;
+  // The seeds are one plain kernel: not the work of a call with states or a backward activation.
+  if (!states && !fused_backward) {
+    const auto problem = kvtune::dwconv::make_problem(args(0));
+    for (const auto& [name, config] : kvtune::dwconv::seed_configs(problem)) {
+      const auto& seed_config = config;
+      kb::Timing t = attempt([&] {
+        const auto geometry = kvtune::dwconv::geometry(problem, seed_config, plain.n);
+        const auto kernel =
+            load_variant(kvtune::dwconv::compile_request(problem, seed_config, fp.arch()), geometry.dynamic_smem);
+        kvtune::tuner::DeviceBuffer workspace(std::max<std::size_t>(geometry.workspace_bytes, 256));
+        kb::Timing timing = kb::measure(
+            [&](int slot, cudaStream_t st) {
+              auto launch = kvtune::dwconv::launch_args(args(slot));
+              launch.workspace = geometry.workspace_bytes > 0 ? workspace.get() : nullptr;
+              kb::check(kvtune::dwconv::launch(kernel, problem, seed_config, launch, st), "seed launch");
+            },
+            s.count, stream, settings.timing);
+        timing.label = seed_config.label();
+        return timing;
+      });
+      r.seeds.emplace_back(name, t);
+    }
   }
   if (!settings.cudnn) {
     r.cudnn = kb::Timing::failed("--no-cudnn", "skipped");
     return;
   }
-  if (p.bias || p.dwconv.activation != kvtune::Activation::none) {
-    r.cudnn = kb::Timing::failed("the cuDNN peer times the convolution alone (no bias, no activation)",
+  if (plain.bias != nullptr || plain.activation != kvtune::Activation::none || states) {
+    r.cudnn = kb::Timing::failed("the cuDNN peer times the convolution alone (no bias, activation or states)",
                                  "unsupported");
     return;
   }
   r.cudnn = attempt([&] {
     const auto tensors = [&](int slot) {
-      return kb::DwTensors{s.in0[std::size_t(slot)].get(), s.in1[std::size_t(slot)].get(), s.out[std::size_t(slot)].get()};
+      const auto a = args(slot);
+      switch (a.direction) {
+        case DwDirection::forward: return kb::DwTensors{a.x, a.weight, a.y};
+        case DwDirection::backward_data: return kb::DwTensors{a.dy, a.weight, a.dx};
+        case DwDirection::backward_weight: break;
+      }
+      return kb::DwTensors{a.x, a.dy, a.dweight};
     };
-    kb::CudnnDepthwise conv(p.dwconv, stream, tensors(0), settings.cudnn_workspace);
+    kb::CudnnDepthwise conv(plain, stream, tensors(0), settings.cudnn_workspace);
     kb::Timing t = kb::measure([&](int slot, cudaStream_t) { conv.run(tensors(slot)); }, s.count, stream, settings.timing);
     t.label = conv.algorithm();
     return t;
   });
+}
+
+// The decode step has no seed study and no cuDNN counterpart: PyTorch's composition is its peer.
+void time_others(kb::ProblemResult&, const kvtune::DwConvDecodeArgs&, const Slots&, const kvtune::detail::DeviceFingerprint&,
+                 cudaStream_t, const Settings&) {}
+
+// kvtune's tuned winner and its heuristic through the public API, then the call's other designs.
+template <class Args>
+void time_call(kb::ProblemResult& r, const Args& plain, const Slots& s, kvtune::Context& tuned,
+               kvtune::Context& heuristic, const kvtune::detail::DeviceFingerprint& fp, cudaStream_t stream,
+               const Settings& settings) {
+  for (auto [context, timing] : {std::pair{&tuned, &r.kvtune}, std::pair{&heuristic, &r.heuristic}}) {
+    kvtune::Context& ctx = *context;
+    *timing = attempt([&] {
+      const std::string label = variant(ctx, bound<Args>(r.problem, s, 0), stream);
+      kb::Timing t = kb::measure([&](int slot, cudaStream_t st) { call(ctx, bound<Args>(r.problem, s, slot), st); },
+                                 s.count, stream, settings.timing);
+      t.label = label;
+      return t;
+    });
+  }
+  time_others(r, plain, s, fp, stream, settings);
 }
 
 kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& settings, const std::string& command) {
@@ -311,8 +421,7 @@ kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& se
       const Slots s = make_slots(p, fp, support, stream);
       r.slots = s.count;
       r.slot_bytes = s.set_bytes;
-      if (p.family == kb::Family::normalize) time_normalize(r, s, tuned, heuristic, fp, stream, settings);
-      else time_dwconv(r, s, tuned, heuristic, fp, stream, settings);
+      std::visit([&](const auto& a) { time_call(r, a, s, tuned, heuristic, fp, stream, settings); }, p.call);
       r.copy = attempt([&] {
         // Graph replay below 10 µs only: a captured device-to-device copy becomes a memcpy node,
         // which ran 134 MB in 98.8 µs on an H200 against 69.3 µs for the same cudaMemcpyAsync on a
@@ -321,7 +430,7 @@ kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& se
         copy_timing.graph_threshold_us = std::min(copy_timing.graph_threshold_us, 10.0);
         kb::Timing t = kb::measure(
             [&](int slot, cudaStream_t st) {
-              kb::check(cudaMemcpyAsync(s.out[std::size_t(slot)].get(), s.in0[std::size_t(slot)].get(), s.copy_bytes,
+              kb::check(cudaMemcpyAsync(s.copy_out[std::size_t(slot)].get(), s.copy_in[std::size_t(slot)].get(), s.copy_bytes,
                                         cudaMemcpyDeviceToDevice, st),
                         "cudaMemcpyAsync");
             },
@@ -382,9 +491,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites_raw = {"all"};
   std::string list_suite, json_path, markdown_path;
   std::vector<std::string> peers_paths;
-  app.add_option("--suite", suites_raw,
-                 "suites, repeated or comma-separated: normalize-ids, normalize-large, normalize-narrow, "
-                 "normalize-wide, mamba, s4, mobilenetv2, convnext, large-kernel, all");
+  std::string known;
+  for (const auto& name : kb::suite_names()) known += name + ", ";
+  app.add_option("--suite", suites_raw, "suites, repeated or comma-separated: " + known + "all");
   app.add_flag("--quick", settings.quick, "the first two problems of each suite (smoke test)");
   app.add_option("--list-suite", list_suite, "write the suite's problems as JSON (to --json FILE, else stdout); needs no GPU");
   app.add_option("--json", json_path, "write the JSON report (or, with --list-suite, the suite) to FILE");

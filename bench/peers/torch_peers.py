@@ -13,8 +13,17 @@ Per problem:
                           sliced to L, as PyTorch users write it)
   dwconv backward_data:   torch.autograd.grad(y, x, dy) through the same function
   dwconv backward_weight: torch.autograd.grad(y, w, dy)
-  dwconv forward with bias and an activation (the fused rows): the convolution with bias, then
-                          F.silu / F.gelu / F.relu as its own op (eager: the unfused pair)
+  dwconv with bias and an activation (the fused rows): the convolution with bias, then
+                          F.silu / F.gelu / F.relu as its own op (eager: the unfused pair);
+                          backward through both (backward_weight: the weight and bias gradients)
+  dwconv with seq_idx:    the causal conv1d as K shifted, masked multiply-adds (a tap reads
+                          position t' for output t only when seq_idx[t'] == seq_idx[t])
+  dwconv with states:     torch.cat([initial_state, x]) then the unpadded conv1d; the final state
+                          is the last K - 1 inputs (backward_data: the gradients of x and the state)
+  dwconv_decode:          one decode step as PyTorch users write it: gather the rows' states by
+                          state_indices, concatenate the new tokens, conv1d over the window, the
+                          activation, and scatter the shifted state back (circular states: read and
+                          write positions modulo the state length by advanced indexing)
 each eager ("torch-eager") and through torch.compile ("torch-compile"). The timing mirrors
 kvtune-bench: CUDA events, warm-up, median of --samples batches, inputs rotated over sets whose
 total exceeds twice the L2, random data, CUDA-graph replay (torch.cuda.CUDAGraph) below
@@ -174,27 +183,45 @@ def dwconv_case(p, l2_bytes):
         raise ValueError("dilation is not in the suites")
     one_d = layout in ("ncl", "nlc")
     activation = p.get("activation", "none")
-    if activation != "none" and direction != "forward":
-        raise ValueError("fused activations are benchmarked forward only")
     act = {"none": lambda y: y, "silu": F.silu, "relu": F.relu, "gelu_erf": F.gelu,
            "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[activation]
     bias = random_tensor((c,), dtype, 0.0, 0.25) if p.get("bias", False) else None
+    with_seq_idx, with_state = p.get("seq_idx", False), p.get("initial_state", False)
+    final_state, dinitial_state = p.get("final_state", False), p.get("dinitial_state", False)
+    if (with_seq_idx or with_state) and not (one_d and causal and layout == "ncl"):
+        raise ValueError("seq_idx and states are benchmarked on causal NCL rows")
     if not causal and (p["pad_top"] != p["pad_bottom"] or p["pad_left"] != p["pad_right"]):
         raise ValueError("asymmetric padding")
+    state_len = kw - 1
     if one_d:
         pad = kw - 1 if causal else p["pad_left"]
         stride = p["stride_w"]
 
-        def conv(x, weight):
+        def conv(x, weight, bias, state, seq):
+            if state is not None:  # the state is the K - 1 inputs before position 0
+                u = torch.cat([state, x], -1)
+                y = act(F.conv1d(u, weight.view(c, 1, kw), bias, groups=c))
+                return (y, u[..., -state_len:].contiguous()) if final_state else y
+            if seq is not None:  # K shifted, masked multiply-adds
+                xp, sp = F.pad(x, (kw - 1, 0)), F.pad(seq, (kw - 1, 0), value=-1)
+                y = bias.view(1, c, 1).to(x.dtype) if bias is not None else 0
+                for k in range(kw):
+                    same = (sp[:, k:k + w] == seq).unsqueeze(1)
+                    y = y + weight[:, k].view(1, c, 1) * torch.where(same, xp[..., k:k + w], 0)
+                return act(y)
             y = F.conv1d(x, weight.view(c, 1, kw), bias, stride=stride, padding=pad, groups=c)
             return act(y[..., :w] if causal else y)
         weight = random_tensor((c, kw), dtype, 0.0, 0.5)
         op = "F.conv1d(groups=C)"
+        if with_seq_idx:
+            op = "K shifted masked multiply-adds (seq_idx)"
+        elif with_state:
+            op = "torch.cat([initial_state, x]), F.conv1d(groups=C)" + (", final state sliced" if final_state else "")
     else:
         pad = (p["pad_top"], p["pad_left"])
         stride = (p["stride_h"], p["stride_w"])
 
-        def conv(x, weight):
+        def conv(x, weight, bias, state, seq):
             return act(F.conv2d(x, weight.view(c, 1, kh, kw), bias, stride=stride, padding=pad, groups=c))
         weight = random_tensor((c, kh, kw), dtype, 0.0, 0.5)
         op = "F.conv2d(groups=C)"
@@ -214,34 +241,88 @@ def dwconv_case(p, l2_bytes):
     elements = n * c * h * w
     slots = rotation_slots(3 * elements * esize, l2_bytes)
     xs = [make_x() for _ in range(slots)]
+    states = [random_tensor((n, c, state_len), dtype) if with_state else None for _ in range(slots)]
+    seq = None
+    if with_seq_idx:  # equal runs, as kvtune-bench's: position t of a row is in sequence t * S / w
+        seq = (torch.arange(w, device="cuda", dtype=torch.int64) * p["sequences"] // w).to(torch.int32)
+        seq = seq.unsqueeze(0).expand(n, w).contiguous()
     if direction == "forward":
         def make(f):
-            return lambda slot: f(xs[slot], weight)
+            return lambda slot: f(xs[slot], weight, bias, states[slot], seq)
         return op, conv, make, slots
 
     # Backward: one retained forward graph per slot; each timed call is one autograd.grad.
     if direction == "backward_data":
-        for x in xs:
+        for x, state in zip(xs, states):
             x.requires_grad_(True)
-        op += " backward (input grad)"
+            if dinitial_state:
+                state.requires_grad_(True)
+        op += " backward (input grad" + (" and the initial state's" if dinitial_state else "") + ")"
     else:
         weight.requires_grad_(True)
-        op += " backward (weight grad)"
+        if bias is not None and p.get("dbias", False):
+            bias.requires_grad_(True)
+        op += " backward (weight grad" + (" and bias grad" if p.get("dbias", False) else "") + ")"
+
+    def wrt(slot):
+        if direction == "backward_data":
+            return (xs[slot], states[slot]) if dinitial_state else (xs[slot],)
+        return (weight, bias) if p.get("dbias", False) else (weight,)
 
     def make(f):
-        ys = [f(x, weight) for x in xs]
+        ys = [f(xs[slot], weight, bias, states[slot], seq) for slot in range(slots)]
         dys = [random_tensor(y.shape, dtype, 0.0, 1.0) for y in ys]
         if layout == "nhwc":
             dys = [d.contiguous(memory_format=torch.channels_last) for d in dys]
-        wrt = [(x,) if direction == "backward_data" else (weight,) for x in xs]
-        return lambda slot: torch.autograd.grad(ys[slot], wrt[slot], dys[slot], retain_graph=True)
+        inputs = [wrt(slot) for slot in range(slots)]
+        return lambda slot: torch.autograd.grad(ys[slot], inputs[slot], dys[slot], retain_graph=True)
 
     return op, conv, make, slots
 
 
+def decode_case(p, l2_bytes):
+    dtype = DTYPES[p["dtype"]]
+    batch, c, seqlen, kw = p["batch"], p["channels"], p["seqlen"], p["kernel_w"]
+    state_len, circular = p["state_len"], p["circular"]
+    act = {"none": lambda y: y, "silu": F.silu, "relu": F.relu, "gelu_erf": F.gelu,
+           "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[p.get("activation", "none")]
+    esize = torch.tensor([], dtype=dtype).element_size()
+    slots = rotation_slots((2 * seqlen + 2 * state_len) * batch * c * esize, l2_bytes)
+    xs = [random_tensor((batch, c, seqlen), dtype) for _ in range(slots)]
+    states = [random_tensor((batch, c, state_len), dtype) for _ in range(slots)]
+    weight = random_tensor((c, kw), dtype, 0.0, 0.5)
+    bias = random_tensor((c,), dtype, 0.0, 0.25) if p.get("bias", False) else None
+    rows = torch.arange(batch, device="cuda", dtype=torch.int64)
+    indices = rows.clone() if p.get("state_indices", False) else None
+    channels = torch.arange(c, device="cuda").view(1, c, 1)
+    positions = (rows * 2654435761 % 4096) if circular else None
+    history = torch.arange(kw - 1, device="cuda")
+    new = torch.arange(seqlen, device="cuda")
+
+    def step(x, state, weight, bias, indices, positions):
+        slot = indices if indices is not None else rows
+        if circular:
+            read = (positions.view(-1, 1) - (kw - 1) + history) % state_len
+            write = (positions.view(-1, 1) + new) % state_len
+            window = torch.cat([state[slot.view(-1, 1, 1), channels, read.unsqueeze(1)], x], -1)
+            state[slot.view(-1, 1, 1), channels, write.unsqueeze(1)] = x
+        else:
+            window = torch.cat([state[slot], x], -1)
+            state.index_copy_(0, slot, window[..., -(kw - 1):])
+        return act(F.conv1d(window, weight.unsqueeze(1), bias, groups=c))
+
+    op = "decode step: gather states, cat, F.conv1d(groups=C)" + (" + bias" if bias is not None else "") + \
+        f", then {p.get('activation', 'none')}, scatter the state" + (" (circular)" if circular else "")
+
+    def make(f):
+        return lambda slot: f(xs[slot], states[slot], weight, bias, indices, positions)
+
+    return op, step, make, slots
+
+
 def run_problem(p, args, l2_bytes, compile_state):
     results = []
-    case = normalize_case if p["family"] == "normalize" else dwconv_case
+    case = {"normalize": normalize_case, "dwconv": dwconv_case, "dwconv_decode": decode_case}[p.get("call", p["family"])]
     try:
         op, fn, make, slots = case(p, l2_bytes)
     except Exception as e:

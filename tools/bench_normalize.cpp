@@ -1,0 +1,79 @@
+// kvtune-bench's normalize suites: the seed study's packet shapes, large transformer activations,
+// narrow rows and rows split across blocks.
+#include <fmt/format.h>
+
+#include "lib/src/families.h"
+#include "tools/bench_suite.h"
+
+namespace kvtune::bench {
+namespace {
+
+BenchProblem norm(const std::string& suite, std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode,
+                  const std::string& source) {
+  BenchProblem p;
+  p.suite = suite;
+  p.family = detail::NormalizeFamily::kOp;
+  p.group = "normalize";
+  p.source = source;
+  NormalizeArgs a;
+  a.rows = rows;
+  a.cols = cols;
+  a.dtype = dtype;
+  a.mode = mode;
+  a.eps = 1e-5f;
+  // The PyTorch peers: F.layer_norm with weight and bias, F.rms_norm with weight, and the three-op
+  // standardize with torch.std's default ddof = 1.
+  a.ddof = mode == NormMode::standardize ? 1 : 0;
+  a.gamma = mode == NormMode::standardize ? nullptr : passed();
+  a.beta = mode == NormMode::layernorm ? passed() : nullptr;
+  p.call = a;
+  p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(mode), to_string(dtype), rows, cols);
+  p.what = fmt::format("{} x {} {} {}", rows, cols, to_string(mode), to_string(dtype));
+  return p;
+}
+
+}  // namespace
+
+template <>
+std::vector<BenchSuite> bench_suites<detail::NormalizeFamily>() {
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  std::vector<BenchSuite> out;
+  out.push_back({"normalize-ids", [=] {
+    const std::string name = "normalize-ids";
+    const std::string src = "the seed study's four shapes (kvtune-demo), standardize as (x - mean) / (std + eps)";
+    std::vector<BenchProblem> v;
+    for (auto [rows, cols] : {std::pair{1024, 128}, {4096, 256}, {8192, 512}, {16384, 1024}})
+      v.push_back(norm(name, rows, cols, f32, NormMode::standardize, src));
+    return v;
+  }});
+  out.push_back({"normalize-large", [=] {
+    const std::string name = "normalize-large";
+    const std::string src = "transformer activations, >= 256 MB of traffic per call";
+    return std::vector<BenchProblem>{norm(name, 65536, 1024, f32, NormMode::layernorm, src),
+                                     norm(name, 65536, 1024, bf16, NormMode::layernorm, src),
+                                     norm(name, 32768, 4096, bf16, NormMode::rmsnorm, src),
+                                     norm(name, 32768, 4096, f16, NormMode::layernorm, src)};
+  }});
+  out.push_back({"normalize-narrow", [=] {
+    const std::string name = "normalize-narrow";
+    const std::string src = "narrow rows (cols < 64): per-feature-group statistics, issue 6's 100000 x 37";
+    return std::vector<BenchProblem>{norm(name, 100000, 37, f32, NormMode::layernorm, src),
+                                     norm(name, 100000, 37, bf16, NormMode::layernorm, src),
+                                     norm(name, 262144, 32, f16, NormMode::rmsnorm, src),
+                                     norm(name, 1048576, 16, f32, NormMode::layernorm, src)};
+  }});
+  out.push_back({"normalize-wide", [=] {
+    const std::string name = "normalize-wide";
+    const std::string src = "rows of 2^20 and 2^22 columns (per-sample normalization of a whole image or "
+                            "waveform), few rows and many: split across blocks (issue 25)";
+    return std::vector<BenchProblem>{norm(name, 2, 1 << 20, f32, NormMode::layernorm, src),
+                                     norm(name, 128, 1 << 20, f32, NormMode::layernorm, src),
+                                     norm(name, 4, 1 << 22, bf16, NormMode::layernorm, src),
+                                     norm(name, 64, 1 << 22, bf16, NormMode::layernorm, src),
+                                     norm(name, 8, 1 << 22, f32, NormMode::rmsnorm, src),
+                                     norm(name, 256, 1 << 20, bf16, NormMode::rmsnorm, src)};
+  }});
+  return out;
+}
+
+}  // namespace kvtune::bench
