@@ -121,6 +121,7 @@ TEST_CASE("dwconv_states kernel on emulated threads: forward and gradient prep",
   check<0, 0, 3, 2, 2, 1, 0, 1, 1, 64, 128>();   // gelu tanh, dilation 2, a partial channel block
   check<0, 0, 4, 1, 9, 1, 1, 0, 0, 32, 32>();    // gradient prep of silu, initial state
   check<1, 0, 4, 1, 11, 1, 0, 0, 1, 32, 128>();  // gradient prep of gelu erf, seq_idx
+  check<0, 0, 4, 1, 9, 1, 0, 0, 1, 512, 32>();   // gradient prep of silu, seq_idx, one block of 512 channels
 }
 
 TEST_CASE("dwconv_states kernel on emulated threads: backward_data and backward_weight", "[dwconv][states][emulated]") {
@@ -128,8 +129,10 @@ TEST_CASE("dwconv_states kernel on emulated threads: backward_data and backward_
   check<1, 1, 4, 3, 0, 0, 0, 1, 0, 64, 32>();    // d initial_state, dilation 3
   check<0, 1, 4, 1, 0, 0, 0, 0, 1, 32, 32>();    // dx with seq_idx
   check<1, 1, 3, 2, 0, 0, 0, 0, 1, 32, 128>();
+  check<0, 1, 4, 1, 0, 0, 0, 0, 1, 1024, 128>();  // dx with seq_idx, one block of 1024 channels
   check<0, 2, 4, 1, 0, 0, 1, 0, 0, 32, 32>();    // dweight with the initial state's taps
   check<1, 2, 4, 2, 0, 0, 1, 0, 0, 64, 32>();
   check<0, 2, 4, 1, 0, 0, 0, 0, 1, 32, 128>();   // dweight with seq_idx
   check<1, 2, 2, 1, 0, 0, 0, 0, 1, 32, 512>();
+  check<0, 2, 4, 1, 0, 0, 0, 0, 1, 64, 32>();    // dweight with seq_idx, 16 groups of 64 (1024 threads)
 }

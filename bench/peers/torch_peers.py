@@ -58,8 +58,9 @@ def summarize(per_call_ms, mode):
             "spread": (at(0.9) - at(0.1)) / median if median > 0 else 0.0, "mode": mode}
 
 
-def measure(call, slots, args):
-    """Times call(slot) like kvtune-bench's measure(): events, or graph replay for short calls."""
+def measure(call, slots, args, graph=False):
+    """Times call(slot) like kvtune-bench's measure(): events, or graph replay for short calls (and
+    always for `graph`: a decode step, whose events estimate is the host's time, not the kernels')."""
     stream = torch.cuda.current_stream()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     state = {"next": 0}
@@ -82,7 +83,7 @@ def measure(call, slots, args):
     torch.cuda.synchronize()
 
     fallback = None
-    if not args.no_graphs and estimate * 1e3 < args.graph_threshold_us:
+    if not args.no_graphs and (graph or estimate * 1e3 < args.graph_threshold_us):
         batch = int(min(max(math.ceil(args.graph_batch_ms / estimate), slots), 5000))
         try:
             side = torch.cuda.Stream()
@@ -349,7 +350,7 @@ def run_problem(p, args, l2_bytes, compile_state):
                 compile_state["seconds"] += time.perf_counter() - began
             else:
                 call = make(fn)
-            results.append({**entry, **measure(call, slots, args)})
+            results.append({**entry, **measure(call, slots, args, graph=p.get("call") == "dwconv_decode")})
         except Exception as e:
             results.append({**entry, "status": "failed", "message": f"{type(e).__name__}: {e}"[:500]})
         finally:

@@ -14,7 +14,8 @@
 //   BLOCK  threads per block, one channel each; P positions a block's chunk decides on at once (config)
 // DIR 0 / 1: block (row n, chunk) of grid.x, channels by grid.y; chunk index `chunks` of a row writes the
 // state. A chunk marks its positions that need fixing in shared memory (K seq_idx compares each); the
-// block then walks the marked ones, every thread recomputing its channel there.
+// block then walks the marked ones, every thread recomputing its channel there, four positions at a
+// time (their loads in flight together; the weight gradient's correction too).
 #include "common.cuh"
 #include "dwconv_params.h"  // KvtDwConvParams, which dwconv_activation.cuh's epilogue names
 #include "dwconv_activation.cuh"
@@ -80,17 +81,18 @@ __device__ __forceinline__ bool kvt_states_mark_chunk(const KvtDwConvStatesParam
 }
 
 // Input q of channel c as the output at t sees it: x, or the initial state before 0, or zero across a
-// sequence boundary. seq_t is seq_idx[t] (SEQ).
+// sequence boundary (SEQ: seq_q and seq_t are seq_idx[q] and seq_idx[t], which the callers read from
+// the chunk's window in shared memory, so that no global load sits between a tap and its input).
 template <class T, int CL, int K, int D, int INIT, int SEQ>
 __device__ __forceinline__ float kvt_states_input(const KvtDwConvStatesParams& p, long long n, long long c, long long q,
-                                                  int seq_t) {
+                                                  int seq_q, int seq_t) {
   constexpr int S = (K - 1) * D;
   if (q < 0) {
     if constexpr (INIT == 1) return kvt_to_float(static_cast<const T*>(p.initial_state)[(n * p.channels + c) * S + S + q]);
     return 0.0f;
   }
   if constexpr (SEQ == 1)
-    if (p.seq_idx[n * p.length + q] != seq_t) return 0.0f;
+    if (seq_q != seq_t) return 0.0f;
   return kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]);
 }
 
@@ -99,7 +101,8 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
     kvt_dwconv_states(KvtDwConvStatesParams p) {
   constexpr int S = (K - 1) * D;
   constexpr int R = kvt_states_groups(DIR, BLOCK, P, S, SEQ);  // thread groups (threadIdx.y)
-  static_assert(K >= 2 && P % 32 == 0, "a state of at least one input; whole warps of positions");
+  constexpr int U = 4;  // marked positions a thread fixes at once
+  static_assert(K >= 2 && P % 32 == 0 && P % U == 0, "a state of at least one input; whole warps of positions");
   __shared__ int seq_of[R][SEQ ? P + S : 1];
   __shared__ unsigned char marked_of[R][P];
   __shared__ int any_of[R];
@@ -128,17 +131,35 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
       const long long t0 = item < items ? (item % p.chunks) * P : p.length;  // past the end: nothing marked
       if (!kvt_states_mark_chunk<DIR, K, D, INIT, SEQ, BLOCK, P>(p, n, t0, seq, marked, any)) continue;
       if (active)
-        for (int i = 0; i < P; ++i) {
-          if (!marked[i]) continue;
-          const long long t = t0 + i;
-          const int seq_t = SEQ ? seq[i + S] : 0;
-          const float gt = kvt_to_float(g[kvt_states_index<CL>(p, n, c, t)]);
+        for (int i0 = 0; i0 < P; i0 += U) {
+          // A batch of U positions: the loads of its marked ones issue together (a boundary marks K - 1
+          // consecutive positions), then the FMAs, in position and tap order as one at a time.
+          bool m[U];
+          bool batch = false;
 #pragma unroll
-          for (int k = 0; k < K - 1; ++k) {
-            const long long q = t - (K - 1 - k) * D;
-            const float plain = q >= 0 ? kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]) : 0.0f;
-            correction[k] = fmaf(gt, kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, q, seq_t) - plain, correction[k]);
+          for (int u = 0; u < U; ++u) m[u] = marked[i0 + u], batch = batch || m[u];
+          if (!batch) continue;
+          float gt[U], diff[U][K - 1];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int i = i0 + u;
+            const long long t = t0 + i;
+            const int seq_t = SEQ ? seq[i + S] : 0;
+            gt[u] = m[u] ? kvt_to_float(g[kvt_states_index<CL>(p, n, c, t)]) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < K - 1; ++k) {
+              const long long q = t - (K - 1 - k) * D;
+              const float plain =
+                  m[u] && q >= 0 ? kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]) : 0.0f;
+              const int seq_q = SEQ ? seq[i + S - (K - 1 - k) * D] : 0;
+              diff[u][k] = m[u] ? kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, q, seq_q, seq_t) - plain : 0.0f;
+            }
           }
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (m[u])
+#pragma unroll
+              for (int k = 0; k < K - 1; ++k) correction[k] = fmaf(gt[u], diff[u][k], correction[k]);
         }
     }
     if constexpr (R > 1) {
@@ -178,8 +199,10 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
         float v = 0.0f;
         if constexpr (DIR == 0) {
           // Entry j is input L - S + j (before 0: the initial state's), zero when of an earlier sequence.
+          const long long q = p.length - S + j;
           const int seq_last = SEQ ? p.seq_idx[n * p.length + p.length - 1] : 0;
-          v = kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, ce, p.length - S + j, seq_last);
+          const int seq_q = SEQ && q >= 0 ? p.seq_idx[n * p.length + q] : 0;
+          v = kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, ce, q, seq_q, seq_last);
         } else {
           // d initial_state[j]: the outputs t = j - S + lag that read it through tap k.
 #pragma unroll
@@ -199,32 +222,48 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
     float bias = 0.0f;
     if constexpr (BIAS == 1 && DIR == 0) bias = kvt_to_float(static_cast<const T*>(p.bias)[c]);
     T* dst = static_cast<T*>(p.dst);
-    for (int i = 0; i < P; ++i) {
-      if (!marked[i]) continue;
-      const long long t = t0 + i;
-      const long long o = kvt_states_index<CL>(p, n, c, t);
-      if constexpr (DIR == 0) {
-        const int seq_t = SEQ ? seq[i + S] : 0;
-        float z = bias;
+    for (int i0 = 0; i0 < P; i0 += U) {
+      // A batch of U positions: every load of its marked ones first, then the stores.
+      bool m[U];
+      bool batch = false;
 #pragma unroll
-        for (int k = 0; k < K; ++k)
-          z = fmaf(taps[k], kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, t - (K - 1 - k) * D, seq_t), z);
-        if constexpr (kvt_grad_prep(EPI))
-          dst[o] = kvt_from_float<T>(kvt_to_float(static_cast<const T*>(p.aux)[o]) * kvt_act_derivative<kvt_act_of(EPI)>(z));
-        else
-          dst[o] = kvt_from_float<T>(kvt_act_value<EPI>(z));
-      } else {
-        // dx[t] = sum_k w[k] dy[t + lag_k] over the outputs of t's own sequence.
-        const int seq_t = SEQ ? seq[i] : 0;
-        float v = 0.0f;
+      for (int u = 0; u < U; ++u) m[u] = marked[i0 + u], batch = batch || m[u];
+      if (!batch) continue;
+      float v[U];
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
-          const long long q = t + (K - 1 - k) * D;
-          if (q < p.length && (SEQ == 0 || seq[q - t0] == seq_t))
-            v = fmaf(taps[k], kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]), v);
+      for (int u = 0; u < U; ++u) {
+        const int i = i0 + u;
+        const long long t = t0 + i;
+        if constexpr (DIR == 0) {
+          const int seq_t = SEQ ? seq[i + S] : 0;
+          float z = bias;
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const int seq_q = SEQ ? seq[i + S - (K - 1 - k) * D] : 0;
+            z = fmaf(taps[k], m[u] ? kvt_states_input<T, CL, K, D, INIT, SEQ>(p, n, c, t - (K - 1 - k) * D, seq_q, seq_t) : 0.0f, z);
+          }
+          if constexpr (kvt_grad_prep(EPI))
+            v[u] = m[u] ? kvt_to_float(static_cast<const T*>(p.aux)[kvt_states_index<CL>(p, n, c, t)]) *
+                              kvt_act_derivative<kvt_act_of(EPI)>(z)
+                        : 0.0f;
+          else
+            v[u] = kvt_act_value<EPI>(z);
+        } else {
+          // dx[t] = sum_k w[k] dy[t + lag_k] over the outputs of t's own sequence.
+          const int seq_t = SEQ ? seq[i] : 0;
+          float sum = 0.0f;
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const long long q = t + (K - 1 - k) * D;
+            if (m[u] && q < p.length && (SEQ == 0 || seq[q - t0] == seq_t))
+              sum = fmaf(taps[k], kvt_to_float(static_cast<const T*>(p.src)[kvt_states_index<CL>(p, n, c, q)]), sum);
+          }
+          v[u] = sum;
         }
-        dst[o] = kvt_from_float<T>(v);
       }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (m[u]) dst[kvt_states_index<CL>(p, n, c, t0 + i0 + u)] = kvt_from_float<T>(v[u]);
     }
   }
 }

@@ -20,7 +20,7 @@ namespace kvtune::dwconv_states {
 namespace {
 
 constexpr int kDescriptionVersion = 1;
-constexpr int kBlockSizes[] = {32, 64, 128, 256};
+constexpr int kBlockSizes[] = {32, 64, 128, 256, 512, 1024};
 constexpr int kChunkPositions[] = {32, 128, 512};
 constexpr std::int64_t kMaxGridX = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kMaxGridY = 65535;
@@ -330,7 +330,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return false;
   };
   if (std::find(std::begin(kBlockSizes), std::end(kBlockSizes), c.block_threads) == std::end(kBlockSizes))
-    return fail("threads per block: 32, 64, 128 or 256");
+    return fail("threads per block: 32, 64, 128, 256, 512 or 1024");
+  if (c.block_threads > 256 && p.state_len() > 4)
+    return fail("over 256 threads a block: states of up to 4 inputs (64 registers a thread)");
   if (std::find(std::begin(kChunkPositions), std::end(kChunkPositions), c.chunk_positions) == std::end(kChunkPositions))
     return fail("positions per chunk: 32, 128 or 512");
   if (ceil_div(p.c, c.block_threads) > kMaxGridY) return fail("more than 65535 channel blocks");
@@ -342,6 +344,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (prune && c.chunk_positions > 32 && !p.seq_idx) return fail("without seq_idx only the first S positions change");
   if (prune && c.chunk_positions > 32 && c.chunk_positions / 2 >= p.w) return fail("chunks longer than the rows");
   if (prune && c.block_threads > 32 && c.block_threads / 2 >= p.c) return fail("more than half of every block idle");
+  if (prune && c.block_threads > 256 && p.direction == DwDirection::backward_weight)
+    return fail("backward_weight: one group of this many threads walks every chunk alone");
   if (prune && c.chunk_positions == 32 && p.seq_idx && p.direction == DwDirection::backward_weight && p.w > 256)
     return fail("backward_weight walks every chunk in turn: short chunks add barriers");
   return true;

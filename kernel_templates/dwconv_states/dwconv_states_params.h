@@ -23,10 +23,15 @@ struct KvtDwConvStatesParams {
 
 // Thread groups of the weight gradient's correction (direction 2): R groups of BLOCK threads
 // (threadIdx.y) walk a row's chunks side by side, so more than one warp of these latency-bound walks
-// runs on an SM. Up to 256 threads a block, the groups' seq_idx windows and marks within 40 KiB of
-// shared memory; 1 for the other directions. Host (geometry) and kernel use this one definition.
+// runs on an SM: one block walks every row of its channels, so the groups are the walk's parallelism.
+// Up to 1024 threads a block for states of up to 4 inputs (256 beyond: a thread keeps its taps, its
+// correction and a batch of 4 positions' loads, 6 K registers, and 1024 threads leave 64 each), the
+// groups' seq_idx windows and marks
+// within 40 KiB of shared memory; 1 for the other directions. Host (geometry) and kernel use this one
+// definition.
 constexpr int kvt_states_groups(int dir, int block, int positions, int state, int seq) {
-  int groups = dir == 2 && block < 256 ? 256 / block : 1;
+  const int threads = state <= 4 ? 1024 : 256;
+  int groups = dir == 2 && block < threads ? threads / block : 1;
   const int window = (seq ? positions + state : 1) * 4 + positions;
   while (groups > 1 && groups * window > 40960) groups /= 2;
   return groups;
