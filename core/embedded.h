@@ -7,6 +7,8 @@ extern const std::string_view common_cuh;
 extern const std::string_view normalize_cu;
 extern const std::string_view normalize_params_h;
 extern const std::string_view normalize_split_cuh;
+/// The normalize heuristic's recorded rankings for sm_90 (data, not a kernel: not in any template hash).
+extern const std::string_view normalize_learned_sm90_json;
 extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
 extern const std::string_view dwconv_mma_cuh;

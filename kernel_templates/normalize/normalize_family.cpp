@@ -512,13 +512,15 @@ std::optional<Config> one_block_heuristic(const Problem& p) {
 }  // namespace
 
 Config heuristic_config(const Problem& p, int cc_major) {
-  (void)cc_major;  // one rule serves sm_80..sm_100 today; the argument keeps the choice per architecture
   std::optional<Config> one_block = one_block_heuristic(p);
   const std::vector<Config> space = one_block ? std::vector<Config>{} : enumerate(p);
   for (const auto& c : space)
     if (!one_block && c.splits == 1) one_block = c;
   if (const auto split = split_rows::heuristic(p, one_block.has_value())) return *split;
-  if (one_block) return *one_block;
+  if (one_block) {
+    if (const auto learned = learned_config(p, cc_major)) return *learned;
+    return *one_block;
+  }
   for (const auto& c : space)
     if (is_valid(p, c)) return c;
   throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Fits the normalize heuristic's learned part from recorded exhaustive trials.
+
+Reads the export (kvtune-cache export --trials format) of an exhaustive tuning run and writes, per
+recorded forward normalize problem, the variants that ran within CAP of that problem's winner, as
+time / winner time. kernel_templates/normalize/normalize_learned.cpp ranks a new problem's variants
+by these ratios on its nearest recorded problems (normalize_family.h, learned_config). A variant
+absent from a neighbour (slower than CAP there, or not in its space) counts as CAP.
+
+usage: bench/fit_normalize_heuristic.py EXPORT.json ARCH OUT.json
+  e.g. bench/fit_normalize_heuristic.py tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
+           sm_90 kernel_templates/normalize/normalize_learned_sm90.json
+"""
+import json
+import sys
+
+CAP = 1.3
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    source, arch, out = sys.argv[1:]
+    with open(source) as f:
+        doc = json.load(f)
+    problems = []
+    for e in doc["entries"]:
+        if e["op"] != "normalize":
+            continue
+        times = {t["label"]: t["median_ms"] for t in e["trials"] if t["status"] == "ok"}
+        if not times:
+            continue
+        best = min(times.values())
+        ratios = {label: round(ms / best, 4) for label, ms in sorted(times.items()) if ms / best <= CAP}
+        problems.append({"key": e["problem_key"], "variants": len(times), "ratios": ratios})
+    problems.sort(key=lambda p: p["key"])
+    doc_out = {"schema": "kvtune-normalize-learned/1", "arch": arch, "cap": CAP, "source": source,
+               "devices": doc.get("devices", []), "problems": problems}
+    with open(out, "w") as f:  # one line a problem
+        head = {k: v for k, v in doc_out.items() if k != "problems"}
+        f.write(json.dumps(head)[:-1] + ', "problems": [\n')
+        f.write(",\n".join(json.dumps(p, separators=(",", ":")) for p in problems))
+        f.write("\n]}\n")
+    print(f"{out}: {len(problems)} problems, {sum(len(p['ratios']) for p in problems)} ratios")
+
+
+if __name__ == "__main__":
+    main()
