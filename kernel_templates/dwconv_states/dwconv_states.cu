@@ -80,6 +80,15 @@ __device__ __forceinline__ bool kvt_states_mark_chunk(const KvtDwConvStatesParam
   return *any != 0;
 }
 
+// The marks of positions i0 .. i0 + U - 1 of a chunk into m; whether any is marked.
+template <int U>
+__device__ __forceinline__ bool kvt_states_batch(const unsigned char* marked, int i0, bool (&m)[U]) {
+  bool any = false;
+#pragma unroll
+  for (int u = 0; u < U; ++u) m[u] = marked[i0 + u], any = any || m[u];
+  return any;
+}
+
 // Input q of channel c as the output at t sees it: x, or the initial state before 0, or zero across a
 // sequence boundary (SEQ: seq_q and seq_t are seq_idx[q] and seq_idx[t], which the callers read from
 // the chunk's window in shared memory, so that no global load sits between a tap and its input).
@@ -135,10 +144,7 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
           // A batch of U positions: the loads of its marked ones issue together (a boundary marks K - 1
           // consecutive positions), then the FMAs, in position and tap order as one at a time.
           bool m[U];
-          bool batch = false;
-#pragma unroll
-          for (int u = 0; u < U; ++u) m[u] = marked[i0 + u], batch = batch || m[u];
-          if (!batch) continue;
+          if (!kvt_states_batch(marked, i0, m)) continue;
           float gt[U], diff[U][K - 1];
 #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -225,10 +231,7 @@ __global__ void __launch_bounds__(BLOCK * kvt_states_groups(DIR, BLOCK, P, (K - 
     for (int i0 = 0; i0 < P; i0 += U) {
       // A batch of U positions: every load of its marked ones first, then the stores.
       bool m[U];
-      bool batch = false;
-#pragma unroll
-      for (int u = 0; u < U; ++u) m[u] = marked[i0 + u], batch = batch || m[u];
-      if (!batch) continue;
+      if (!kvt_states_batch(marked, i0, m)) continue;
       float v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
