@@ -3,6 +3,7 @@
 // Not cryptographic: it detects accidental corruption and version drift, not tampering.
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,14 @@ inline std::string hex64(std::uint64_t v) {
   std::string s(16, '0');
   for (int i = 15; i >= 0; --i, v >>= 4) s[i] = digits[v & 15];
   return s;
+}
+
+/// A kernel family's template hash (stored entries of another hash are stale): its sources in
+/// order, then its description version, as 16 hex digits.
+inline std::string sources_hash(std::initializer_list<std::string_view> sources, int description_version) {
+  std::uint64_t h = kFnvOffset;
+  for (std::string_view s : sources) h = hash64(s, h);
+  return hex64(hash64(std::to_string(description_version), h));
 }
 
 inline std::string hash_hex(std::string_view bytes) { return hex64(hash64(bytes)); }

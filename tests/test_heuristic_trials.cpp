@@ -1,5 +1,6 @@
 // The normalize heuristic against recorded exhaustive trials (tests/data/trials): how far the variant
-// it picks is from the measured winner of each problem, as a geometric mean. The learned part
+// it picks is from the measured winner of each problem, as a geometric mean; and the template hash
+// every family's stored entries are checked against. The learned part
 // (normalize_learned.cpp) is evaluated held out: each recorded problem is chosen for with the
 // rankings of the other 23 only.
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/embedded.h"
+#include "core/hash.h"
 #include "kernel_templates/normalize/normalize_family.h"
 
 using namespace kvtune;
@@ -99,4 +101,14 @@ TEST_CASE("normalize heuristic: learned only for forward problems near the recor
       "normalize,f32,layernorm,backward,cols=1024,rows<=4096,align=16,gamma=g,grads=gb,stats=saved");
   REQUIRE(backward);
   CHECK_FALSE(normalize::learned_config(*backward, 9));
+}
+
+TEST_CASE("template hashes: each family's sources in order, then its description version", "[hash]") {
+  // The chained form the families wrote before sources_hash, for stored entries to stay valid.
+  std::uint64_t h = detail::hash64("a");
+  h = detail::hash64("bc", h);
+  CHECK(detail::sources_hash({"a", "bc"}, 7) == detail::hex64(detail::hash64("7", h)));
+  CHECK(detail::sources_hash({"a", "bc"}, 7) != detail::sources_hash({"bc", "a"}, 7));
+  CHECK(detail::sources_hash({"a", "bc"}, 7) != detail::sources_hash({"a", "bc"}, 8));
+  CHECK(detail::sources_hash({}, 1) == detail::hex64(detail::hash64("1")));
 }

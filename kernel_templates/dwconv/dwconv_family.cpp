@@ -823,14 +823,9 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
 }
 
 std::string template_hash() {
-  std::uint64_t h = detail::hash64(embedded::dwconv_cu);
-  h = detail::hash64(embedded::common_cuh, h);
-  h = detail::hash64(embedded::dwconv_params_h, h);
-  h = detail::hash64(embedded::dwconv_mma_cuh, h);
-  h = detail::hash64(embedded::dwconv_tiled_cuh, h);
-  h = detail::hash64(embedded::dwconv_activation_cuh, h);
-  h = detail::hash64(std::to_string(kDescriptionVersion), h);
-  return detail::hex64(h);
+  return detail::sources_hash({embedded::dwconv_cu, embedded::common_cuh, embedded::dwconv_params_h,
+                              embedded::dwconv_mma_cuh, embedded::dwconv_tiled_cuh,
+                              embedded::dwconv_activation_cuh}, kDescriptionVersion);
 }
 
 }  // namespace kvtune::dwconv

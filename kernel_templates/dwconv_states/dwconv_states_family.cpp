@@ -452,13 +452,9 @@ detail::CompileRequest support_request(const Problem& p, const std::string& arch
 }
 
 std::string template_hash() {
-  std::uint64_t h = detail::hash64(embedded::dwconv_states_cu);
-  h = detail::hash64(embedded::common_cuh, h);
-  h = detail::hash64(embedded::dwconv_params_h, h);
-  h = detail::hash64(embedded::dwconv_activation_cuh, h);
-  h = detail::hash64(embedded::dwconv_states_params_h, h);
-  h = detail::hash64(std::to_string(kDescriptionVersion), h);
-  return detail::hex64(h);
+  return detail::sources_hash({embedded::dwconv_states_cu, embedded::common_cuh, embedded::dwconv_params_h,
+                              embedded::dwconv_activation_cuh, embedded::dwconv_states_params_h},
+                              kDescriptionVersion);
 }
 
 }  // namespace kvtune::dwconv_states

@@ -627,12 +627,8 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
 }
 
 std::string template_hash() {
-  std::uint64_t h = detail::hash64(embedded::normalize_cu);
-  h = detail::hash64(embedded::common_cuh, h);
-  h = detail::hash64(embedded::normalize_params_h, h);
-  h = detail::hash64(embedded::normalize_split_cuh, h);
-  h = detail::hash64(std::to_string(kDescriptionVersion), h);
-  return detail::hex64(h);
+  return detail::sources_hash({embedded::normalize_cu, embedded::common_cuh, embedded::normalize_params_h,
+                              embedded::normalize_split_cuh}, kDescriptionVersion);
 }
 
 }  // namespace kvtune::normalize
