@@ -1,11 +1,10 @@
-// kvtune-bench's mamba-inference suite: the decode step of Mamba's causal conv1d (bf16, K = 4, bias,
-// SiLU, continuous batching through state indices), the shapes of kvtune-tune's suite of the same
-// name (tools/op_dwconv_decode.cpp): 1-1024 sequences of 2048-8192 channels, two speculative
-// tokens, a circular state of 256 positions.
+// kvtune-bench's mamba-inference suite: the decode step of Mamba's causal conv1d, the shapes of
+// kvtune-tune's suite of the same name (tools/mamba_inference_shapes.h).
 #include <fmt/format.h>
 
 #include "lib/src/families.h"
 #include "tools/bench_suite.h"
+#include "tools/mamba_inference_shapes.h"
 
 namespace kvtune::bench {
 namespace {
@@ -41,11 +40,7 @@ template <>
 std::vector<BenchSuite> bench_suites<detail::DwConvDecodeFamily>() {
   return {{"mamba-inference", [] {
     std::vector<BenchProblem> v;
-    for (const auto& [batch, channels] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-             {1, 2048}, {8, 4096}, {64, 4096}, {64, 8192}, {256, 8192}, {1024, 8192}})
-      v.push_back(decode(batch, channels, false));
-    v.push_back(decode(64, 5120, false, 2));
-    v.push_back(decode(64, 5120, true));
+    for (const auto& s : tools::mamba_inference_shapes()) v.push_back(decode(s.batch, s.channels, s.circular, s.seqlen));
     return v;
   }}};
 }

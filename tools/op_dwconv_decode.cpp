@@ -13,6 +13,7 @@
 #include "core/cuda_check.h"
 #include "lib/src/families.h"
 #include "tools/common.h"
+#include "tools/mamba_inference_shapes.h"
 #include "tools/op_family.h"
 #include "tools/ops.h"
 
@@ -115,15 +116,9 @@ struct DecodeSide {
   static std::vector<std::string> suite_names() { return {"mamba-inference"}; }
   static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "mamba-inference") {
-      // Mamba's conv1d decode step (bf16, K = 4, SiLU, bias, continuous batching): 1-256 sequences of
-      // 2048-8192 channels (d_inner of 130M-2.8B models), one token; two speculative tokens; a
-      // circular state of 256 positions.
-      std::vector<nlohmann::json> out;
-      for (const auto& [batch, channels] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-               {1, 2048}, {8, 4096}, {64, 4096}, {64, 8192}, {256, 8192}, {1024, 8192}})
-        out.push_back(decode_entry(batch, channels, false));
-      out.push_back(decode_entry(64, 5120, false, 2));
-      out.push_back(decode_entry(64, 5120, true));
+      std::vector<nlohmann::json> out;  // tools/mamba_inference_shapes.h
+      for (const auto& s : mamba_inference_shapes())
+        out.push_back(decode_entry(s.batch, s.channels, s.circular, s.seqlen));
       return out;
     }
     throw InputError(fmt::format("dwconv_decode has no suite '{}'", name));
