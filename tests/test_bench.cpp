@@ -16,8 +16,12 @@
 #include "cache_fixtures.h"
 #include "gpu_support.h"
 #include "lib/src/families.h"
+#include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
+#include "kernel_templates/dwconv_states/dwconv_states_family.h"
+#include "kernel_templates/normalize/normalize_family.h"
 #include "tools/bench_report.h"
 #include "tools/bench_suite.h"
+#include "tools/bench_tensors.h"
 
 using namespace kvtune;
 using namespace kvtune::bench;
@@ -123,6 +127,76 @@ TEST_CASE("bench suites: every registered family has rows in `--list-suite all`,
     CHECK(listed.count(op) == 1);
   }
   CHECK(listed.size() == ops.size());
+}
+
+namespace {
+void check_call(const NormalizeArgs& a) { normalize::validate(a); }
+void check_call(const DwConvArgs& a) {
+  dwconv::validate(a);
+  dwconv_states::validate(a);
+}
+void check_call(const DwConvDecodeArgs& a) { dwconv_decode::validate(a); }
+
+bool is_marker(const void* ptr) { return ptr == passed(); }
+bool has_marker(const NormalizeArgs& a) {
+  return is_marker(a.x) || is_marker(a.y) || is_marker(a.gamma) || is_marker(a.beta) || is_marker(a.mean) ||
+         is_marker(a.rstd);
+}
+bool has_marker(const DwConvArgs& a) {
+  for (const void* ptr : {a.x, a.weight, a.bias, static_cast<const void*>(a.y), a.dy, static_cast<const void*>(a.dx),
+                          static_cast<const void*>(a.dweight), static_cast<const void*>(a.dbias), a.initial_state,
+                          static_cast<const void*>(a.final_state), static_cast<const void*>(a.dinitial_state),
+                          static_cast<const void*>(a.seq_idx)})
+    if (is_marker(ptr)) return true;
+  return false;
+}
+bool has_marker(const DwConvDecodeArgs& a) {
+  for (const void* ptr : {a.x, a.weight, a.bias, static_cast<const void*>(a.y), static_cast<const void*>(a.state),
+                          static_cast<const void*>(a.cache_seqlens), static_cast<const void*>(a.state_indices)})
+    if (is_marker(ptr)) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("kvtune-bench's tensors: every row's call, bound, passes the library's argument rules", "[bench-cli]") {
+  int rows = 0;
+  for (const auto& p : suite("all", false)) {
+    INFO(p.id);
+    BenchCall call = p.call;
+    std::vector<TensorSpec> specs;
+    std::uintptr_t next = 16;  // passed() is 3 << 36
+    std::visit(
+        [&](auto& a) {
+          each_tensor(a, [&](auto& field, const TensorSpec& spec) {
+            specs.push_back(spec);
+            bind(field, reinterpret_cast<void*>(next++ << 36));  // distinct, 256-byte aligned, far apart
+          });
+        },
+        call);
+    REQUIRE_FALSE(specs.empty());
+    double bytes = 0;
+    for (const auto& spec : specs) {
+      CHECK(spec.elements > 0);
+      if (spec.fill == Fill::sequences) CHECK(p.sequences > 1);
+      bytes += double(spec.elements) * spec.element_bytes;
+    }
+    // Every tensor the model counts is allocated (the decode state is one buffer read and written).
+    const double model = p.model_bytes();
+    CHECK(bytes >= (std::holds_alternative<DwConvDecodeArgs>(call) ? 0.5 : 0.999) * model);
+    CHECK_NOTHROW(std::visit([](const auto& a) { check_call(a); }, call));
+    // A marker left unbound would be a tensor the call passes that the bench never allocates.
+    CHECK_FALSE(std::visit([](const auto& a) { return has_marker(a); }, call));
+    ++rows;
+  }
+  CHECK(rows == int(suite("all", false).size()));
+  // The seq_idx rows' runs: position t of a row of w is in sequence t * S / w.
+  for (const auto& p : suite("mamba-train", false))
+    if (p.sequences > 0) {
+      const auto ids = index_values(Fill::sequences, std::size_t(2 * p.dwconv().w), p);
+      CHECK(ids.front() == 0);
+      CHECK(ids[std::size_t(p.dwconv().w) - 1] == p.sequences - 1);
+      CHECK(ids[std::size_t(p.dwconv().w)] == 0);  // the next row starts again
+    }
 }
 
 TEST_CASE("bench suites: mamba-train times the fused training directions, with seq_idx and states", "[bench-cli]") {

@@ -12,11 +12,6 @@
 
 namespace kvtune::bench {
 
-std::int64_t cudnn_out_w(const DwConvArgs& a) {
-  const std::int64_t pad = a.causal ? std::int64_t(a.kernel_w - 1) * a.dilation_w : a.pad_left;
-  return (a.w + 2 * pad - std::int64_t(a.dilation_w) * (a.kernel_w - 1) - 1) / a.stride_w + 1;
-}
-
 #if defined(KVTUNE_BENCH_HAVE_CUDNN)
 
 namespace {

@@ -25,9 +25,7 @@ struct DwTensors {
 bool cudnn_built();
 /// "9.14.0 (built against 9.19.0)", or why cuDNN is absent.
 std::string cudnn_description();
-/// The output width cuDNN computes: causal 1D is run as PyTorch does, padded K - 1 on both
-/// sides, so it computes (K - 1) * dilation more outputs per row than kvtune's causal problem.
-std::int64_t cudnn_out_w(const DwConvArgs& args);
+// cudnn_out_w (the output width cuDNN computes) is in tools/bench_tensors.h, which sizes y and dy.
 
 class CudnnDepthwise {
  public:

@@ -26,6 +26,7 @@
 #include "core/device.h"
 #include "core/nvrtc.h"
 #include "tools/bench_cudnn.h"
+#include "tools/bench_tensors.h"
 #include "tools/bench_report.h"
 #include "tools/bench_suite.h"
 #include "tools/bench_timing.h"
@@ -33,6 +34,11 @@
 #include "tuner/harness_support.h"
 
 namespace kb = kvtune::bench;
+using kb::Fill;
+using kb::TensorSpec;
+using kb::each_tensor;
+using kb::element_bytes;
+using kb::index_values;
 using kvtune::DType;
 using kvtune::DwDirection;
 
@@ -47,8 +53,6 @@ struct Settings {
   int device = 0;
   std::size_t cudnn_workspace = std::size_t(512) << 20;
 };
-
-int element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -76,93 +80,6 @@ kb::Timing attempt(F&& body) {
   }
 }
 
-// How one tensor of a call is filled.
-enum class Fill {
-  values,     // offset + scale * U[-1, 1) in the call's dtype
-  slots,      // int32 0, 1, ..., count - 1 (state indices: row i uses slot i)
-  positions,  // int32 positions of a circular state, spread over 0..4095
-  sequences,  // int32 [n, w], `sequences` runs of equal length a row (seq_idx)
-};
-
-struct TensorSpec {
-  std::size_t elements = 0;
-  int element_bytes = 4;
-  bool rotated = true;  // every rotated set has its own (inputs and outputs), else one shared copy
-  Fill fill = Fill::values;
-  float offset = 0.0f, scale = 1.0f;
-};
-
-// Pointer fields of the public argument structs, whatever their constness.
-template <class Field>
-void bind(Field& field, void* pointer) {
-  field = static_cast<Field>(pointer);
-}
-
-// Calls v(field, spec) for every tensor the call passes, in a fixed order: the binding and the
-// allocation walk the same list. Inputs get values around 0.5 with spread 1 (normalize rows are not
-// constant; convolutions see both signs), weights and parameters smaller ones.
-template <class V>
-void each_tensor(kvtune::NormalizeArgs& a, V&& v) {
-  const int e = element_bytes(a.dtype);
-  const std::size_t n = std::size_t(a.rows * a.cols), cols = std::size_t(a.cols);
-  v(a.x, TensorSpec{n, e, true, Fill::values, 0.5f, 1.0f});
-  v(a.y, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
-  if (a.gamma != nullptr) v(a.gamma, TensorSpec{cols, e, false, Fill::values, 1.0f, 0.25f});
-  if (a.beta != nullptr) v(a.beta, TensorSpec{cols, e, false, Fill::values, 0.0f, 0.25f});
-}
-
-template <class V>
-void each_tensor(kvtune::DwConvArgs& a, V&& v) {
-  const int e = element_bytes(a.dtype);
-  kvtune::DwConvArgs shape = a;
-  shape.x = shape.dy = shape.weight = reinterpret_cast<void*>(std::uintptr_t(1) << 36);
-  shape.y = shape.dx = shape.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 36);
-  const auto problem = kvtune::dwconv::make_problem(shape);
-  // cuDNN's causal output is wider (both sides padded); size y/dy for the larger of the two.
-  const std::int64_t out_w = std::max<std::int64_t>(problem.out_w(), kb::cudnn_out_w(a));
-  const std::size_t x = std::size_t(a.n * a.c * a.h * a.w), y = std::size_t(a.n * a.c * problem.out_h() * out_w),
-                    w = std::size_t(a.c * a.kernel_h * a.kernel_w), c = std::size_t(a.c),
-                    state = std::size_t(a.n * a.c * (a.kernel_w - 1) * a.dilation_w);
-  const bool act = a.activation != kvtune::Activation::none;
-  const TensorSpec input{x, e, true, Fill::values, 0.5f, 1.0f}, gradient{y, e, true, Fill::values, 0.0f, 1.0f},
-      weight{w, e, true, Fill::values, 0.0f, 0.5f}, parameter{c, e, false, Fill::values, 0.0f, 0.25f};
-  switch (a.direction) {
-    case DwDirection::forward:
-      v(a.x, input), v(a.weight, weight), v(a.y, TensorSpec{y, e, true, Fill::values, 0.0f, 1.0f});
-      break;
-    case DwDirection::backward_data:
-      v(a.dy, gradient), v(a.weight, weight), v(a.dx, TensorSpec{x, e, true, Fill::values, 0.0f, 1.0f});
-      if (act) v(a.x, input);
-      break;
-    case DwDirection::backward_weight:
-      v(a.x, input), v(a.dy, gradient), v(a.dweight, TensorSpec{w, e, true, Fill::values, 0.0f, 1.0f});
-      if (act) v(a.weight, weight);
-      if (a.dbias != nullptr) v(a.dbias, TensorSpec{c, e, true, Fill::values, 0.0f, 1.0f});
-      break;
-  }
-  if (a.bias != nullptr) v(a.bias, parameter);
-  if (a.initial_state != nullptr) v(a.initial_state, TensorSpec{state, e, true, Fill::values, 0.5f, 1.0f});
-  if (a.final_state != nullptr) v(a.final_state, TensorSpec{state, e, true, Fill::values, 0.0f, 1.0f});
-  if (a.dinitial_state != nullptr) v(a.dinitial_state, TensorSpec{state, e, true, Fill::values, 0.0f, 1.0f});
-  if (a.seq_idx != nullptr) v(a.seq_idx, TensorSpec{std::size_t(a.n * a.w), 4, false, Fill::sequences});
-}
-
-template <class V>
-void each_tensor(kvtune::DwConvDecodeArgs& a, V&& v) {
-  const int e = element_bytes(a.dtype);
-  const std::int64_t state_len = a.state_len == 0 ? a.kernel_w - 1 : a.state_len;
-  const std::size_t tokens = std::size_t(a.batch * a.channels * a.seqlen), c = std::size_t(a.channels),
-                    rows = std::size_t(a.batch);
-  v(a.x, TensorSpec{tokens, e, true, Fill::values, 0.5f, 1.0f});
-  v(a.y, TensorSpec{tokens, e, true, Fill::values, 0.0f, 1.0f});
-  // Updated in place: each set's state evolves, its values stay copies of x's (bounded).
-  v(a.state, TensorSpec{std::size_t(a.batch * a.channels * state_len), e, true, Fill::values, 0.5f, 1.0f});
-  v(a.weight, TensorSpec{c * std::size_t(a.kernel_w), e, false, Fill::values, 0.0f, 0.5f});
-  if (a.bias != nullptr) v(a.bias, TensorSpec{c, e, false, Fill::values, 0.0f, 0.25f});
-  if (a.cache_seqlens != nullptr) v(a.cache_seqlens, TensorSpec{rows, 4, false, Fill::positions});
-  if (a.state_indices != nullptr) v(a.state_indices, TensorSpec{rows, 4, false, Fill::slots});
-}
-
 // Rotated sets of one problem's tensors (inputs and outputs), the shared ones once, and a
 // device-to-device copy's source and destination per set.
 struct Slots {
@@ -173,22 +90,6 @@ struct Slots {
   int count = 0;
   double set_bytes = 0;
 };
-
-// The int32 contents of the index tensors.
-std::vector<std::int32_t> index_values(Fill fill, std::size_t elements, const kb::BenchProblem& p) {
-  std::vector<std::int32_t> out(elements);
-  for (std::size_t i = 0; i < elements; ++i) {
-    if (fill == Fill::slots) {
-      out[i] = std::int32_t(i);
-    } else if (fill == Fill::positions) {
-      out[i] = std::int32_t((i * 2654435761u) % 4096);
-    } else {  // sequences: position t of a row of w belongs to sequence t * sequences / w
-      const std::int64_t w = std::get<kvtune::DwConvArgs>(p.call).w;
-      out[i] = std::int32_t(std::int64_t(i % std::size_t(w)) * std::max(p.sequences, 1) / w);
-    }
-  }
-  return out;
-}
 
 Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerprint& fp, const kb::SupportKernels& support,
                  cudaStream_t stream) {
@@ -246,7 +147,7 @@ template <class Args>
 Args bound(const kb::BenchProblem& p, const Slots& s, int slot) {
   Args a = std::get<Args>(p.call);
   std::size_t t = 0;
-  each_tensor(a, [&](auto& field, const TensorSpec&) { bind(field, s.sets[std::size_t(slot)][t++]); });
+  each_tensor(a, [&](auto& field, const TensorSpec&) { kb::bind(field, s.sets[std::size_t(slot)][t++]); });
   return a;
 }
 
