@@ -44,14 +44,8 @@ double flops_of(NormalizeArgs a) {
   return normalize::model_flops(normalize::make_problem(a), a.rows);
 }
 
-DwConvArgs with_fake_tensors(DwConvArgs a) {
-  a.x = a.dy = a.weight = fake_pointer(1);
-  a.y = a.dx = a.dweight = fake_pointer(2);
-  return a;
-}
-
 double bytes_of(const DwConvArgs& args) {
-  const DwConvArgs a = with_fake_tensors(args);
+  const DwConvArgs a = with_stand_in_tensors(args);
   const dwconv::Problem p = dwconv::make_problem(a);
   const double elem = p.element_bytes();
   double bytes = dwconv::model_bytes(p, a.n);
@@ -72,7 +66,7 @@ double bytes_of(const DwConvArgs& args) {
   return bytes;
 }
 double flops_of(const DwConvArgs& args) {
-  const DwConvArgs a = with_fake_tensors(args);
+  const DwConvArgs a = with_stand_in_tensors(args);
   return dwconv::model_flops(dwconv::make_problem(a), a.n);
 }
 
@@ -142,6 +136,12 @@ void add_fields(nlohmann::json& j, const DwConvDecodeArgs& a) {
 }  // namespace
 
 void* passed() { return fake_pointer(3); }
+
+DwConvArgs with_stand_in_tensors(DwConvArgs a) {
+  a.x = a.dy = a.weight = fake_pointer(1);
+  a.y = a.dx = a.dweight = fake_pointer(2);
+  return a;
+}
 
 double BenchProblem::model_bytes() const {
   return std::visit([](const auto& a) { return bytes_of(a); }, call);

@@ -24,6 +24,9 @@ using BenchCall = std::variant<NormalizeArgs, DwConvArgs, DwConvDecodeArgs>;
 
 /// The marker of an optional tensor the call passes (never dereferenced).
 void* passed();
+/// `a` with stand-ins (distinct, 256-byte aligned, never dereferenced) for the tensors every call of
+/// its direction reads and writes, markers kept: what the models and make_problem need.
+DwConvArgs with_stand_in_tensors(DwConvArgs a);
 
 /// One timed problem.
 struct BenchProblem {

@@ -62,10 +62,7 @@ inline void each_tensor(NormalizeArgs& a, V&& v) {
 template <class V>
 inline void each_tensor(DwConvArgs& a, V&& v) {
   const int e = element_bytes(a.dtype);
-  DwConvArgs shape = a;
-  shape.x = shape.dy = shape.weight = reinterpret_cast<void*>(std::uintptr_t(1) << 36);
-  shape.y = shape.dx = shape.dweight = reinterpret_cast<void*>(std::uintptr_t(2) << 36);
-  const auto problem = dwconv::make_problem(shape);
+  const auto problem = dwconv::make_problem(with_stand_in_tensors(a));
   // cuDNN's causal output is wider (both sides padded); size y/dy for the larger of the two.
   const std::int64_t out_w = std::max<std::int64_t>(problem.out_w(), cudnn_out_w(a));
   const std::size_t x = std::size_t(a.n * a.c * a.h * a.w), y = std::size_t(a.n * a.c * problem.out_h() * out_w),

@@ -69,8 +69,10 @@ std::optional<Config> choose(const Problem& p, const LearnedData& data, const st
   const double absent = std::log(data.cap);  // slower than the cap there, or not in its space
   std::optional<Config> best;
   double best_score = std::numeric_limits<double>::infinity();
-  for (const Config& c : enumerate(p)) {
-    if (c.splits != 1 || c.cooperative || !is_valid(p, c)) continue;  // enumerate() leads with the seed
+  const std::vector<Config> space = enumerate(p);
+  for (const Config& c : space) {
+    if (c.splits != 1 || c.cooperative) continue;
+    if (&c == &space.front() && !is_valid(p, c)) continue;  // the seed leads, runnable but perhaps not valid
     const std::string label = c.label();
     double score = 0, weights = 0;
     for (const auto& [d, r] : near) {
