@@ -14,6 +14,7 @@
 #include "compile_batches.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
+#include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "core/nvrtc.h"
 
 using namespace kvtune;
@@ -236,7 +237,106 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
   p.activation = Activation::silu;
   std::string why;
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_data)), 9), &why));
-  CHECK(why.find("forward problems") != std::string::npos);
+  CHECK(why.find("runs its gradient prep") != std::string::npos);
+  // backward_weight's is the fused 1D weight gradient: not 2D.
+  p = dwconv::make_problem(args_2d(DwDirection::backward_weight));
+  p.activation = Activation::silu;
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_weight)), 9), &why));
+  CHECK(why.find("is 1D") != std::string::npos);
+}
+
+TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "[dwconv][activation]") {
+  DwConvArgs a = args_causal(DwDirection::backward_weight, Activation::silu);
+  a.bias = fake(6 << 20), a.dbias = fake(7 << 20);
+  REQUIRE(dwconv::fused_weight_gradient(a));
+  const Problem p = dwconv::make_problem(a);
+  // One problem: the activation in its key, no gradient prep, no fix-up, x and dy read by the kernel.
+  CHECK(p.activation == Activation::silu);
+  CHECK_FALSE(p.gradient_prep);
+  CHECK(p.epilogue() == 1);
+  CHECK_FALSE(dwconv::gradient_prep_problem(a));
+  DwConvArgs plain = a;
+  plain.activation = Activation::none;
+  CHECK(p.key() == dwconv::make_problem(plain).key() + ",act=silu");
+  CHECK(dwconv::problem_from_key(p.key()) == p);
+  a.dy = fake((3 << 20) + 4);  // dy's alignment counts (the unfused form read the prep's output instead)
+  CHECK(dwconv::make_problem(a).align_bytes == 4);  // f32
+  a.dy = fake(3 << 20);
+  // seq_idx: masked in the kernel (",seq=1"), no dwconv_states problem.
+  DwConvArgs packed = a;
+  packed.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
+  const Problem q = dwconv::make_problem(packed);
+  CHECK(q.seq_idx);
+  CHECK(q.key() == p.key() + ",seq=1");
+  CHECK(dwconv::problem_from_key(q.key()) == q);
+  CHECK_FALSE(dwconv_states::make_plan(packed).prep);
+  CHECK_FALSE(dwconv_states::make_plan(packed).fix);
+  // Not fused: an initial state (its z reads the state), 2D, a window over the register budget, rows
+  // shorter than a run; those keep the gradient prep and the plain problem.
+  DwConvArgs init = a;
+  init.initial_state = fake(9 << 20);
+  DwConvArgs wide = a;
+  wide.dilation_w = 20;  // (4 - 1) x 20 + 4 + 1 registers > 64
+  DwConvArgs short_rows = a;
+  short_rows.w = 3;
+  for (const DwConvArgs& b : {init, wide, short_rows, args_2d(DwDirection::backward_weight, DwLayout::nchw, Activation::silu)}) {
+    INFO(dwconv::make_problem(b).key());
+    CHECK_FALSE(dwconv::fused_weight_gradient(b));
+    CHECK(dwconv::make_problem(b).activation == Activation::none);
+    CHECK(dwconv::gradient_prep_problem(b));
+  }
+  DwConvArgs dilated = a;
+  dilated.dilation_w = 19;  // (4 - 1) x 19 + 4 + 1 = 62: fused
+  CHECK(dwconv::fused_weight_gradient(dilated));
+  // Keys the library never builds.
+  for (const std::string& bad : {p.key() + ",seq=1,seq=1", p.key() + ",seq=0", dwconv::make_problem(plain).key() + ",seq=1",
+                                 dwconv::make_problem(plain).key() + ",act=silu_grad",
+                                 dwconv::make_problem(wide).key() + ",act=silu"})
+    CHECK_FALSE(dwconv::problem_from_key(bad));
+  // Its space: register-tiled runs of one row with every tap, never staged; the heuristic among them; the
+  // kernel name gains EPI and SEQ, the plain problem's names stay.
+  for (const Problem& r : {p, q}) {
+    const auto space = dwconv::enumerate(r);
+    REQUIRE(!space.empty());
+    for (const Config& c : space) {
+      const auto& w = c.wgrad();
+      CHECK(w.outputs_per_thread > 1);
+      CHECK(w.taps_per_block == 4);
+      CHECK_FALSE(w.staged);
+      CHECK(w.rows_per_thread == 1);
+      const std::string name = dwconv::compile_request(r, c, "compute_90").name_expressions[0];
+      CHECK(name.size() > 12);
+      CHECK(name.compare(name.size() - 11, 11, r.seq_idx ? ", -1, 1, 1>" : ", -1, 1, 0>") == 0);
+    }
+    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+  }
+  for (const Config& c : dwconv::enumerate(dwconv::make_problem(plain)))
+    CHECK(dwconv::compile_request(dwconv::make_problem(plain), c, "compute_90").name_expressions[0].find("-1") ==
+          std::string::npos);
+  // Every shape the rule calls fused has a space and a valid heuristic (both layouts, K and dilation
+  // up to the register budget, strides, short rows).
+  int fused = 0;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (int k : {1, 2, 4, 7, 31, 63})
+      for (int d : {1, 2, 8})
+        for (int s : {1, 2})
+          for (std::int64_t w : {3, 4, 9, 64, 200}) {
+            DwConvArgs b = args_causal(DwDirection::backward_weight, Activation::gelu_tanh);
+            b.layout = l, b.kernel_w = k, b.dilation_w = d, b.stride_w = s, b.w = w;
+            b.causal = s == 1;
+            try {
+              dwconv::validate(b);
+            } catch (const Error&) {
+              continue;
+            }
+            if (!dwconv::fused_weight_gradient(b)) continue;
+            const Problem r = dwconv::make_problem(b);
+            INFO(r.key());
+            CHECK(!dwconv::enumerate(r).empty());
+            CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+            ++fused;
+          }
+  CHECK(fused > 50);
 }
 
 TEST_CASE("dwconv activation reference: values, derivatives, PyTorch's definitions", "[dwconv][activation]") {

@@ -23,6 +23,8 @@
 #include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kernel_templates/dwconv/dwconv_params.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
+#include "kernel_templates/dwconv_states/dwconv_states_reference.h"
+#include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/embedded.h"
@@ -200,6 +202,89 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
   CHECK(skipped < 10);
 }
 
+TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx, against float64", "[gpu][dwconv][activation]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  // Both layouts x seq_idx or not x two shapes (K 7 dilation 1 with dbias, K 4 dilation 2 without), the
+  // activation and dtype rotating; every variant of each space, compiled together first.
+  struct Case {
+    dwconv::Problem problem;
+    std::vector<dwconv::Config> configs;
+    std::vector<tuner::Candidate> candidates;
+  };
+  std::vector<Case> cases;
+  test::CompileMemo memo;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (bool seq : {false, true})
+      for (int i = 0; i < 2; ++i) {
+        DwConvArgs a;
+        a.direction = DwDirection::backward_weight, a.layout = l;
+        a.dtype = kDTypes[std::size_t(int(l) + int(seq) + i) % 3];
+        a.activation = kActivations[std::size_t(int(l) + 2 * int(seq) + i) % 4];
+        a.n = 2, a.c = l == DwLayout::ncl ? 24 : 40, a.w = 67 + 30 * i;
+        a.kernel_w = i == 0 ? 7 : 4, a.dilation_w = 1 + i, a.causal = true;
+        dwconv::set_placeholders(a, i == 0);
+        a.weight = reinterpret_cast<const void*>(std::uintptr_t(5) << 44);
+        if (seq) a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
+        REQUIRE(dwconv::fused_weight_gradient(a));
+        dwconv::Problem p = dwconv::make_problem(a);
+        p.n = a.n;
+        Case c{p, dwconv::enumerate(p), {}};
+        REQUIRE(!c.configs.empty());
+        c.candidates = dwconv::make_candidates(p, c.configs, fp.arch());
+        memo.add(c.candidates);
+        cases.push_back(std::move(c));
+      }
+  memo.compile_pending();
+  std::size_t verified = 0;
+  for (const Case& c : cases) {
+    const dwconv::Problem& p = c.problem;
+    INFO(p.key());
+    // The float64 GPU reference against the CPU one of the whole operation (dwconv_states' reference:
+    // z with the taps masked by seq_idx, dy * act'(z), then dw and dbias).
+    {
+      const std::int64_t n = p.n, w = p.w;
+      const auto x = random_tensor(p.dtype, std::size_t(n * p.c * w), 1), wt = random_tensor(p.dtype, std::size_t(p.c * p.kw), 2);
+      const auto b = random_tensor(p.dtype, std::size_t(p.c), 3), dy = random_tensor(p.dtype, std::size_t(n * p.c * w), 4);
+      const auto seq = p.seq_idx ? dwconv_states::packed_seq_idx(n, w, 5, 11) : std::vector<std::int32_t>{};
+      tuner::DeviceBuffer seq_device(std::max<std::size_t>(seq.size() * 4, 16));
+      if (!seq.empty())
+        detail::cuda_check(cudaMemcpy(seq_device.get(), seq.data(), seq.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+      dwconv_states::Problem sp;
+      sp.layout = p.layout, sp.dtype = p.dtype, sp.c = p.c, sp.w = w, sp.k = p.kw, sp.d = p.dw, sp.bias = true;
+      sp.activation = p.activation, sp.gradient_prep = true, sp.seq_idx = p.seq_idx;
+      const auto g = dwconv_states::reference_forward(sp, n, x.values, wt.values, b.values, {}, seq, dy.values, nullptr);
+      sp.direction = DwDirection::backward_weight, sp.activation = Activation::none, sp.gradient_prep = false, sp.bias = false;
+      std::vector<double> ref_dw, ref_db;
+      dwconv_states::reference_backward_weight(sp, n, x.values, g, {}, seq, ref_dw, ref_db);
+      dwconv::LaunchArgs la{};
+      la.src = x.device.get(), la.aux = dy.device.get(), la.weight = wt.device.get(), la.bias = b.device.get();
+      la.seq_idx = p.seq_idx ? seq_device.as<std::int32_t>() : nullptr, la.batch = n;
+      tuner::DeviceBuffer out(ref_dw.size() * 4), out_bias(std::size_t(p.c) * 4);
+      dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
+      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+      CHECK(rel_error(DType::f32, out.get(), ref_dw) < 1e-6);
+      if (p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_db) < 1e-6);
+    }
+    const auto compiled = memo.compile(c.candidates);
+    auto harness = dwconv::make_harness(p, c.configs, fp.arch(), 0, stream);
+    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
+      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+      REQUIRE(compiled[i].status == tuner::Status::ok);
+      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+      const auto verdict = harness->verify(c.candidates[i], kernel, stream);
+      INFO(verdict.message);
+      CHECK(verdict.ok);
+      ++verified;
+    }
+  }
+  cudaStreamDestroy(stream);
+  WARN("verified " << verified << " fused weight-gradient variants of " << cases.size() << " problems");
+  CHECK(verified >= 4 * cases.size());
+}
+
 TEST_CASE("dwconv with an activation through the Context: every direction and layout against float64", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
   ContextOptions o;
@@ -253,9 +338,12 @@ TEST_CASE("dwconv with an activation through the Context: every direction and la
         CHECK(rel_error(a.dtype, out.get(), ref) < tolerance(a.dtype));
         if (dir == DwDirection::backward_weight) CHECK(rel_error(a.dtype, out_bias.get(), ref_bias) < tolerance(a.dtype));
         // Backward directions: two problems, the gradient prep first; its output in front of the workspace.
+        // The fused 1D weight gradient is one problem.
+        const bool fused = dwconv::fused_weight_gradient(a);
+        CHECK(fused == (dir == DwDirection::backward_weight && (l == DwLayout::ncl || l == DwLayout::nlc)));
         const std::string label = context.dwconv_variant(a, stream);
-        CHECK((label.find(" then ") != std::string::npos) == (dir != DwDirection::forward));
-        if (dir != DwDirection::forward) {
+        CHECK((label.find(" then ") != std::string::npos) == (dir != DwDirection::forward && !fused));
+        if (dir != DwDirection::forward && !fused) {
           const std::size_t need = context.dwconv_workspace_size(a, stream);
           CHECK(need >= dwconv::gradient_prep_bytes(a));
           // The caller's workspace: too small is refused naming the field; enough is used.

@@ -173,6 +173,38 @@ __device__ __forceinline__ void kvt_wgrad_row(float (&acc)[N], const float (&g)[
     }
 }
 
+// The fused 1D weight gradient's products with a run's window (EPI: the forward's activation, KH = 1):
+// g[r] = dy[r] * act'(z[r]), z[r] = bias + sum_k w[k] x[window(r, k)] recomputed from the very window the
+// products read, so no dy * act'(z) tensor is written or read. MASKED (seq_idx, a window that holds
+// more than one packed sequence): a tap whose position is of another sequence than the output's
+// (window position r + PW, stride 1) adds nothing to z nor to dw, as the definition's zero there.
+template <class AW, int KW, int PW, int EPI, bool MASKED, bool WHOLE, int N, int RW, int WIN, int SQ>
+__device__ __forceinline__ void kvt_wgrad_fused(float (&acc)[N], const float (&dy)[RW], const float (&win)[WIN],
+                                                const float (&wt)[KW], float z_bias, const int (&sq)[SQ], int valid,
+                                                bool bias_grad) {
+  const auto in = [&](int r, int k) {
+    if constexpr (MASKED) return sq[AW::offset(r, k)] == sq[r + PW];
+    else return true;
+  };
+  float g[RW];
+#pragma unroll
+  for (int r = 0; r < RW; ++r) {
+    float z = z_bias;
+#pragma unroll
+    for (int k = 0; k < KW; ++k)
+      if (in(r, k)) z += win[AW::offset(r, k)] * wt[k];
+    g[r] = WHOLE || r < valid ? dy[r] * kvt_act_derivative<kvt_act_of(EPI)>(z) : 0.f;
+  }
+  if (bias_grad)
+#pragma unroll
+    for (int r = 0; r < RW; ++r) acc[KW] += g[r];
+#pragma unroll
+  for (int k = 0; k < KW; ++k)
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+      if ((WHOLE || r < valid) && in(r, k)) acc[k] += g[r] * win[AW::offset(r, k)];
+}
+
 // The end of a weight-gradient block: its threads' sums (acc[j], tap group * TG + j; acc[TG] dbias)
 // reduced in a fixed order and written to dw / dbias (one split), to the split's partials (ATOMIC 0)
 // or the f32 accumulator (ATOMIC 1); with splits, the last-arriving block of the column (arrival
@@ -252,9 +284,15 @@ __device__ __forceinline__ void kvt_wgrad_finish(const KvtDwConvParams& p, const
 // otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
 // last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
-          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1>
+          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1, int EPI = 0, int SEQ = 0>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
   static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
+  // EPI (an activation, 1-4): the fused 1D weight gradient, dy * act'(z) formed in registers
+  // (kvt_wgrad_fused); SEQ: its taps masked by seq_idx.
+  constexpr bool kFused = EPI != 0;
+  static_assert(!kFused || (KH == 1 && RW > 1 && RH == 1 && TG == KW && !kvt_grad_prep(EPI)),
+                "fused weight gradient: 1D register-tiled runs with every tap");
+  static_assert(!SEQ || (kFused && SW == 1 && PW <= (KW - 1) * DW), "seq_idx: the fused weight gradient, causal");
   static_assert(RH == 1 || (RW > 1 && TG == KH * KW), "rows per thread share x rows across every tap");
   static_assert(VC == 1 || (LAYOUT == 0 && RW > 1 && RW % VC == 0), "vectors along W: channel-first runs");
   constexpr int kTaps = KH * KW;
@@ -282,6 +320,15 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
   float acc[TG + 1];
 #pragma unroll
   for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
+  // The fused form's forward taps and bias (the bias optional: p.bias may be null).
+  float wt[kFused ? KW : 1], z_bias = 0.f;
+  if constexpr (kFused) {
+    if (c < p.channels) {
+#pragma unroll
+      for (int k = 0; k < KW; ++k) wt[k] = kvt_to_float(static_cast<const T*>(p.weight)[c * KW + k]);
+      if (p.bias != nullptr) z_bias = kvt_to_float(static_cast<const T*>(p.bias)[c]);
+    }
+  }
   if constexpr (RW > 1) {
     // Tiles of RH rows x RW outputs along W within one image; this split's slice is a range of
     // tiles. x rows are loaded once per tile for every (dy row, kernel row) pair that reads them
@@ -326,7 +373,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
               g[rr][r] = in ? kvt_to_float(g_row[LAYOUT == 0 ? w0 + r : (w0 + r) * p.channels]) : 0.f;
             }
           }
-          if (BIAS)
+          if (BIAS && !kFused)
 #pragma unroll
             for (int r = 0; r < RW; ++r) acc[TG] += g[rr][r];
         }
@@ -390,7 +437,29 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             float win[kWin];
 #pragma unroll
             for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
-            kvt_wgrad_row<AH, AW, KH, KW, kAllTaps, decltype(whole)::value>(acc, g, win, i, rows, valid);
+            if constexpr (kFused) {
+              // SEQ: the window's sequence ids (positions outside the row as the nearest inside: x is 0
+              // there); a window of one sequence, nearly every run, takes the unmasked products.
+              int sq[SEQ ? kWin : 1];
+              bool mixed = false;
+              if constexpr (SEQ) {
+                const int* seq_row = p.seq_idx + n * p.src_w;
+#pragma unroll
+                for (int j = 0; j < kWin; ++j) {
+                  const long long q = q0 + j;
+                  sq[j] = seq_row[q < 0 ? 0 : q < p.src_w ? q : p.src_w - 1];
+                }
+#pragma unroll
+                for (int j = 0; j + 1 < kWin; ++j) mixed |= sq[j] != sq[kWin - 1];
+              }
+              constexpr bool kWhole = decltype(whole)::value;
+              if (SEQ && mixed)
+                kvt_wgrad_fused<AW, KW, PW, EPI, true, kWhole>(acc, g[0], win, wt, z_bias, sq, valid, BIAS);
+              else
+                kvt_wgrad_fused<AW, KW, PW, EPI, false, kWhole>(acc, g[0], win, wt, z_bias, sq, valid, BIAS);
+            } else {
+              kvt_wgrad_row<AH, AW, KH, KW, kAllTaps, decltype(whole)::value>(acc, g, win, i, rows, valid);
+            }
             if (kPipeline)
 #pragma unroll
               for (int v = 0; v < kVecs; ++v) cur[v] = next[v];
@@ -569,14 +638,21 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
 }
 
 // float64 reference for every direction; one thread per output element (dx, y, or dw / dbias).
-// EPI (forward): the epilogue in float64, on the float64 sum.
-template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS, int EPI = 0>
+// EPI (forward): the epilogue in float64, on the float64 sum. EPI (backward_weight, 1D): the fused
+// weight gradient, dy * act'(z) with z = bias + conv(x, w) in float64; SEQ: taps of another sequence
+// than the output's position (seq_idx) add nothing.
+template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS, int EPI = 0,
+          int SEQ = 0>
 __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float* bias_out) {
   const T* src = static_cast<const T*>(p.src);
   const T* wt = static_cast<const T*>(p.weight);
   if (DIR == 2) {
     // dw[c][t] = sum over dy positions of dy * x; here p.aux = dy (dst dims), p.src = x.
     const T* dy = static_cast<const T*>(p.aux);
+    // Whether tap position q of row n counts for output w (seq_idx; 1D, stride 1).
+    const auto same_sequence = [&](long long n, long long w, long long q) {
+      return !SEQ || p.seq_idx[n * p.src_w + q] == p.seq_idx[n * p.src_w + w];
+    };
     const long long total = p.channels * (KH * KW + 1);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
@@ -587,10 +663,21 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
           for (long long w = 0; w < p.dst_w; ++w) {
             const long long g_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
                                                 : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
-            const double g = kvt_to_float(dy[g_idx]);
+            double g = kvt_to_float(dy[g_idx]);
+            if (EPI != 0) {  // KH = 1
+              double z = p.bias != nullptr ? (double)kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.0;
+              for (int k = 0; k < KW; ++k) {
+                const long long q = w * SW - PW + k * DW;
+                if (q < 0 || q >= p.src_w || !same_sequence(n, w, q)) continue;
+                const long long x_idx = LAYOUT == 0 ? (n * p.channels + c) * p.src_w + q : (n * p.src_w + q) * p.channels + c;
+                z += (double)kvt_to_float(src[x_idx]) * (double)kvt_to_float(wt[c * KW + k]);
+              }
+              g *= kvt_act_derivative<kvt_act_of(EPI)>(z);
+            }
             if (t == KH * KW) { s += g; continue; }
             const long long r = h * SH - PH + (t / KW) * DH, q = w * SW - PW + (t % KW) * DW;
             if (r < 0 || r >= p.src_h || q < 0 || q >= p.src_w) continue;
+            if (SEQ && !same_sequence(n, w, q)) continue;
             const long long x_idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + r) * p.src_w + q
                                                 : ((n * p.src_h + r) * p.src_w + q) * p.channels + c;
             s += g * (double)kvt_to_float(src[x_idx]);

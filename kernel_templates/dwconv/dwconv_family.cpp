@@ -62,6 +62,9 @@ bool check_wgrad(const Problem& p, const WgradConfig& c, std::string* why, bool 
   if (c.taps_per_block > taps(p)) return fail(why, "more taps per block than the kernel has");
   if (c.splits < 1 || c.splits > 65535) return fail(why, "splits: 1..65535");
   if (c.atomic && p.deterministic) return fail(why, "atomics need deterministic = false");
+  if (p.activation != Activation::none &&
+      (c.staged || rw == 1 || rh != 1 || c.taps_per_block != taps(p)))
+    return fail(why, "the fused weight gradient: register-tiled runs of one row with every tap, not staged");
   // Mirror of the kernel's partial[kRows][CT][TG + 1]: one row per warp where lanes reduce first.
   const int ct = c.channels_per_block;
   const bool lane_reduce = ct < 32 && 32 % ct == 0 && block % 32 == 0;
@@ -234,8 +237,13 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
 }
 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
-  if ((p.activation != Activation::none || p.gradient_prep) && p.direction != DwDirection::forward)
-    return fail(why, "epilogues (activation, gradient prep) are forward problems");
+  const bool fused_wgrad = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
+  if (p.gradient_prep && p.direction != DwDirection::forward) return fail(why, "the gradient prep is a forward problem");
+  if (p.activation != Activation::none && p.direction == DwDirection::backward_data)
+    return fail(why, "backward_data with an activation runs its gradient prep, then the plain problem");
+  if (fused_wgrad && (p.h != 1 || p.kh != 1)) return fail(why, "the fused weight gradient is 1D");
+  if (p.seq_idx && !fused_wgrad) return fail(why, "seq_idx: the fused weight gradient only (else dwconv_states)");
+  if (p.seq_idx && (p.sw != 1 || p.pad_left > (p.kw - 1) * p.dw)) return fail(why, "seq_idx: causal, stride 1");
   if (p.gradient_prep && p.activation == Activation::none) return fail(why, "gradient prep without an activation");
   if (p.direction == DwDirection::backward_weight)
     return c.kernel() == Kernel::wgrad ? check_wgrad(p, c.wgrad(), why, prune)
@@ -716,7 +724,11 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double out = double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w());
   const double weights = double(p.c) * taps(p);
   const double dy = p.gradient_prep ? out : 0.0;  // the gradient prep reads dy too
-  return elem * (in + out + dy + weights + (p.bias ? double(p.c) : 0.0));
+  // The fused weight gradient reads the forward's weight and bias too, and seq_idx (int32 a position).
+  const double fused = p.direction == DwDirection::backward_weight && p.activation != Activation::none
+                           ? weights + double(p.c) + (p.seq_idx ? double(batch) * double(p.w) * 4.0 / elem : 0.0)
+                           : 0.0;
+  return elem * (in + out + dy + weights + fused + (p.bias ? double(p.c) : 0.0));
 }
 
 double model_flops(const Problem& p, std::int64_t batch) {
@@ -790,6 +802,7 @@ std::string kernel_name(const Problem& p, const WgradConfig& c) {
       .add(int(p.channel_last())).add(p.kh).add(p.kw).add(p.sh).add(p.sw).add(p.dh).add(p.dw).add(p.pad_top)
       .add(p.pad_left).add(c.channels_per_block).add(c.position_threads).add(c.taps_per_block).add(int(c.atomic))
       .add(int(p.bias)).optional({{c.outputs_per_thread, 1}}).optional({{c.rows_per_thread, 1}, {c.vector_channels, 1}})
+      .optional({{-1, -1}}).optional({{p.epilogue(), 0}, {int(p.seq_idx), 0}})  // PIPE at its default
       .name("kvt_dwconv_wgrad");
 }
 
@@ -815,8 +828,9 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
   r.source = embedded::dwconv_cu;
   r.headers = headers();
   r.arch = arch;
-  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}{}>", problem_args(p), p.bias ? 1 : 0,
-                                    p.epilogue() != 0 ? fmt::format(", {}", p.epilogue()) : ""),
+  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}{}{}>", problem_args(p), p.bias ? 1 : 0,
+                                    p.epilogue() != 0 || p.seq_idx ? fmt::format(", {}", p.epilogue()) : "",
+                                    p.seq_idx ? ", 1" : ""),
                         fmt::format("kvt_compare<{}>", kernel_type(p.dtype)),
                         fmt::format("kvt_fill_random<{}>", kernel_type(p.dtype))};
   return r;

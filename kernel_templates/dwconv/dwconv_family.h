@@ -31,9 +31,12 @@ struct Problem {
   int align_bytes = 16;        // largest vector access every tensor pointer allows
   // Forward kernels' epilogue (dwconv_activation.cuh): act(z), or with gradient_prep dy * act'(z),
   // the first of the two problems a backward direction with an activation runs (key ",act=silu" or
-  // ",act=silu_grad"; keys without an activation are as before).
+  // ",act=silu_grad"; keys without an activation are as before). backward_weight with an activation
+  // (",act=silu"): the fused 1D weight gradient (fused_weight_gradient()), which forms dy * act'(z)
+  // itself; with seq_idx (",seq=1") it also masks the taps that cross packed sequences.
   Activation activation = Activation::none;
   bool gradient_prep = false;
+  bool seq_idx = false;
 
   bool operator==(const Problem& o) const;
   std::string key() const;
@@ -57,6 +60,11 @@ struct ProblemHash {
 void validate(const DwConvArgs& args);
 /// The key of validated arguments; the batch bucketed by `buckets` (powers of two by default).
 Problem make_problem(const DwConvArgs& args, const detail::Buckets& buckets = {});
+/// Whether a validated call is the fused 1D weight gradient: backward_weight with an activation, 1D,
+/// no initial_state, and a register window that holds a run of 4 outputs with every tap (dilated
+/// kernels up to (k - 1) x dilation = 59, outputs of 4 or more). It reads x, dy, weight, bias and
+/// seq_idx and needs no gradient prep nor (with seq_idx) a dwconv_states fix-up.
+bool fused_weight_gradient(const DwConvArgs& args);
 /// backward_data / backward_weight with an activation: the gradient prep, a forward problem of the
 /// same convolution that stores dy * act'(z) (into workspace, so y's alignment is the workspace's).
 /// nullopt for the other calls. make_problem() of such arguments is the plain backward problem run

@@ -3,6 +3,7 @@
 //   forward:          src = x,  dst = y,  weight, bias;  src dims = x, dst dims = y
 //   backward_data:    src = dy, dst = dx, weight;        src dims = dy, dst dims = dx
 //   backward_weight:  src = x,  aux = dy, dst = dw, bias_grad = dbias; src dims = x, dst dims = dy
+//                     (the fused 1D form with an activation also reads weight, bias and seq_idx)
 #pragma once
 
 struct KvtDwConvParams {
@@ -19,4 +20,5 @@ struct KvtDwConvParams {
   long long src_h, src_w;
   long long dst_h, dst_w;
   long long splits;     // backward_weight: slices of the N x Ho x Wo reduction
+  const int* seq_idx;   // fused backward_weight with SEQ: int32 [batch, src_w], the packed sequences
 };

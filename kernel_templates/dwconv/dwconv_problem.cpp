@@ -38,7 +38,7 @@ bool Problem::operator==(const Problem& o) const {
          w == o.w && kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && dh == o.dh && dw == o.dw &&
          pad_top == o.pad_top && pad_bottom == o.pad_bottom && pad_left == o.pad_left && pad_right == o.pad_right &&
          bias == o.bias && deterministic == o.deterministic && align_bytes == o.align_bytes && n_exact == o.n_exact &&
-         activation == o.activation && gradient_prep == o.gradient_prep;
+         activation == o.activation && gradient_prep == o.gradient_prep && seq_idx == o.seq_idx;
 }
 
 std::string Problem::key() const {
@@ -48,6 +48,7 @@ std::string Problem::key() const {
                   dw, pad_top, pad_bottom, pad_left, pad_right, bias ? 1 : 0, deterministic ? 1 : 0, align_bytes);
   // Only with an activation, so that the keys of every other problem (and the caches holding them) stay.
   if (activation != Activation::none) key += fmt::format(",act={}{}", to_string(activation), gradient_prep ? "_grad" : "");
+  if (seq_idx) key += ",seq=1";
   return key;
 }
 
@@ -70,7 +71,7 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
                          std::int64_t(p.dh), std::int64_t(p.dw), std::int64_t(p.pad_top), std::int64_t(p.pad_bottom),
                          std::int64_t(p.pad_left), std::int64_t(p.pad_right), std::int64_t(p.bias),
                          std::int64_t(p.deterministic), std::int64_t(p.align_bytes), std::int64_t(p.n_exact),
-                         std::int64_t(p.epilogue())})
+                         std::int64_t(p.epilogue()), std::int64_t(p.seq_idx)})
     mix(v);
   return static_cast<std::size_t>(h);
 }
@@ -194,9 +195,12 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
                                                         : false;
   p.deterministic = a.direction != DwDirection::backward_weight || a.deterministic;
   // A backward direction with an activation is the plain problem run on the gradient prep's output
-  // (workspace, 256-byte aligned) in place of dy; backward_data then reads no x.
-  const bool prepped = a.direction != DwDirection::forward && a.activation != Activation::none;
-  p.activation = a.direction == DwDirection::forward ? a.activation : Activation::none;
+  // (workspace, 256-byte aligned) in place of dy; backward_data then reads no x. The fused 1D weight
+  // gradient reads x and dy itself.
+  const bool fused = fused_weight_gradient(a);
+  const bool prepped = a.direction != DwDirection::forward && a.activation != Activation::none && !fused;
+  p.activation = a.direction == DwDirection::forward || fused ? a.activation : Activation::none;
+  p.seq_idx = fused && a.seq_idx != nullptr;
   const void* x = prepped && a.direction == DwDirection::backward_data ? nullptr : a.x;
   const void* dy = prepped ? nullptr : a.dy;
   const int elem = p.element_bytes();
@@ -211,8 +215,23 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
   return p;
 }
 
+bool fused_weight_gradient(const DwConvArgs& a) {
+  if (a.direction != DwDirection::backward_weight || a.activation == Activation::none || a.initial_state != nullptr)
+    return false;
+  if (a.layout != DwLayout::ncl && a.layout != DwLayout::nlc) return false;
+  // A run of 4 outputs with every tap: its window (kvt_dwconv_wgrad's kWin, plus a vector's lead)
+  // within the register budget, and rows of 4 outputs or more (dwconv_family.cpp's check_wgrad).
+  constexpr int kRun = 4, kMaxWindow = 64;
+  const std::int64_t pad_left = a.causal ? std::int64_t(a.kernel_w - 1) * a.dilation_w : a.pad_left;
+  const std::int64_t pad_right = a.causal ? 0 : a.pad_right;
+  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
+  const std::int64_t out_w = (a.w + pad_left + pad_right - span - 1) / a.stride_w + 1;
+  return (kRun - 1) * std::int64_t(a.stride_w) + span + 1 + 1 <= kMaxWindow && out_w >= kRun;
+}
+
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
-  if (a.direction == DwDirection::forward || a.activation == Activation::none) return std::nullopt;
+  if (a.direction == DwDirection::forward || a.activation == Activation::none || fused_weight_gradient(a))
+    return std::nullopt;
   // The forward convolution of the same x, weight and bias, reading dy; its output is workspace.
   DwConvArgs f = a;
   f.direction = DwDirection::forward;
@@ -255,7 +274,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   using detail::key_number;
   using detail::key_value;
   const std::vector<std::string> parts = detail::split_key(key);
-  if ((parts.size() != 18 && parts.size() != 19) || parts[0] != "dwconv") return std::nullopt;
+  if (parts.size() < 18 || parts.size() > 20 || parts[0] != "dwconv") return std::nullopt;
   // "AxB" with small numbers.
   const auto two = [](const std::optional<std::string>& text) -> std::optional<std::pair<int, int>> {
     if (!text) return std::nullopt;
@@ -301,13 +320,20 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.bias = *bias == 1;
   p.deterministic = *det == 1;
   p.align_bytes = static_cast<int>(*align);
-  if (parts.size() == 19) {  // ",act=silu" (forward) or ",act=silu_grad" (a backward direction's gradient prep)
+  if (parts.size() >= 19) {
+    // ",act=silu" (forward, or the fused 1D weight gradient) or ",act=silu_grad" (a backward
+    // direction's gradient prep); then ",seq=1" (the fused weight gradient with seq_idx).
     const auto act = key_value(parts[18], "act=");
     if (!act) return std::nullopt;
     for (Activation a : {Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
       for (bool grad : {false, true})
         if (*act == std::string(to_string(a)) + (grad ? "_grad" : "")) p.activation = a, p.gradient_prep = grad;
-    if (p.activation == Activation::none || p.direction != DwDirection::forward) return std::nullopt;
+    if (p.activation == Activation::none || p.direction == DwDirection::backward_data) return std::nullopt;
+    if (p.direction == DwDirection::backward_weight && p.gradient_prep) return std::nullopt;
+    if (parts.size() == 20) {
+      if (parts[19] != "seq=1" || p.direction != DwDirection::backward_weight) return std::nullopt;
+      p.seq_idx = true;
+    }
   }
   if (p.key() != key) return std::nullopt;
   // What the library would accept: its argument checks, and the fields make_problem fixes.
@@ -325,11 +351,20 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   a.deterministic = p.deterministic;
   a.activation = p.activation;
   set_placeholders(a, p.bias);
+  const bool fused = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
+  if (fused) {
+    a.weight = reinterpret_cast<const void*>(std::uintptr_t(5) << 44);  // as set_placeholders: disjoint
+    // seq_idx takes causal convolutions of stride 1 (dwconv_states::validate); causal is the padding.
+    if (p.seq_idx && (p.sw != 1 || p.pad_left != (p.kw - 1) * p.dw || p.pad_right != 0)) return std::nullopt;
+    if (p.seq_idx) a.causal = true, a.pad_left = a.pad_right = 0;
+  }
   try {
     validate(a);
   } catch (const Error&) {
     return std::nullopt;
   }
+  // A backward_weight call with an activation makes this key only where it is fused.
+  if (fused != (p.direction == DwDirection::backward_weight && fused_weight_gradient(a))) return std::nullopt;
   return p;
 }
 

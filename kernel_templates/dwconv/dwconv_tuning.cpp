@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -44,6 +46,7 @@ KvtDwConvParams params_of(const Problem& p, const LaunchArgs& a) {
   k.dst_h = p.dst_h();
   k.dst_w = p.dst_w();
   k.splits = 1;
+  k.seq_idx = a.seq_idx;
   return k;
 }
 
@@ -89,6 +92,26 @@ class DwConvHarness final : public tuner::Harness {
     bias_ = DeviceBuffer(std::size_t(p.c) * elem);
     tuner::fill_random(kernels_[kFill], bias_.get(), p.c, 8, 0.0f, 1.0f, stream);
     bias_grad_ = DeviceBuffer(std::size_t(p.c) * elem);
+    if (p.seq_idx) {
+      // Packed sequences of 1 to ~2 windows and longer ones, so that windows cross boundaries often
+      // (and now and then one sequence id comes back after another, which seq_idx allows).
+      const std::int64_t len = p.src_w(), window = std::int64_t(p.kw - 1) * p.dw + 1;
+      std::vector<std::int32_t> ids(std::size_t(p.n * len));
+      std::uint64_t state = 0x9E3779B97F4A7C15ull;
+      for (std::int64_t n = 0; n < p.n; ++n) {
+        std::int32_t id = 0;
+        for (std::int64_t t = 0; t < len;) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          const std::int64_t run = (state >> 33) % 4 == 0 ? 1 + std::int64_t(state >> 40) % (2 * window)
+                                                          : 1 + std::int64_t(state >> 40) % std::max<std::int64_t>(len / 4, 1);
+          for (std::int64_t i = 0; i < run && t < len; ++i, ++t) ids[std::size_t(n * len + t)] = id;
+          id = (state >> 20) % 8 == 0 && id > 0 ? id - 1 : id + 1;
+        }
+      }
+      seq_ = DeviceBuffer(ids.size() * sizeof(std::int32_t));
+      detail::cuda_check(cudaMemcpy(seq_.get(), ids.data(), ids.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+                         "cudaMemcpy (seq_idx)");
+    }
     if (workspace > 0) workspace_ = DeviceBuffer(workspace);
     ref_ = DeviceBuffer(out_count * 4);
     ref_bias_ = DeviceBuffer(std::size_t(p.c) * 4);
@@ -132,11 +155,14 @@ class DwConvHarness final : public tuner::Harness {
   LaunchArgs args(int slot) const {
     const bool wgrad = problem_.direction == DwDirection::backward_weight;
     const bool with_aux = wgrad || problem_.gradient_prep;
+    const bool fused = wgrad && problem_.activation != Activation::none;
     LaunchArgs a{};
     a.src = src_[std::size_t(slot)].get();
     a.dst = dst_[std::size_t(slot)].get();
     a.weight = weight_.get();
-    a.bias = problem_.bias && problem_.direction == DwDirection::forward ? bias_.get() : nullptr;
+    // The fused weight gradient's z reads a bias (optional there: the tests pass none too).
+    a.bias = (problem_.bias && problem_.direction == DwDirection::forward) || fused ? bias_.get() : nullptr;
+    a.seq_idx = problem_.seq_idx ? static_cast<const std::int32_t*>(seq_.get()) : nullptr;
     a.aux = with_aux ? aux_[std::size_t(slot)].get() : nullptr;
     a.bias_grad = wgrad && problem_.bias ? bias_grad_.get() : nullptr;
     a.batch = problem_.n;
@@ -149,7 +175,7 @@ class DwConvHarness final : public tuner::Harness {
   const std::vector<detail::LoadedKernel>& kernels_;
   std::int64_t src_count_ = 0, dst_count_ = 0, out_count_ = 0;
   std::vector<DeviceBuffer> src_, aux_, dst_;
-  DeviceBuffer weight_, bias_, bias_grad_, workspace_, ref_, ref_bias_;
+  DeviceBuffer weight_, bias_, bias_grad_, seq_, workspace_, ref_, ref_bias_;
 };
 
 }  // namespace
@@ -195,6 +221,7 @@ LaunchArgs launch_args(const DwConvArgs& a) {
       break;
     case DwDirection::backward_weight:
       l.src = a.x, l.aux = a.dy, l.dst = a.dweight, l.bias_grad = a.dbias;
+      if (fused_weight_gradient(a)) l.bias = a.bias, l.seq_idx = a.seq_idx;
       break;
   }
   return l;

@@ -26,6 +26,7 @@ struct LaunchArgs {
   void* bias_grad;
   std::int64_t batch;
   void* workspace;  // geometry().workspace_bytes, or null when that is 0
+  const std::int32_t* seq_idx;  // the fused weight gradient with seq_idx; else null
 };
 /// Maps user arguments to kernel roles (workspace left null).
 LaunchArgs launch_args(const DwConvArgs& args);

@@ -164,6 +164,8 @@ Plan make_plan(const DwConvArgs& a, const detail::Buckets& buckets) {
   base.d = a.dilation_w;
   base.seq_idx = a.seq_idx != nullptr;
   const bool act = a.activation != Activation::none;
+  // The fused 1D weight gradient masks seq_idx's taps itself (it takes no initial_state).
+  if (dwconv::fused_weight_gradient(a)) return plan;
   switch (a.direction) {
     case DwDirection::forward:
       base.bias = a.bias != nullptr;
@@ -265,11 +267,12 @@ std::optional<DwConvArgs> call_for(const Problem& p, std::int64_t batch, std::st
   a.kernel_w = p.k, a.dilation_w = p.d, a.causal = true;
   if (p.seq_idx) a.seq_idx = static_cast<const std::int32_t*>(at(8));
   if (p.gradient_prep) {
-    // The prep of a backward call with an activation: backward_weight reads x, dy, weight and bias.
+    // The prep of a backward call with an activation: backward_data reads dy, weight, x and bias (the
+    // fused weight gradient of backward_weight runs no prep).
     if (p.direction != DwDirection::forward) return fail("a gradient prep is a forward problem");
     if (p.activation == Activation::none) return fail("a gradient prep needs an activation");
-    a.direction = DwDirection::backward_weight, a.activation = p.activation;
-    a.x = at(1), a.dy = at(2), a.dweight = at(3), a.weight = at(4);
+    a.direction = DwDirection::backward_data, a.activation = p.activation;
+    a.x = at(1), a.dy = at(2), a.dx = at(3), a.weight = at(4);
     if (p.bias) a.bias = at(5);
     if (p.initial_state) a.initial_state = at(6);
     if (p.state_out) return fail("a gradient prep writes no state");
