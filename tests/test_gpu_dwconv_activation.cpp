@@ -223,7 +223,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
         a.direction = DwDirection::backward_weight, a.layout = l;
         a.dtype = kDTypes[std::size_t(int(l) + int(seq) + i) % 3];
         a.activation = kActivations[std::size_t(int(l) + 2 * int(seq) + i) % 4];
-        a.n = 2, a.c = l == DwLayout::ncl ? 24 : 40, a.w = 67 + 30 * i;
+        a.n = 2, a.c = l == DwLayout::ncl ? 24 : 40, a.w = 67 + 29 * i;  // 96: seq_idx read as vectors
         a.kernel_w = i == 0 ? 7 : 4, a.dilation_w = 1 + i, a.causal = true;
         dwconv::set_placeholders(a, i == 0);
         a.weight = reinterpret_cast<const void*>(std::uintptr_t(5) << 44);

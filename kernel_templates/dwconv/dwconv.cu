@@ -173,6 +173,8 @@ __device__ __forceinline__ void kvt_wgrad_row(float (&acc)[N], const float (&g)[
     }
 }
 
+__device__ __forceinline__ int kvt_int4_at(const int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
 // The fused 1D weight gradient's products with a run's window (EPI: the forward's activation, KH = 1):
 // g[r] = dy[r] * act'(z[r]), z[r] = bias + sum_k w[k] x[window(r, k)] recomputed from the very window the
 // products read, so no dy * act'(z) tensor is written or read. MASKED (seq_idx, a window that holds
@@ -320,6 +322,9 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
   float acc[TG + 1];
 #pragma unroll
   for (int j = 0; j <= TG; ++j) acc[j] = 0.f;
+  // seq_idx rows read as 16-byte vectors: runs of a multiple of 4 and 16-byte aligned rows.
+  const bool seq_vectors = SEQ && RW % 4 == 0 && reinterpret_cast<unsigned long long>(p.seq_idx) % 16 == 0 &&
+                           p.src_w % 4 == 0;
   // The fused form's forward taps and bias (the bias optional: p.bias may be null).
   float wt[kFused ? KW : 1], z_bias = 0.f;
   if constexpr (kFused) {
@@ -444,10 +449,31 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
               bool mixed = false;
               if constexpr (SEQ) {
                 const int* seq_row = p.seq_idx + n * p.src_w;
+                if (seq_vectors) {
+                  // As 16-byte vectors from the aligned position before the window: a warp's scalar
+                  // loads of 11 ids a run each touched 8 lines (Mamba's row, H100: +134 us over the
+                  // unmasked kernel, bench/NOTES.md).
+                  constexpr int kLead4 = ((-PW % 4) + 4) % 4;
+                  constexpr int kSeqVecs = (kLead4 + kWin + 3) / 4;
+                  int4 ids[kSeqVecs];
 #pragma unroll
-                for (int j = 0; j < kWin; ++j) {
-                  const long long q = q0 + j;
-                  sq[j] = seq_row[q < 0 ? 0 : q < p.src_w ? q : p.src_w - 1];
+                  for (int v = 0; v < kSeqVecs; ++v) {
+                    const long long a = q0 - kLead4 + 4 * v;  // a multiple of 4: wholly in the row or out
+                    if (a >= 0 && a < p.src_w) {
+                      ids[v] = *reinterpret_cast<const int4*>(seq_row + a);
+                    } else {
+                      const int e = seq_row[a < 0 ? 0 : p.src_w - 1];
+                      ids[v] = make_int4(e, e, e, e);
+                    }
+                  }
+#pragma unroll
+                  for (int j = 0; j < kWin; ++j) sq[j] = kvt_int4_at(ids[(kLead4 + j) / 4], (kLead4 + j) % 4);
+                } else {
+#pragma unroll
+                  for (int j = 0; j < kWin; ++j) {
+                    const long long q = q0 + j;
+                    sq[j] = seq_row[q < 0 ? 0 : q < p.src_w ? q : p.src_w - 1];
+                  }
                 }
 #pragma unroll
                 for (int j = 0; j + 1 < kWin; ++j) mixed |= sq[j] != sq[kWin - 1];

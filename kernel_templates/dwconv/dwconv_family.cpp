@@ -338,10 +338,12 @@ std::vector<Config> enumerate(const Problem& p) {
                        taps(p) <= kMaxAccumulators ? taps(p) : 0})
           for (int splits : {1, 8, 32, 128})
             for (int atomic : {0, 1})
-              for (int rw : {0, 4, 8})
+              for (int rw : {0, 4, 8, 16})
                 for (int vw : widths)
                   for (int rh : row_counts) {
                     if (rw == 0 && (vw > 0 || rh > 0)) continue;
+                    // Runs of 16: 1D rows (twice the bytes in flight a thread, no rows to share).
+                    if (rw == 16 && p.dst_h() > 1) continue;
                     add(wgrad_config(ct, block / ct, tg, splits, atomic, rw, std::min(vw, rw), rh));
                   }
     // Staged x planes (channel-first, every tap): runs of 4 or 8, 2-8 rows, 128 or 256 threads, the
