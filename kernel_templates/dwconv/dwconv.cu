@@ -177,9 +177,9 @@ __device__ __forceinline__ int kvt_int4_at(const int4& v, int i) { return i == 0
 
 // The fused 1D weight gradient's products with a run's window (EPI: the forward's activation, KH = 1):
 // g[r] = dy[r] * act'(z[r]), z[r] = bias + sum_k w[k] x[window(r, k)] recomputed from the very window the
-// products read, so no dy * act'(z) tensor is written or read. MASKED (seq_idx, a window that holds
-// more than one packed sequence): a tap whose position is of another sequence than the output's
-// (window position r + PW, stride 1) adds nothing to z nor to dw, as the definition's zero there.
+// products read, so no dy * act'(z) tensor is written or read. MASKED (seq_idx): a tap whose position
+// is of another sequence than the output's (window position r + PW, stride 1) adds nothing to z nor
+// to dw, as the definition's zero there.
 template <class AW, int KW, int PW, int EPI, bool MASKED, bool WHOLE, int N, int RW, int WIN, int SQ>
 __device__ __forceinline__ void kvt_wgrad_fused(float (&acc)[N], const float (&dy)[RW], const float (&win)[WIN],
                                                 const float (&wt)[KW], float z_bias, const int (&sq)[SQ], int valid,
@@ -444,9 +444,10 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
             if constexpr (kFused) {
               // SEQ: the window's sequence ids (positions outside the row as the nearest inside: x is 0
-              // there); a window of one sequence, nearly every run, takes the unmasked products.
+              // there), every tap masked. Not a branch to an unmasked path for windows of one sequence:
+              // with Mamba's packed sequences of 256 a warp's 32 runs nearly always hold a boundary, so
+              // the warp ran both paths (H100: 235 us against 111 without seq_idx, bench/NOTES.md).
               int sq[SEQ ? kWin : 1];
-              bool mixed = false;
               if constexpr (SEQ) {
                 const int* seq_row = p.seq_idx + n * p.src_w;
                 if (seq_vectors) {
@@ -475,14 +476,9 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
                     sq[j] = seq_row[q < 0 ? 0 : q < p.src_w ? q : p.src_w - 1];
                   }
                 }
-#pragma unroll
-                for (int j = 0; j + 1 < kWin; ++j) mixed |= sq[j] != sq[kWin - 1];
               }
-              constexpr bool kWhole = decltype(whole)::value;
-              if (SEQ && mixed)
-                kvt_wgrad_fused<AW, KW, PW, EPI, true, kWhole>(acc, g[0], win, wt, z_bias, sq, valid, BIAS);
-              else
-                kvt_wgrad_fused<AW, KW, PW, EPI, false, kWhole>(acc, g[0], win, wt, z_bias, sq, valid, BIAS);
+              kvt_wgrad_fused<AW, KW, PW, EPI, SEQ != 0, decltype(whole)::value>(acc, g[0], win, wt, z_bias, sq, valid,
+                                                                                  BIAS);
             } else {
               kvt_wgrad_row<AH, AW, KH, KW, kAllTaps, decltype(whole)::value>(acc, g, win, i, rows, valid);
             }
