@@ -86,30 +86,10 @@ struct Axis {
 // a select after the load: with the select the compiler loaded every vector of a weight-gradient tile
 // into the same registers, one after another (H100, staged NCHW f32 7x7: 61.5 against 52.3 us;
 // bench/NOTES.md, 2026-11-26 03:20).
-// One vector load; EVICT_FIRST: ld.global.cs, for data read once that should not push lines another
-// warp reads again out of L1 (the fused weight gradient's seq_idx rows, read by every channel's block).
-template <bool EVICT_FIRST, class V>
-__device__ __forceinline__ V kvt_load_vec(const V* src) {
-  V v;
-  if constexpr (EVICT_FIRST && sizeof(V) == 16) {
-    const int4 w = __ldcs(reinterpret_cast<const int4*>(src));
-    v = *reinterpret_cast<const V*>(&w);
-  } else if constexpr (EVICT_FIRST && sizeof(V) == 8) {
-    const int2 w = __ldcs(reinterpret_cast<const int2*>(src));
-    v = *reinterpret_cast<const V*>(&w);
-  } else if constexpr (EVICT_FIRST && sizeof(V) == 4) {
-    const int w = __ldcs(reinterpret_cast<const int*>(src));
-    v = *reinterpret_cast<const V*>(&w);
-  } else {
-    v = *src;
-  }
-  return v;
-}
-
-template <class T, int VC, bool EVICT_FIRST = false>
+template <class T, int VC>
 __device__ __forceinline__ Vec<T, VC> kvt_load_or_zero(const T* src, bool in) {
   Vec<T, VC> v;
-  if (in) v = kvt_load_vec<EVICT_FIRST>(reinterpret_cast<const Vec<T, VC>*>(src));
+  if (in) v = *reinterpret_cast<const Vec<T, VC>*>(src);
   else
 #pragma unroll
     for (int u = 0; u < VC; ++u) v.v[u] = kvt_from_float<T>(0.f);
@@ -391,7 +371,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
             // VC > 1: the host guarantees VC | dst_w, so a vector is wholly inside the row or past it.
             const bool in = rr < rows && w0 + r < p.dst_w;
             if constexpr (VC > 1) {
-              const V v = kvt_load_or_zero<T, VC, SEQ != 0>(g_row + w0 + r, in);
+              const V v = kvt_load_or_zero<T, VC>(g_row + w0 + r, in);
 #pragma unroll
               for (int u = 0; u < VC; ++u) g[rr][r + u] = kvt_to_float(v.v[u]);
             } else {
@@ -426,8 +406,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
           const T* x_row = x_image + (row_in ? row : 0) * (LAYOUT == 0 ? p.src_w : p.src_w * p.channels);
 #pragma unroll
           for (int v = 0; v < kVecs; ++v) {
-            if (row_in && col_in[v])
-              vecs[v] = kvt_load_vec<SEQ != 0>(reinterpret_cast<const V*>(x_row + (LAYOUT == 0 ? v * VC : v * VC * p.channels)));
+            if (row_in && col_in[v]) vecs[v] = *reinterpret_cast<const V*>(x_row + (LAYOUT == 0 ? v * VC : v * VC * p.channels));
             else
 #pragma unroll
               for (int u = 0; u < VC; ++u) vecs[v].v[u] = kvt_from_float<T>(0.f);
