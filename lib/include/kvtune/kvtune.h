@@ -173,7 +173,8 @@ struct DwConvArgs {
   ///                           (the state of the last sequence, which a decode step continues).
   /// The tuned kernel runs unchanged; a small tuned fix-up kernel (family dwconv_states) recomputes
   /// the outputs whose window reaches the initial state or crosses a sequence boundary and writes the
-  /// state (bench/NOTES.md, "states and packed sequences").
+  /// state (bench/NOTES.md, "states and packed sequences"). Except the fused 1D weight gradient
+  /// (backward_weight with an activation, no initial_state): its kernel masks seq_idx's taps itself.
   const void* initial_state = nullptr;
   void* final_state = nullptr;
   void* dinitial_state = nullptr;
