@@ -114,23 +114,35 @@ DwConvArgs shape_of(DwLayout l) {
   return a;
 }
 
+// The current device's fingerprint and a stream of the case's own, destroyed with it.
+struct DeviceAndStream {
+  detail::DeviceFingerprint fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  DeviceAndStream() { REQUIRE(cudaStreamCreate(&stream) == cudaSuccess); }
+  ~DeviceAndStream() { cudaStreamDestroy(stream); }
+  DeviceAndStream(const DeviceAndStream&) = delete;
+  DeviceAndStream& operator=(const DeviceAndStream&) = delete;
+};
+
+// A problem and the variants of it a test verifies, with their candidates (compiled together first).
+struct VariantCase {
+  dwconv::Problem problem;
+  std::vector<dwconv::Config> configs;
+  std::vector<tuner::Candidate> candidates;
+};
+
 }  // namespace
 
 TEST_CASE("dwconv activation and gradient-prep variants match the float64 reference", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
-  const auto fp = detail::read_fingerprint(detail::current_device());
-  cudaStream_t stream = nullptr;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  const DeviceAndStream gpu;
+  const auto& fp = gpu.fp;
+  cudaStream_t stream = gpu.stream;
   // Every layout x epilogue (4 activations, 4 gradient preps), the dtype rotating so that each
   // (layout, dtype) meets 2-3 activations both ways: the heuristic's variant, the first tensor-core
   // tile, and a seeded sample of the rest; compiled together first. (The full dtype product costs a
   // reference program compile per problem: 96 against 32, over a minute of NVRTC more.)
-  struct Case {
-    dwconv::Problem problem;
-    std::vector<dwconv::Config> configs;
-    std::vector<tuner::Candidate> candidates;
-  };
-  std::vector<Case> cases;
+  std::vector<VariantCase> cases;
   test::CompileMemo memo;
   const auto seed = test::sample_seed();
   for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
@@ -153,13 +165,13 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
         for (int k = 0; k < 2; ++k) configs.push_back(space[rng() % space.size()]);
         std::sort(configs.begin(), configs.end(), [](const auto& x, const auto& y) { return x.label() < y.label(); });
         configs.erase(std::unique(configs.begin(), configs.end()), configs.end());
-        Case c{p, configs, dwconv::make_candidates(p, configs, fp.arch())};
+        VariantCase c{p, configs, dwconv::make_candidates(p, configs, fp.arch())};
         memo.add(c.candidates);
         cases.push_back(std::move(c));
       }
   memo.compile_pending();
   std::size_t verified = 0, mma_verified = 0, skipped = 0;
-  for (const Case& c : cases) {
+  for (const VariantCase& c : cases) {
     const dwconv::Problem& p = c.problem;
     INFO(p.key());
     // The float64 GPU reference with the epilogue against the CPU one.
@@ -194,7 +206,6 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
       mma_verified += c.configs[i].kernel() == dwconv::Kernel::mma;
     }
   }
-  cudaStreamDestroy(stream);
   WARN("verified " << verified << " variants of " << cases.size() << " activation and gradient-prep problems ("
                    << mma_verified << " tensor-core tiles); " << skipped << " relu-gradient elements at the kink skipped");
   CHECK(verified >= 2 * cases.size());
@@ -204,17 +215,12 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
 
 TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx, against float64", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
-  const auto fp = detail::read_fingerprint(detail::current_device());
-  cudaStream_t stream = nullptr;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  const DeviceAndStream gpu;
+  const auto& fp = gpu.fp;
+  cudaStream_t stream = gpu.stream;
   // Both layouts x seq_idx or not x two shapes (K 7 dilation 1 with dbias, K 4 dilation 2 without), the
   // activation and dtype rotating; every variant of each space, compiled together first.
-  struct Case {
-    dwconv::Problem problem;
-    std::vector<dwconv::Config> configs;
-    std::vector<tuner::Candidate> candidates;
-  };
-  std::vector<Case> cases;
+  std::vector<VariantCase> cases;
   test::CompileMemo memo;
   for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
     for (bool seq : {false, true})
@@ -231,7 +237,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
         REQUIRE(dwconv::fused_weight_gradient(a));
         dwconv::Problem p = dwconv::make_problem(a);
         p.n = a.n;
-        Case c{p, dwconv::enumerate(p), {}};
+        VariantCase c{p, dwconv::enumerate(p), {}};
         REQUIRE(!c.configs.empty());
         c.candidates = dwconv::make_candidates(p, c.configs, fp.arch());
         memo.add(c.candidates);
@@ -239,7 +245,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
       }
   memo.compile_pending();
   std::size_t verified = 0;
-  for (const Case& c : cases) {
+  for (const VariantCase& c : cases) {
     const dwconv::Problem& p = c.problem;
     INFO(p.key());
     // The float64 GPU reference against the CPU one of the whole operation (dwconv_states' reference:
@@ -280,7 +286,6 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
       ++verified;
     }
   }
-  cudaStreamDestroy(stream);
   WARN("verified " << verified << " fused weight-gradient variants of " << cases.size() << " problems");
   CHECK(verified >= 4 * cases.size());
 }
