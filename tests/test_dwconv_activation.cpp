@@ -285,6 +285,15 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
     CHECK(dwconv::make_problem(b).activation == Activation::none);
     CHECK(dwconv::gradient_prep_problem(b));
   }
+  // The fix-up kernel's grid limits (channels, rows x length) do not bind the fused call, which runs none.
+  DwConvArgs many = args_causal(DwDirection::backward_weight, Activation::silu);
+  many.c = 65535 * 32 + 8;
+  dwconv::set_placeholders(many, false);
+  many.weight = reinterpret_cast<const void*>(std::uintptr_t(6) << 44);
+  many.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(7) << 44);
+  CHECK_NOTHROW(dwconv_states::validate(many));
+  many.activation = Activation::none;
+  CHECK_THROWS_AS(dwconv_states::validate(many), Error);
   DwConvArgs dilated = a;
   dilated.dilation_w = 19;  // (4 - 1) x 19 + 4 + 1 = 62: fused
   CHECK(dwconv::fused_weight_gradient(dilated));
@@ -320,9 +329,10 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
     for (int k : {1, 2, 4, 7, 31, 63})
       for (int d : {1, 2, 8})
         for (int s : {1, 2})
-          for (std::int64_t w : {3, 4, 9, 64, 200}) {
+          for (std::int64_t w : {3, 4, 9, 64, 200})
+            for (std::int64_t c : {1, 3, 4, 16}) {
             DwConvArgs b = args_causal(DwDirection::backward_weight, Activation::gelu_tanh);
-            b.layout = l, b.kernel_w = k, b.dilation_w = d, b.stride_w = s, b.w = w;
+            b.layout = l, b.kernel_w = k, b.dilation_w = d, b.stride_w = s, b.w = w, b.c = c;
             b.causal = s == 1;
             try {
               dwconv::validate(b);
@@ -336,7 +346,7 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
             CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
             ++fused;
           }
-  CHECK(fused > 50);
+  CHECK(fused > 200);
 }
 
 TEST_CASE("dwconv activation reference: values, derivatives, PyTorch's definitions", "[dwconv][activation]") {

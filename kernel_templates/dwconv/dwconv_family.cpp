@@ -332,7 +332,12 @@ std::vector<Config> enumerate(const Problem& p) {
     // 82.3 us, 3x3 52.1 -> 47.7; bench/NOTES.md, "three hypotheses, one kept").
     const std::vector<int> widths = wgrad_widths(p);
     const std::vector<int> row_counts = p.dst_h() > 1 ? std::vector<int>{0, 2, 4} : std::vector<int>{0};
-    for (int ct : p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1})
+    std::vector<int> channel_tiles = p.channel_last() ? std::vector<int>{8, 32} : std::vector<int>{1};
+    // The fused weight gradient has no seed designs (runs of one output): channel-last rows of under 8
+    // channels need a tile that leaves no idle channel threads.
+    if (p.channel_last() && p.activation != Activation::none && p.c < 8)
+      channel_tiles.push_back(static_cast<int>(next_pow2(p.c)));
+    for (int ct : channel_tiles)
       for (int block : {128, 256})
         for (int tg : {std::min(taps(p), 8), std::min(taps(p), 32), p.kh > 1 && p.kw <= 32 ? p.kw : 0,
                        taps(p) <= kMaxAccumulators ? taps(p) : 0})
@@ -476,6 +481,12 @@ Config heuristic_config(const Problem& p, int cc_major) {
     c.channels_per_block = p.channel_last() ? static_cast<int>(std::min<std::int64_t>(32, next_pow2(p.c))) : 1;
     c.position_threads = 256 / c.channels_per_block;
     c.taps_per_block = std::min(taps(p), 16);
+    if (p.activation != Activation::none) {
+      // The fused weight gradient: register-tiled runs with every tap (the channel-first rule below
+      // sets them too, with vectors).
+      c.taps_per_block = taps(p);
+      c.outputs_per_thread = p.dst_w() >= 8 ? 8 : 4;
+    }
     if (!p.channel_last() && p.dtype == DType::f32 && p.dst_h() > 1 && p.dst_w() >= 4 && taps(p) >= 25 &&
         taps(p) <= kMaxAccumulators) {
       // 2D f32 kernels of 25-64 taps: x planes staged in shared memory, 4 rows of runs of 8 (4 for rows

@@ -120,8 +120,11 @@ void validate(const DwConvArgs& a) {
     throw invalid(a, "seq_idx",
                   "seq_idx cannot be combined with an initial state (initial_state / dinitial_state): packed sequences "
                   "start from zeros, as in causal-conv1d");
-  if (a.c > kMaxGridY * 32) throw invalid(a, "c", fmt::format("states and seq_idx take up to {} channels", kMaxGridY * 32));
-  if (a.n > kMaxGridX / (ceil_div(a.w, 32) + 1))
+  // The fix-up kernel's grid; the fused 1D weight gradient runs none.
+  const bool fixed_up = !dwconv::fused_weight_gradient(a);
+  if (fixed_up && a.c > kMaxGridY * 32)
+    throw invalid(a, "c", fmt::format("states and seq_idx take up to {} channels", kMaxGridY * 32));
+  if (fixed_up && a.n > kMaxGridX / (ceil_div(a.w, 32) + 1))
     throw invalid(a, "w", "n x (w / 32 + 1) must stay below 2^31 with states or seq_idx");
   const std::size_t elem = a.dtype == DType::f32 ? 4 : 2;
   for (auto [ptr, field, align] : {std::tuple<const void*, const char*, std::size_t>{a.initial_state, "initial_state", elem},
