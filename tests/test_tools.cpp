@@ -256,6 +256,60 @@ TEST_CASE("tools: dwconv shapes entries parse, bad ones are refused with the fie
                     "problems[0]: unknown operator 'matmul' (known: normalize, dwconv, dwconv_decode, dwconv_states)");
 }
 
+TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weight gradient), from entries and keys", "[tools]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, R"([
+    {"op": "dwconv", "direction": "forward", "layout": "ncl", "dtype": "bf16", "n": 8, "c": 64, "l": 512, "kernel": 4,
+     "causal": true, "bias": true, "activation": "silu"},
+    {"op": "dwconv", "direction": "backward_weight", "layout": "ncl", "dtype": "bf16", "n": 8, "c": 64, "l": 512,
+     "kernel": 4, "causal": true, "bias": true, "activation": "silu", "seq_idx": true},
+    {"op": "dwconv", "direction": "backward_data", "layout": "nlc", "dtype": "f16", "n": 2, "c": 64, "l": 512,
+     "kernel": 4, "causal": true, "activation": "gelu_tanh"}
+  ])");
+  const Run r = tune({"--shapes", shapes, "--dry-run", "--json"});
+  check_ok(r);
+  const json doc = r.out_json();
+  REQUIRE(doc["problems"].size() == 3);
+  const std::string ncl = ",ncl,bf16,n<=8,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16";
+  CHECK(doc["problems"][0]["key"] == "dwconv,forward" + ncl + ",act=silu");
+  CHECK(doc["problems"][1]["key"] == "dwconv,backward_weight" + ncl + ",act=silu,seq=1");
+  CHECK(doc["problems"][1]["describe"] == "backward_weight ncl bf16 8x64x512 k=4 causal +dbias silu seq_idx");
+  // backward_data with an activation is keyed as the plain problem (its gradient prep is a second
+  // problem the call tunes); its entry keeps the activation.
+  CHECK(doc["problems"][2]["key"].get<std::string>().find("act=") == std::string::npos);
+  CHECK(doc["problems"][2]["problem"]["activation"] == "gelu_tanh");
+  for (int i : {0, 1, 2}) {
+    INFO(i);
+    CHECK(doc["problems"][i]["space"]["tuned"].get<std::int64_t>() > 0);
+    const auto again = kvtune::tools::parse_entries(json::array({doc["problems"][i]["problem"]}), "test");
+    CHECK(again.front()->key() == doc["problems"][i]["key"]);
+  }
+  // Stored keys come back as entries (what --recorded and the cache commands rebuild); a gradient
+  // prep's is refused with the reason.
+  const auto* h = kvtune::tools::find_handler("dwconv");
+  REQUIRE(h != nullptr);
+  for (int i : {0, 1}) {
+    std::string why;
+    const auto p = h->from_key(doc["problems"][i]["key"], &why);
+    INFO(why);
+    REQUIRE(p != nullptr);
+    CHECK(p->key() == doc["problems"][i]["key"]);
+  }
+  std::string why;
+  CHECK(h->from_key("dwconv,forward" + ncl + ",act=silu_grad", &why) == nullptr);
+  CHECK(why.find("gradient prep") != std::string::npos);
+  // seq_idx only where the call is the fused weight gradient.
+  const auto bad = [&](const std::string& entry, const std::string& what) {
+    INFO(entry);
+    check_usage_error(tune({"--shapes", shapes_file(dir, "[" + entry + "]", "bad.json"), "--dry-run"}),
+                      "problems[0]: " + what);
+  };
+  const std::string base = R"("op": "dwconv", "layout": "ncl", "n": 2, "c": 64, "l": 256, "kernel": 4, "causal": true)";
+  bad("{" + base + R"(, "direction": "backward_weight", "seq_idx": true})", "'seq_idx' is for a causal backward_weight");
+  bad("{" + base + R"(, "direction": "forward", "activation": "silu", "seq_idx": true})", "'seq_idx' is for a causal");
+  bad("{" + base + R"(, "activation": "tanh"})", "unknown activation 'tanh'");
+}
+
 TEST_CASE("tools: dwconv keys and configs are checked strictly", "[tools]") {
   const auto* h = kvtune::tools::find_handler("dwconv");
   REQUIRE(h != nullptr);

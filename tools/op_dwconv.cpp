@@ -26,13 +26,14 @@ namespace dw = kvtune::dwconv;
 constexpr std::int64_t kMaxDimension = std::int64_t(1) << 31;
 constexpr std::int64_t kMaxElements = std::int64_t(1) << 34;
 
-const std::set<std::string> kFields = {"op",     "direction", "layout",  "dtype", "n",    "c",
-                                       "h",      "w",         "l",       "kernel", "stride", "dilation",
-                                       "padding", "causal",   "bias",    "deterministic"};
+const std::set<std::string> kFields = {"op",      "direction", "layout", "dtype",         "n",          "c",
+                                       "h",       "w",         "l",      "kernel",        "stride",     "dilation",
+                                       "padding", "causal",    "bias",   "deterministic", "activation", "seq_idx"};
 
 struct Entry {
   DwConvArgs args;  // pointers null; n is the call's batch
   dw::Problem problem;
+  bool seq_idx = false;  // the call passes seq_idx (one sequence a row)
 };
 
 bool one_d(DwLayout layout) { return layout == DwLayout::ncl || layout == DwLayout::nlc; }
@@ -147,9 +148,26 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
                                  "backward_data",
                                  where));
   a.deterministic = json_bool(entry, "deterministic", where, true);
+  a.activation = parse_activation(json_string(entry, "activation", where, "none"), where);
+  const bool seq_idx = json_bool(entry, "seq_idx", where, false);
 
   // The library's own checks, on placeholder pointers; the output tensor's size last.
   set_placeholders(a, bias);
+  if (a.activation != Activation::none) {
+    // A backward direction with an activation recomputes z: it reads x, weight (and an optional bias).
+    const auto at = [](std::uintptr_t slot) { return reinterpret_cast<void*>(slot << 44); };
+    if (a.direction == DwDirection::backward_data) a.x = at(5);
+    if (a.direction == DwDirection::backward_weight) a.weight = at(5);
+  }
+  if (seq_idx) {
+    // Only the fused 1D weight gradient keys seq_idx as a dwconv problem (the others are the plain
+    // problems plus a dwconv_states fix-up: that operator's entries).
+    if (!dw::fused_weight_gradient(a) || !a.causal)
+      throw InputError(fmt::format("{}: 'seq_idx' is for a causal backward_weight with an activation (the fused 1D "
+                                   "weight gradient); other calls with seq_idx are dwconv_states entries",
+                                   where));
+    a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
+  }
   try {
     dw::validate(a);
   } catch (const Error& e) {
@@ -165,6 +183,8 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
                                  a.n, a.c, oh, ow));
   a.x = a.weight = a.bias = a.dy = nullptr;
   a.y = a.dx = a.dweight = a.dbias = nullptr;
+  out.seq_idx = a.seq_idx != nullptr;
+  a.seq_idx = nullptr;
   out.args = a;
   return out;
 }
@@ -197,6 +217,8 @@ std::string describe_problem(const dw::Problem& p, std::int64_t n) {
       s += fmt::format(" pad={},{},{},{}", p.pad_top, p.pad_bottom, p.pad_left, p.pad_right);
   }
   if (p.bias) s += p.direction == DwDirection::backward_weight ? " +dbias" : " +bias";
+  if (p.activation != Activation::none) s += fmt::format(" {}{}", to_string(p.activation), p.gradient_prep ? " grad" : "");
+  if (p.seq_idx) s += " seq_idx";
   if (!p.deterministic) s += " nondet";
   const int natural = [&] {
     for (int v = 16; v > p.element_bytes(); v /= 2)
@@ -248,6 +270,10 @@ struct DwConvSide {
                         {"c", p.c},
                         {"bias", p.bias},
                         {"deterministic", p.deterministic}};
+    if (p.gradient_prep)
+      throw InputError("a gradient prep problem: the backward_data call with the activation tunes it");
+    if (p.activation != Activation::none) j["activation"] = to_string(p.activation);
+    if (p.seq_idx) j["seq_idx"] = true;
     if (one_d(p.layout)) {
       if (p.h != 1 || p.kh != 1 || p.sh != 1 || p.dh != 1 || p.pad_top != 0 || p.pad_bottom != 0)
         throw InputError("a 1D key with a height, vertical kernel, stride, dilation or padding");
@@ -270,9 +296,12 @@ struct DwConvSide {
   static nlohmann::json entry_of(const Entry& e) {
     nlohmann::json j = entry_json(e.problem, e.args.n, e.args.causal);
     if (one_d(e.problem.layout)) j["causal"] = e.args.causal;
+    // The call's activation (a backward_data problem's key is the plain one: the call still has it).
+    if (e.args.activation != Activation::none) j["activation"] = to_string(e.args.activation);
     return j;
   }
-  static nlohmann::json entry_of_key(const dw::Problem& p) { return entry_json(p, p.n, false); }
+  // seq_idx takes a causal call (its padding is the same).
+  static nlohmann::json entry_of_key(const dw::Problem& p) { return entry_json(p, p.n, p.seq_idx); }
   static std::vector<nlohmann::json> suite(const std::string& name) {
     if (name == "mobilenetv2") {
       // MobileNetV2's 3x3 depthwise layers at batch 32 (pad 1), training directions mixed.
@@ -324,7 +353,7 @@ struct DwConvSide {
   static std::string fields() {
     return "n, c, w (or l in 1D), h (2D), kernel (required), direction (forward|backward_data|backward_weight), "
            "layout (ncl|nlc|nchw|nhwc), dtype (f32|f16|bf16), stride, dilation, padding, causal, bias, "
-           "deterministic";
+           "deterministic, activation (none|silu|gelu_tanh|gelu_erf|relu), seq_idx (the fused 1D weight gradient)";
   }
 
   static SpaceSize space(const dw::Problem& p) {
@@ -336,7 +365,8 @@ struct DwConvSide {
     // block 1..64, splits 1..32768 (powers of two), ordered or atomic reduction, register-tiled runs of
     // 4 or 8 outputs (or none) with vectors of 2..8 along W and 2..8 rows per thread (or none); staged x
     // planes: one channel a block, position threads 1..1024, taps 1..64, splits 1..64 (whole images),
-    // both reductions, the same tiling points. Seeds and a heuristic outside the axes count too.
+    // both reductions, the same tiling points. Seeds and a heuristic outside the axes count too, and
+    // so do 1D rows' runs of 16.
     const auto tuned = detail::tuning_configs<detail::DwConvFamily>(p, 0);
     std::set<std::string> runnable;
     std::int64_t total = 0;
@@ -448,6 +478,17 @@ struct DwConvSide {
         args.x = alloc(in_elems), args.dy = alloc(out_elems), args.dweight = alloc(weight_elems);
         if (p.bias) args.dbias = alloc(static_cast<std::size_t>(p.c));
         break;
+    }
+    if (args.activation != Activation::none && p.direction != DwDirection::forward) {
+      // z recomputed from x, weight and a bias.
+      if (args.x == nullptr) args.x = alloc(in_elems);
+      if (args.weight == nullptr) args.weight = alloc(weight_elems);
+      args.bias = alloc(static_cast<std::size_t>(p.c));
+    }
+    std::unique_ptr<DeviceMemory> seq;
+    if (e.seq_idx) {  // one sequence a row: every id the same (the fill's bytes)
+      seq = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e.args.n * p.w) * 4, 0x3c);
+      args.seq_idx = static_cast<const std::int32_t*>(seq->ptr());
     }
     dw::validate(args);
     return call_library(
