@@ -216,8 +216,6 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
 TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx, against float64", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
   const DeviceAndStream gpu;
-  const auto& fp = gpu.fp;
-  cudaStream_t stream = gpu.stream;
   // Both layouts x seq_idx or not x two shapes (K 7 dilation 1 with dbias, K 4 dilation 2 without), the
   // activation and dtype rotating; every variant of each space, compiled together first.
   std::vector<VariantCase> cases;
@@ -239,7 +237,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
         p.n = a.n;
         VariantCase c{p, dwconv::enumerate(p), {}};
         REQUIRE(!c.configs.empty());
-        c.candidates = dwconv::make_candidates(p, c.configs, fp.arch());
+        c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
         memo.add(c.candidates);
         cases.push_back(std::move(c));
       }
@@ -269,18 +267,18 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
       la.src = x.device.get(), la.aux = dy.device.get(), la.weight = wt.device.get(), la.bias = b.device.get();
       la.seq_idx = p.seq_idx ? seq_device.as<std::int32_t>() : nullptr, la.batch = n;
       tuner::DeviceBuffer out(ref_dw.size() * 4), out_bias(std::size_t(p.c) * 4);
-      dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
-      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+      dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), out_bias.as<float>(), gpu.stream);
+      REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
       CHECK(rel_error(DType::f32, out.get(), ref_dw) < 1e-6);
       if (p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_db) < 1e-6);
     }
     const auto compiled = memo.compile(c.candidates);
-    auto harness = dwconv::make_harness(p, c.configs, fp.arch(), 0, stream);
+    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
     for (std::size_t i = 0; i < c.candidates.size(); ++i) {
       INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
       REQUIRE(compiled[i].status == tuner::Status::ok);
       auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-      const auto verdict = harness->verify(c.candidates[i], kernel, stream);
+      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
       INFO(verdict.message);
       CHECK(verdict.ok);
       ++verified;
