@@ -289,7 +289,6 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
   DwConvArgs many = args_causal(DwDirection::backward_weight, Activation::silu);
   many.c = 65535 * 32 + 8;
   dwconv::set_placeholders(many, false);
-  many.weight = reinterpret_cast<const void*>(std::uintptr_t(6) << 44);
   many.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(7) << 44);
   CHECK_NOTHROW(dwconv_states::validate(many));
   many.activation = Activation::none;

@@ -153,12 +153,6 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
 
   // The library's own checks, on placeholder pointers; the output tensor's size last.
   set_placeholders(a, bias);
-  if (a.activation != Activation::none) {
-    // A backward direction with an activation recomputes z: it reads x, weight (and an optional bias).
-    const auto at = [](std::uintptr_t slot) { return reinterpret_cast<void*>(slot << 44); };
-    if (a.direction == DwDirection::backward_data) a.x = at(5);
-    if (a.direction == DwDirection::backward_weight) a.weight = at(5);
-  }
   if (seq_idx) {
     // Only the fused 1D weight gradient keys seq_idx as a dwconv problem (the others are the plain
     // problems plus a dwconv_states fix-up: that operator's entries).

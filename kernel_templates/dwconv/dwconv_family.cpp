@@ -27,7 +27,6 @@ namespace {
 using namespace sizes;
 
 constexpr int kDescriptionVersion = 2;  // 2: epilogues (activation, gradient prep)
-constexpr int kMaxWindowRegisters = 64;  // source values one thread holds per kernel row
 constexpr int kMaxFilterRegisters = 64;
 constexpr int kMaxAccumulators = 64;      // rows x outputs x channels one tiled thread accumulates
 constexpr int kMaxUnrolledFmas = 4096;    // rows per thread unroll rows x taps x outputs x channels  // a register-tiled wgrad thread keeps one accumulator per tap
@@ -841,9 +840,9 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
   r.source = embedded::dwconv_cu;
   r.headers = headers();
   r.arch = arch;
-  r.name_expressions = {fmt::format("kvt_dwconv_reference<{}, {}{}{}>", problem_args(p), p.bias ? 1 : 0,
-                                    p.epilogue() != 0 || p.seq_idx ? fmt::format(", {}", p.epilogue()) : "",
-                                    p.seq_idx ? ", 1" : ""),
+  r.name_expressions = {TemplateArgs(problem_args(p))
+                            .add(int(p.bias)).optional({{p.epilogue(), 0}}).optional({{int(p.seq_idx), 0}})
+                            .name("kvt_dwconv_reference"),
                         fmt::format("kvt_compare<{}>", kernel_type(p.dtype)),
                         fmt::format("kvt_fill_random<{}>", kernel_type(p.dtype))};
   return r;

@@ -75,8 +75,9 @@ std::optional<Problem> gradient_prep_problem(const DwConvArgs& args, const detai
 std::size_t gradient_prep_bytes(const DwConvArgs& args);
 /// The problem whose key() is `key` and which the library accepts; nullopt otherwise (never throws).
 std::optional<Problem> problem_from_key(const std::string& key);
-/// Arguments with placeholder (never dereferenced) pointers for the tensors `direction` uses,
-/// for checking a problem with validate() without memory.
+/// Arguments with placeholder (never dereferenced) pointers for the tensors `direction` uses (with
+/// args.activation, a backward direction's x or weight too), for checking a problem with validate()
+/// without memory.
 void set_placeholders(DwConvArgs& args, bool bias);
 
 /// A tiled-kernel config from its axes (rh <= 1: one row per thread; rt <= 1: one run).

@@ -3,6 +3,7 @@
 // gradient prep) and placeholder tensors for checks without a GPU. The space, heuristic, geometry,
 // compile requests and cost model: dwconv_family.cpp.
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_sizes.h"
 
 #include <cstdint>
 #include <functional>
@@ -219,14 +220,15 @@ bool fused_weight_gradient(const DwConvArgs& a) {
   if (a.direction != DwDirection::backward_weight || a.activation == Activation::none || a.initial_state != nullptr)
     return false;
   if (a.layout != DwLayout::ncl && a.layout != DwLayout::nlc) return false;
-  // A run of 4 outputs with every tap: its window (kvt_dwconv_wgrad's kWin, plus a vector's lead)
-  // within the register budget, and rows of 4 outputs or more (dwconv_family.cpp's check_wgrad).
-  constexpr int kRun = 4, kMaxWindow = 64;
+  // A run of 4 outputs with every tap: its window plus one scalar "vector" within the register
+  // budget, and rows of 4 outputs or more (dwconv_family.cpp's check_wgrad).
+  constexpr int kRun = 4;
   const std::int64_t pad_left = a.causal ? std::int64_t(a.kernel_w - 1) * a.dilation_w : a.pad_left;
   const std::int64_t pad_right = a.causal ? 0 : a.pad_right;
   const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
   const std::int64_t out_w = (a.w + pad_left + pad_right - span - 1) / a.stride_w + 1;
-  return (kRun - 1) * std::int64_t(a.stride_w) + span + 1 + 1 <= kMaxWindow && out_w >= kRun;
+  return sizes::window(0, a.kernel_w, a.stride_w, a.dilation_w, 0, kRun) + 1 <= sizes::kMaxWindowRegisters &&
+         out_w >= kRun;
 }
 
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
@@ -262,10 +264,12 @@ void set_placeholders(DwConvArgs& a, bool bias) {
       break;
     case DwDirection::backward_data:
       a.dy = at(1), a.weight = at(2), a.dx = at(3);
+      if (a.activation != Activation::none) a.x = at(5);  // z recomputed from x
       break;
     case DwDirection::backward_weight:
       a.x = at(1), a.dy = at(2), a.dweight = at(3);
       if (bias) a.dbias = at(4);
+      if (a.activation != Activation::none) a.weight = at(5);  // z recomputed with the weight
       break;
   }
 }
@@ -352,12 +356,9 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   a.activation = p.activation;
   set_placeholders(a, p.bias);
   const bool fused = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
-  if (fused) {
-    a.weight = reinterpret_cast<const void*>(std::uintptr_t(5) << 44);  // as set_placeholders: disjoint
-    // seq_idx takes causal convolutions of stride 1 (dwconv_states::validate); causal is the padding.
-    if (p.seq_idx && (p.sw != 1 || p.pad_left != (p.kw - 1) * p.dw || p.pad_right != 0)) return std::nullopt;
-    if (p.seq_idx) a.causal = true, a.pad_left = a.pad_right = 0;
-  }
+  // seq_idx takes causal convolutions of stride 1 (dwconv_states::validate); causal is the padding.
+  if (p.seq_idx && (p.sw != 1 || p.pad_left != (p.kw - 1) * p.dw || p.pad_right != 0)) return std::nullopt;
+  if (p.seq_idx) a.causal = true, a.pad_left = a.pad_right = 0;
   try {
     validate(a);
   } catch (const Error&) {

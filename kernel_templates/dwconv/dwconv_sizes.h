@@ -19,6 +19,7 @@
 namespace kvtune::dwconv::sizes {
 
 constexpr std::size_t kSmemPerSm = 228 * 1024;  // sm_90: shared memory an SM holds (cost model)
+constexpr int kMaxWindowRegisters = 64;         // source values one thread holds per kernel row
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 inline int floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
