@@ -210,6 +210,7 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
       const Problem plain = dwconv::make_problem(a);
       a.direction = DwDirection::backward_data;
       a.activation = Activation::silu;
+      if (one_d) a.initial_state = fake(9 << 20);  // keeps the prep (1D stride 1 is the fused data gradient)
       const Problem prep = *dwconv::gradient_prep_problem(a);
       INFO(forward.key());
       // An activation is an epilogue: the forward space is the plain one.
@@ -232,12 +233,12 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
       // The gradient prep reads dy: its model bytes count it.
       CHECK(dwconv::model_bytes(prep, prep.n) > dwconv::model_bytes(forward, forward.n));
     }
-  // An epilogue is for forward problems only.
+  // backward_data's activation is the fused 1D data gradient: not 2D.
   Problem p = dwconv::make_problem(args_2d(DwDirection::backward_data));
   p.activation = Activation::silu;
   std::string why;
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_data)), 9), &why));
-  CHECK(why.find("runs its gradient prep") != std::string::npos);
+  CHECK(why.find("1D, stride 1") != std::string::npos);
   // backward_weight's is the fused 1D weight gradient: not 2D.
   p = dwconv::make_problem(args_2d(DwDirection::backward_weight));
   p.activation = Activation::silu;
@@ -348,6 +349,99 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
   CHECK(fused > 200);
 }
 
+TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][activation]") {
+  DwConvArgs a = args_causal(DwDirection::backward_data, Activation::silu);
+  a.bias = fake(6 << 20);
+  REQUIRE(dwconv::fused_data_gradient(a));
+  const Problem p = dwconv::make_problem(a);
+  // One problem: the activation in its key (no bias flag: backward_data has no bias output), no
+  // gradient prep, no fix-up; x is read by the kernel, so its alignment counts.
+  CHECK(p.activation == Activation::silu);
+  CHECK_FALSE(p.gradient_prep);
+  CHECK_FALSE(p.bias);
+  CHECK(p.epilogue() == 1);
+  CHECK_FALSE(dwconv::gradient_prep_problem(a));
+  CHECK_FALSE(dwconv_states::make_plan(a).fix);
+  DwConvArgs plain = a;
+  plain.activation = Activation::none;
+  CHECK(p.key() == dwconv::make_problem(plain).key() + ",act=silu");
+  CHECK(dwconv::problem_from_key(p.key()) == p);
+  a.x = fake(4);
+  CHECK(dwconv::make_problem(a).align_bytes == 4);
+  a.x = fake(0);
+  // The kernel reads x and the bias besides dy: its model bytes count them.
+  CHECK(dwconv::model_bytes(p, p.n) ==
+        Approx(dwconv::model_bytes(dwconv::make_problem(plain), p.n) + 4.0 * double(p.n * p.c * p.w + p.c)));
+  // Not fused: stride 2, 2D, states or seq_idx (their fix-ups patch the prep's output), a window over
+  // the register budget. Those keep the gradient prep and the plain problem.
+  DwConvArgs strided = args_causal(DwDirection::backward_data, Activation::silu);
+  strided.causal = false, strided.stride_w = 2, strided.pad_left = 1;
+  DwConvArgs init = a, dinit = a, packed = a, wide = a, short_rows = a;
+  short_rows.w = 31;
+  init.initial_state = fake(9 << 20);
+  dinit.dinitial_state = fake(10 << 20);
+  packed.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
+  wide.dilation_w = 11;  // 1 + 2 x 33 registers > 64
+  for (const DwConvArgs& b : {strided, init, dinit, packed, wide, short_rows,
+                              args_2d(DwDirection::backward_data, DwLayout::nchw, Activation::silu)}) {
+    INFO(dwconv::make_problem(b).key());
+    CHECK_FALSE(dwconv::fused_data_gradient(b));
+    CHECK(dwconv::make_problem(b).activation == Activation::none);
+    CHECK(dwconv::gradient_prep_problem(b));
+  }
+  DwConvArgs dilated = a;
+  dilated.dilation_w = 10;  // 1 + 2 x 30 = 61
+  CHECK(dwconv::fused_data_gradient(dilated));
+  // Keys the library never builds.
+  for (const std::string& bad : {p.key() + ",seq=1", dwconv::make_problem(plain).key() + ",act=silu_grad",
+                                 dwconv::make_problem(wide).key() + ",act=silu",
+                                 dwconv::make_problem(strided).key() + ",act=relu"})
+    CHECK_FALSE(dwconv::problem_from_key(bad));
+  // Its space: tiled variants with windows from global memory and one row a thread (no direct, staged or
+  // tensor-core kernels); the heuristic among them; the names gain EPI, the plain problem's stay.
+  const auto space = dwconv::enumerate(p);
+  REQUIRE(space.size() > 10);
+  for (const Config& c : space) {
+    INFO(c.label());
+    REQUIRE(c.kernel() == dwconv::Kernel::tiled);
+    CHECK_FALSE(c.tiled().smem_halo);
+    CHECK(c.tiled().rows_per_thread == 1);
+    const std::string name = dwconv::compile_request(p, c, "compute_90").name_expressions[0];
+    CHECK(name.compare(name.size() - 3, 3, " 1>") == 0);
+  }
+  CHECK(dwconv::is_valid(p, dwconv::heuristic_config(p, 9)));
+  std::string why;
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::DirectConfig{true}, &why));
+  CHECK(why.find("tiled kernels only") != std::string::npos);
+  // Every shape the rule calls fused has a space and a valid heuristic (both layouts, K and dilation up
+  // to the register budget, padding, lengths, channels).
+  int fused = 0;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (int k : {1, 2, 4, 7, 31})
+      for (int d : {1, 2, 8})
+        for (int pad : {-1, 0, 3})
+          for (std::int64_t w : {1, 9, 32, 33, 64, 200})
+            for (std::int64_t c : {1, 3, 4, 16}) {
+              DwConvArgs b = args_causal(DwDirection::backward_data, Activation::gelu_erf);
+              b.layout = l, b.kernel_w = k, b.dilation_w = d, b.w = w, b.c = c;
+              b.causal = pad < 0;
+              if (pad >= 0) b.pad_left = b.pad_right = pad;
+              try {
+                dwconv::validate(b);
+              } catch (const Error&) {
+                continue;
+              }
+              if (!dwconv::fused_data_gradient(b)) continue;
+              const Problem r = dwconv::make_problem(b);
+              INFO(r.key());
+              CHECK(!dwconv::enumerate(r).empty());
+              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+              CHECK(dwconv::problem_from_key(r.key()) == r);
+              ++fused;
+            }
+  CHECK(fused > 200);
+}
+
 TEST_CASE("dwconv activation reference: values, derivatives, PyTorch's definitions", "[dwconv][activation]") {
   using dwconv::activation_derivative;
   using dwconv::activation_value;
@@ -449,6 +543,30 @@ TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for 
         kernels += requests.size();
         test::add_batched(batches, requests, 64);
       }
+  // The fused 1D data gradient (backward_data with an activation): each kind of its space, and the
+  // reference kernel in that mode.
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (Activation act : kActivations) {
+      DwConvArgs a = args_causal(DwDirection::backward_data, act);
+      a.layout = l;
+      a.dtype = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[std::size_t(i++ % 3)];
+      a.c = 32;
+      a.dilation_w = 1 + int(act) % 2;
+      const Problem p = dwconv::make_problem(a);
+      REQUIRE(p.activation == act);
+      std::set<std::string> kinds;
+      std::vector<detail::CompileRequest> requests{dwconv::reference_request(p, "sm_90")};
+      requests[0].name_expressions.resize(1);
+      for (const auto& c : dwconv::enumerate(p)) {
+        const auto& t = c.tiled();
+        const std::string kind = fmt::format("fused-data,{},{},{}", t.runs_per_thread > 1, t.vector_channels > 1, t.smem_filter);
+        if (!kinds.insert(kind).second) continue;
+        requests.push_back(dwconv::compile_request(p, c, "sm_90"));
+        kinds_seen.insert(fmt::format("{}/{}", to_string(l), kind));
+      }
+      kernels += requests.size();
+      test::add_batched(batches, requests, 64);
+    }
   const auto results = test::compile_batches(batches);
   for (const auto& failure : results.failures) {
     INFO(failure);

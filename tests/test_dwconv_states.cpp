@@ -150,9 +150,21 @@ TEST_CASE("dwconv states: the convolution's keys stay, the fix-up's parse back",
       CHECK(!plan.prep);
       continue;
     }
-    // Byte for byte the same keys for the tuned kernels: they run unchanged.
-    CHECK(dwconv::make_problem(with).key() == dwconv::make_problem(plain).key());
-    if (const auto prep = dwconv::gradient_prep_problem(with)) CHECK(prep->key() == dwconv::gradient_prep_problem(plain)->key());
+    if (dir == DwDirection::backward_data) {
+      // Without seq_idx the fused 1D data gradient (one problem, the activation in its key); with it the
+      // gradient prep and the plain problem, each with its fix-up.
+      DwConvArgs none = plain;
+      none.activation = Activation::none;
+      CHECK(dwconv::fused_data_gradient(plain));
+      CHECK_FALSE(dwconv::fused_data_gradient(with));
+      CHECK(dwconv::make_problem(plain).key() == dwconv::make_problem(none).key() + ",act=silu");
+      CHECK(dwconv::make_problem(with).key() == dwconv::make_problem(none).key());
+      CHECK(dwconv::gradient_prep_problem(with));
+    } else {
+      // Byte for byte the same keys for the tuned kernels: they run unchanged.
+      CHECK(dwconv::make_problem(with).key() == dwconv::make_problem(plain).key());
+      CHECK_FALSE(dwconv::gradient_prep_problem(with));
+    }
     REQUIRE(plan.fix);
     CHECK(plan.prep.has_value() == (dir != DwDirection::forward));
     for (const auto& p : {plan.prep, plan.fix}) {

@@ -287,6 +287,80 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
   CHECK(verified >= 4 * cases.size());
 }
 
+TEST_CASE("the fused 1D data gradient: every variant against float64", "[gpu][dwconv][activation]") {
+  KVTUNE_REQUIRE_GPU();
+  const DeviceAndStream gpu;
+  // Both layouts x three shapes (causal K 4; K 7 dilation 2 with symmetric padding and rows of 96, so
+  // vectors along W; K 2 over rows of 33), the activation and dtype rotating, the bias on and off;
+  // every variant of each space, compiled together first.
+  std::vector<VariantCase> cases;
+  test::CompileMemo memo;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (int i = 0; i < 3; ++i) {
+      DwConvArgs a;
+      a.direction = DwDirection::backward_data, a.layout = l;
+      a.dtype = kDTypes[std::size_t(int(l) + i) % 3];
+      a.activation = kActivations[std::size_t(2 * int(l) + i) % 4];
+      a.n = 2, a.c = l == DwLayout::ncl ? 24 : 40;
+      if (i == 0) a.w = 67, a.kernel_w = 4, a.causal = true;
+      if (i == 1) a.w = 96, a.kernel_w = 7, a.dilation_w = 2, a.pad_left = a.pad_right = 6;
+      if (i == 2) a.w = 33, a.kernel_w = 2, a.pad_left = 1, a.c = l == DwLayout::ncl ? 3 : 8;
+      dwconv::set_placeholders(a, false);
+      REQUIRE(dwconv::fused_data_gradient(a));
+      dwconv::Problem p = dwconv::make_problem(a);
+      p.n = a.n;
+      VariantCase c{p, dwconv::enumerate(p), {}};
+      REQUIRE(!c.configs.empty());
+      c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
+      memo.add(c.candidates);
+      cases.push_back(std::move(c));
+    }
+  memo.compile_pending();
+  std::size_t verified = 0, skipped = 0;
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    const VariantCase& c = cases[ci];
+    const dwconv::Problem& p = c.problem;
+    INFO(p.key());
+    // The float64 GPU reference against the CPU one of the two-step form: the gradient prep
+    // dy * act'(z) of the forward problem, then the plain backward_data on it.
+    {
+      dwconv::Problem forward = p;
+      forward.direction = DwDirection::forward, forward.bias = ci % 2 == 0;
+      dwconv::Problem plain = p;
+      plain.activation = Activation::none;
+      const std::size_t xs = std::size_t(p.n * p.c * p.w), ys = std::size_t(p.n * p.c * forward.out_w());
+      const auto x = random_tensor(p.dtype, xs, 1), wt = random_tensor(p.dtype, std::size_t(p.c * p.kw), 2);
+      const auto b = random_tensor(p.dtype, std::size_t(p.c), 3), dy = random_tensor(p.dtype, ys, 4);
+      const std::vector<double> bias = forward.bias ? b.values : std::vector<double>{};
+      const auto g = dwconv::reference_gradient_prep(forward, p.n, x.values, wt.values, bias, dy.values);
+      const auto ref = dwconv::reference_backward_data(plain, p.n, g, wt.values);
+      dwconv::LaunchArgs la{};
+      la.src = dy.device.get(), la.aux = x.device.get(), la.weight = wt.device.get();
+      la.bias = forward.bias ? b.device.get() : nullptr, la.batch = p.n;
+      tuner::DeviceBuffer out(ref.size() * 4), unused(std::size_t(p.c) * 4);
+      dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), unused.as<float>(), gpu.stream);
+      REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
+      CHECK(rel_error(DType::f32, out.get(), ref, &skipped) < 1e-6);
+    }
+    const auto compiled = memo.compile(c.candidates);
+    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
+    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
+      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+      REQUIRE(compiled[i].status == tuner::Status::ok);
+      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+      kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
+      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
+      INFO(verdict.message);
+      CHECK(verdict.ok);
+      ++verified;
+    }
+  }
+  WARN("verified " << verified << " fused data-gradient variants of " << cases.size() << " problems; " << skipped
+                   << " relu-gradient elements at the kink skipped");
+  CHECK(verified >= 10 * cases.size());
+  CHECK(skipped < 10);
+}
+
 TEST_CASE("dwconv with an activation through the Context: every direction and layout against float64", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
   ContextOptions o;
@@ -340,9 +414,10 @@ TEST_CASE("dwconv with an activation through the Context: every direction and la
         CHECK(rel_error(a.dtype, out.get(), ref) < tolerance(a.dtype));
         if (dir == DwDirection::backward_weight) CHECK(rel_error(a.dtype, out_bias.get(), ref_bias) < tolerance(a.dtype));
         // Backward directions: two problems, the gradient prep first; its output in front of the workspace.
-        // The fused 1D weight gradient is one problem.
-        const bool fused = dwconv::fused_weight_gradient(a);
-        CHECK(fused == (dir == DwDirection::backward_weight && (l == DwLayout::ncl || l == DwLayout::nlc)));
+        // The fused 1D weight gradient is one problem, and so is the fused data gradient (stride 1).
+        const bool fused = dwconv::fused_weight_gradient(a) || dwconv::fused_data_gradient(a);
+        const bool one_d = l == DwLayout::ncl || l == DwLayout::nlc;
+        CHECK(fused == (one_d && (dir == DwDirection::backward_weight || (dir == DwDirection::backward_data && a.stride_w == 1))));
         const std::string label = context.dwconv_variant(a, stream);
         CHECK((label.find(" then ") != std::string::npos) == (dir != DwDirection::forward && !fused));
         if (dir != DwDirection::forward && !fused) {

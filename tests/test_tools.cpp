@@ -264,21 +264,26 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
     {"op": "dwconv", "direction": "backward_weight", "layout": "ncl", "dtype": "bf16", "n": 8, "c": 64, "l": 512,
      "kernel": 4, "causal": true, "bias": true, "activation": "silu", "seq_idx": true},
     {"op": "dwconv", "direction": "backward_data", "layout": "nlc", "dtype": "f16", "n": 2, "c": 64, "l": 512,
-     "kernel": 4, "causal": true, "activation": "gelu_tanh"}
+     "kernel": 4, "causal": true, "activation": "gelu_tanh"},
+    {"op": "dwconv", "direction": "backward_data", "layout": "nlc", "dtype": "f16", "n": 2, "c": 64, "l": 512,
+     "kernel": 3, "stride": 2, "padding": [1, 1], "activation": "relu"}
   ])");
   const Run r = tune({"--shapes", shapes, "--dry-run", "--json"});
   check_ok(r);
   const json doc = r.out_json();
-  REQUIRE(doc["problems"].size() == 3);
+  REQUIRE(doc["problems"].size() == 4);
   const std::string ncl = ",ncl,bf16,n<=8,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16";
   CHECK(doc["problems"][0]["key"] == "dwconv,forward" + ncl + ",act=silu");
   CHECK(doc["problems"][1]["key"] == "dwconv,backward_weight" + ncl + ",act=silu,seq=1");
   CHECK(doc["problems"][1]["describe"] == "backward_weight ncl bf16 8x64x512 k=4 causal +dbias silu seq_idx");
-  // backward_data with an activation is keyed as the plain problem (its gradient prep is a second
-  // problem the call tunes); its entry keeps the activation.
-  CHECK(doc["problems"][2]["key"].get<std::string>().find("act=") == std::string::npos);
-  CHECK(doc["problems"][2]["problem"]["activation"] == "gelu_tanh");
-  for (int i : {0, 1, 2}) {
+  // backward_data with an activation: 1D stride 1 is the fused data gradient (its own key); otherwise
+  // it is keyed as the plain problem (its gradient prep is a second problem the call tunes), and its
+  // entry keeps the activation.
+  CHECK(doc["problems"][2]["key"] ==
+        "dwconv,backward_data,nlc,f16,n<=2,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=0,det=1,align=16,act=gelu_tanh");
+  CHECK(doc["problems"][3]["key"].get<std::string>().find("act=") == std::string::npos);
+  CHECK(doc["problems"][3]["problem"]["activation"] == "relu");
+  for (int i : {0, 1, 2, 3}) {
     INFO(i);
     CHECK(doc["problems"][i]["space"]["tuned"].get<std::int64_t>() > 0);
     const auto again = kvtune::tools::parse_entries(json::array({doc["problems"][i]["problem"]}), "test");
@@ -288,7 +293,7 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
   // prep's is refused with the reason.
   const auto* h = kvtune::tools::find_handler("dwconv");
   REQUIRE(h != nullptr);
-  for (int i : {0, 1}) {
+  for (int i : {0, 1, 2}) {
     std::string why;
     const auto p = h->from_key(doc["problems"][i]["key"], &why);
     INFO(why);

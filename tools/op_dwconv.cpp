@@ -290,7 +290,8 @@ struct DwConvSide {
   static nlohmann::json entry_of(const Entry& e) {
     nlohmann::json j = entry_json(e.problem, e.args.n, e.args.causal);
     if (one_d(e.problem.layout)) j["causal"] = e.args.causal;
-    // The call's activation (a backward_data problem's key is the plain one: the call still has it).
+    // The call's activation (a backward problem that is not fused is keyed as the plain one: the call
+    // still has it).
     if (e.args.activation != Activation::none) j["activation"] = to_string(e.args.activation);
     return j;
   }

@@ -660,7 +660,8 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
 }
 
 // float64 reference for every direction; one thread per output element (dx, y, or dw / dbias).
-// EPI (forward): the epilogue in float64, on the float64 sum. EPI (backward_weight, 1D): the fused
+// EPI (forward): the epilogue in float64, on the float64 sum. EPI (backward_data, 1D, stride 1): the
+// fused data gradient, each dy value times act'(z) at its position. EPI (backward_weight, 1D): the fused
 // weight gradient, dy * act'(z) with z = bias + conv(x, w) in float64; SEQ: taps of another sequence
 // than the output's position (seq_idx) add nothing.
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS, int EPI = 0,
@@ -717,6 +718,7 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
     const long long c = rest % p.channels, n = rest / p.channels;
     double acc = BIAS ? (double)kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.0;
     double magnitude = acc < 0 ? -acc : acc;  // sum of |terms|: how far f32 sums may stray from acc
+    bool step = false;  // DIR 1 with EPI: some z near relu's step
     for (int kh = 0; kh < KH; ++kh) {
       long long row;
       if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;
@@ -725,17 +727,36 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
         if (!source_row<DIR, KW, SW, DW, PW>(w, kw, p.src_w, col)) continue;
         const long long idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + row) * p.src_w + col
                                           : ((n * p.src_h + row) * p.src_w + col) * p.channels + c;
-        const double term = (double)kvt_to_float(src[idx]) * (double)kvt_to_float(wt[c * KH * KW + kh * KW + kw]);
+        double g = (double)kvt_to_float(src[idx]);
+        if (DIR == 1 && EPI != 0) {
+          // The fused data gradient (1D, stride 1): dy * act'(z) at dy column col, z = bias + conv(x, w)
+          // with x = p.aux (dx-shaped, so dst dims).
+          const T* x = static_cast<const T*>(p.aux);
+          double z = p.bias != nullptr ? (double)kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.0;
+          double z_magnitude = z < 0 ? -z : z;
+          for (int k = 0; k < KW; ++k) {
+            const long long q = col - PW + k * DW;
+            if (q < 0 || q >= p.dst_w) continue;
+            const long long x_idx = LAYOUT == 0 ? (n * p.channels + c) * p.dst_w + q : (n * p.dst_w + q) * p.channels + c;
+            const double term = (double)kvt_to_float(x[x_idx]) * (double)kvt_to_float(wt[c * KW + k]);
+            z += term;
+            z_magnitude += term < 0 ? -term : term;
+          }
+          g *= kvt_act_derivative<kvt_act_of(EPI)>(z);
+          step = step || (kvt_act_of(EPI) == 4 && (z < 0 ? -z : z) <= 1e-5 * z_magnitude);
+        }
+        const double term = g * (double)kvt_to_float(wt[c * KH * KW + kh * KW + kw]);
         acc += term;
         magnitude += term < 0 ? -term : term;
       }
     }
     const long long o = LAYOUT == 0 ? ((n * p.channels + c) * p.dst_h + h) * p.dst_w + w
                                     : ((n * p.dst_h + h) * p.dst_w + w) * p.channels + c;
-    out[o] = (float)kvt_epilogue<EPI, T>(acc, p, o);
+    out[o] = DIR == 0 ? (float)kvt_epilogue<EPI, T>(acc, p, o) : (float)acc;
     // relu's gradient steps at z = 0: where an f32 sum could land on either side, either value is
     // right, and +Inf tells kvt_compare to skip the element.
-    if (kvt_grad_prep(EPI) && kvt_act_of(EPI) == 4 && (acc < 0 ? -acc : acc) <= 1e-5 * magnitude) out[o] = __int_as_float(0x7f800000);
+    if ((kvt_grad_prep(EPI) && kvt_act_of(EPI) == 4 && (acc < 0 ? -acc : acc) <= 1e-5 * magnitude) || step)
+      out[o] = __int_as_float(0x7f800000);
   }
 }
 

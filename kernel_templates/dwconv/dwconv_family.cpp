@@ -147,6 +147,12 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail(why, "tile shape");
   if (rh < 1 || rh > 8) return fail(why, "rows per thread: 1..8");
   if (rt < 1 || rt > 8) return fail(why, "runs per thread: 1..8");
+  // The fused data gradient (dwconv_tiled.cuh, kvt_first_fused / kvt_last_fused): windows from global
+  // memory, one row a thread, and an x window of span more values beside each dy window.
+  const bool fused = p.direction == DwDirection::backward_data && p.activation != Activation::none;
+  const int span = fused ? (p.kw - 1) * p.dw : 0;
+  if (fused && (c.smem_halo || rh != 1 || c.flat))
+    return fail(why, "the fused data gradient: windows from global memory, one row a thread, tiles");
   if (rt > 1 && !(p.channel_last() && c.smem_halo) && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
     return fail(why, "runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (c.flat) {
@@ -178,7 +184,7 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
       if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail(why, "channel-first vectors along W: rows a multiple of the width");
       if (dir == 1 && p.sw != 1) return fail(why, "channel-first vectors along W: backward_data with stride_w 1 only");
     }
-    if (win > kMaxWindowRegisters) return fail(why, "register window too large");
+    if (win + span > kMaxWindowRegisters) return fail(why, "register window too large");
     if (!c.smem_filter && taps(p) > kMaxFilterRegisters) return fail(why, "filter too large for registers");
     std::size_t floats = c.smem_filter ? std::size_t((taps(p) + 3) / 4 * 4) : 0;
     if (!c.flat && ceil_div(p.dst_h(), ty * rh) > 65535) return fail(why, "grid.y limit");
@@ -198,7 +204,7 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   } else {
     if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes)
       return fail(why, "vector width exceeds alignment");
-    if (win * vc > kMaxWindowRegisters) return fail(why, "register window too large");
+    if ((win + span) * vc > kMaxWindowRegisters) return fail(why, "register window too large");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail(why, "filter too large for registers");
     if (p.c % vc != 0) return fail(why, "channel-last vectors: channels a multiple of the width");
     if (c.smem_halo) {
@@ -238,8 +244,8 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const bool fused_wgrad = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
   if (p.gradient_prep && p.direction != DwDirection::forward) return fail(why, "the gradient prep is a forward problem");
-  if (p.activation != Activation::none && p.direction == DwDirection::backward_data)
-    return fail(why, "backward_data with an activation runs its gradient prep, then the plain problem");
+  const bool fused_data = p.direction == DwDirection::backward_data && p.activation != Activation::none;
+  if (fused_data && (p.h != 1 || p.kh != 1 || p.sw != 1)) return fail(why, "the fused data gradient: 1D, stride 1");
   if (fused_wgrad && (p.h != 1 || p.kh != 1)) return fail(why, "the fused weight gradient is 1D");
   if (p.seq_idx && !fused_wgrad) return fail(why, "seq_idx: the fused weight gradient only (else dwconv_states)");
   if (p.seq_idx && (p.sw != 1 || p.pad_left > (p.kw - 1) * p.dw)) return fail(why, "seq_idx: causal, stride 1");
@@ -247,6 +253,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (p.direction == DwDirection::backward_weight)
     return c.kernel() == Kernel::wgrad ? check_wgrad(p, c.wgrad(), why, prune)
                                        : fail(why, "backward_weight uses the wgrad kernel");
+  if (fused_data && c.kernel() != Kernel::tiled) return fail(why, "the fused data gradient: tiled kernels only");
   switch (c.kernel()) {
     case Kernel::wgrad: return fail(why, "the wgrad kernel is for backward_weight");
     case Kernel::mma: return check_mma(p, c.mma(), why, prune);
@@ -737,9 +744,12 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double weights = double(p.c) * taps(p);
   const double dy = p.gradient_prep ? out : 0.0;  // the gradient prep reads dy too
   // The fused weight gradient reads the forward's weight and bias too, and seq_idx (int32 a position).
-  const double fused = p.direction == DwDirection::backward_weight && p.activation != Activation::none
+  // The fused data gradient reads x and the bias.
+  const bool act = p.activation != Activation::none;
+  const double fused = p.direction == DwDirection::backward_weight && act
                            ? weights + double(p.c) + (p.seq_idx ? double(batch) * double(p.w) * 4.0 / elem : 0.0)
-                           : 0.0;
+                       : p.direction == DwDirection::backward_data && act ? in + double(p.c)
+                                                                          : 0.0;
   return elem * (in + out + dy + weights + fused + (p.bias ? double(p.c) : 0.0));
 }
 

@@ -2,6 +2,7 @@
 // host code and in the NVRTC program (this file is compiled by both). Tensors are dense.
 //   forward:          src = x,  dst = y,  weight, bias;  src dims = x, dst dims = y
 //   backward_data:    src = dy, dst = dx, weight;        src dims = dy, dst dims = dx
+//                     (the fused 1D form with an activation also reads aux = x, dx-shaped, and bias)
 //   backward_weight:  src = x,  aux = dy, dst = dw, bias_grad = dbias; src dims = x, dst dims = dy
 //                     (the fused 1D form with an activation also reads weight, bias and seq_idx)
 #pragma once

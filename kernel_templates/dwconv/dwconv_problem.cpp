@@ -196,9 +196,9 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
                                                         : false;
   p.deterministic = a.direction != DwDirection::backward_weight || a.deterministic;
   // A backward direction with an activation is the plain problem run on the gradient prep's output
-  // (workspace, 256-byte aligned) in place of dy; backward_data then reads no x. The fused 1D weight
-  // gradient reads x and dy itself.
-  const bool fused = fused_weight_gradient(a);
+  // (workspace, 256-byte aligned) in place of dy; backward_data then reads no x. The fused 1D forms
+  // (weight and data gradients) read x and dy themselves.
+  const bool fused = fused_weight_gradient(a) || fused_data_gradient(a);
   const bool prepped = a.direction != DwDirection::forward && a.activation != Activation::none && !fused;
   p.activation = a.direction == DwDirection::forward || fused ? a.activation : Activation::none;
   p.seq_idx = fused && a.seq_idx != nullptr;
@@ -231,8 +231,22 @@ bool fused_weight_gradient(const DwConvArgs& a) {
          out_w >= kRun;
 }
 
+bool fused_data_gradient(const DwConvArgs& a) {
+  if (a.direction != DwDirection::backward_data || a.activation == Activation::none) return false;
+  // States and seq_idx fix the gradient prep's output up (dwconv_states): they need it in memory.
+  if (a.initial_state != nullptr || a.dinitial_state != nullptr || a.final_state != nullptr || a.seq_idx != nullptr)
+    return false;
+  if ((a.layout != DwLayout::ncl && a.layout != DwLayout::nlc) || a.stride_w != 1) return false;
+  // A run of one output: a dy window of 1 + span and an x window of 1 + 2 span within the register
+  // budget (dwconv_family.cpp's check_tiled); rows of 32 or more (the tiled space's smallest
+  // channel-first tiles are 64 threads wide; shorter rows are launch-bound either way).
+  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
+  return 1 + 2 * span <= sizes::kMaxWindowRegisters && a.w >= 32;
+}
+
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
-  if (a.direction == DwDirection::forward || a.activation == Activation::none || fused_weight_gradient(a))
+  if (a.direction == DwDirection::forward || a.activation == Activation::none || fused_weight_gradient(a) ||
+      fused_data_gradient(a))
     return std::nullopt;
   // The forward convolution of the same x, weight and bias, reading dy; its output is workspace.
   DwConvArgs f = a;
@@ -325,15 +339,15 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.deterministic = *det == 1;
   p.align_bytes = static_cast<int>(*align);
   if (parts.size() >= 19) {
-    // ",act=silu" (forward, or the fused 1D weight gradient) or ",act=silu_grad" (a backward
+    // ",act=silu" (forward, or a fused 1D weight or data gradient) or ",act=silu_grad" (a backward
     // direction's gradient prep); then ",seq=1" (the fused weight gradient with seq_idx).
     const auto act = key_value(parts[18], "act=");
     if (!act) return std::nullopt;
     for (Activation a : {Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
       for (bool grad : {false, true})
         if (*act == std::string(to_string(a)) + (grad ? "_grad" : "")) p.activation = a, p.gradient_prep = grad;
-    if (p.activation == Activation::none || p.direction == DwDirection::backward_data) return std::nullopt;
-    if (p.direction == DwDirection::backward_weight && p.gradient_prep) return std::nullopt;
+    if (p.activation == Activation::none) return std::nullopt;
+    if (p.direction != DwDirection::forward && p.gradient_prep) return std::nullopt;
     if (parts.size() == 20) {
       if (parts[19] != "seq=1" || p.direction != DwDirection::backward_weight) return std::nullopt;
       p.seq_idx = true;
@@ -355,7 +369,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   a.deterministic = p.deterministic;
   a.activation = p.activation;
   set_placeholders(a, p.bias);
-  const bool fused = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
+  const bool fused = p.direction != DwDirection::forward && p.activation != Activation::none;
   // seq_idx takes causal convolutions of stride 1 (dwconv_states::validate); causal is the padding.
   if (p.seq_idx && (p.sw != 1 || p.pad_left != (p.kw - 1) * p.dw || p.pad_right != 0)) return std::nullopt;
   if (p.seq_idx) a.causal = true, a.pad_left = a.pad_right = 0;
@@ -364,8 +378,8 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   } catch (const Error&) {
     return std::nullopt;
   }
-  // A backward_weight call with an activation makes this key only where it is fused.
-  if (fused != (p.direction == DwDirection::backward_weight && fused_weight_gradient(a))) return std::nullopt;
+  // A backward call with an activation makes this key only where it is fused.
+  if (fused != (fused_weight_gradient(a) || fused_data_gradient(a))) return std::nullopt;
   return p;
 }
 

@@ -28,7 +28,12 @@ struct KvtTiled {
   static constexpr int LAYOUT = LAYOUT_, DIR = DIR_, KH = KH_, KW = KW_, SH = SH_, SW = SW_, DH = DH_, DW = DW_;
   static constexpr int PH = PH_, PW = PW_, RW = RW_, TX = TX_, TY = TY_, VC = VC_, STAGE = STAGE_, FILTER = FILTER_;
   static constexpr int HAS_BIAS = HAS_BIAS_, RH = RH_, RT = RT_, FLAT = FLAT_, EPI = EPI_;
-  static_assert(EPI == 0 || DIR == 0, "epilogues (activation, gradient prep): forward only");
+  // backward_data with an activation (EPI 1-4, the fused data gradient): the source is g = dy * act'(z),
+  // z = bias + conv(x, w) formed per window position from an x window (kvt_first_fused, kvt_last_fused).
+  static constexpr bool kFusedGrad = DIR == 1 && EPI != 0;
+  static constexpr int kStoreEpi = DIR == 0 ? EPI : 0;  // what the stores apply
+  static_assert(EPI == 0 || DIR == 0 || (DIR == 1 && EPI >= 1 && EPI <= 4 && KH == 1 && SW == 1 && STAGE == 0 && RH == 1 && FLAT == 0),
+                "epilogues: forward; backward_data takes an activation 1D, stride 1, windows from global memory, one row");
   static_assert(RH == 1 || STAGE == 0 || LAYOUT == 1, "channel-first rows per thread read their rows from global memory");
   static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1) || (LAYOUT == 1 && STAGE == 1),
                 "runs per thread: channel-first, one kernel row (channel-last staged: tiles per block)");
@@ -200,11 +205,13 @@ __device__ __forceinline__ void kvt_first_stage(const KvtDwConvParams& p, const 
 // them the next lane's, taken by warp shuffle (a warp's and a tile row's first and last lanes load
 // theirs). Two or three 16-byte loads a row become one: neighbouring lanes' windows overlap, and
 // without it a warp requested every byte from L2 twice (Nsight Compute, NCL bf16).
-template <class S> struct KvtFirstWindow {
+// X: the fused data gradient's x window (p.aux, dx-shaped) for the same run: the z of each of the dy
+// window's kWin positions reads KW taps, (KW - 1) * DW more columns, starting PW before the dy window.
+template <class S, bool X = false> struct KvtFirstWindow {
   using T = typename S::T;
   using V = typename S::V;
-  static constexpr int VC = S::VC, kWin = S::kWin;
-  static constexpr int kB = S::DIR == 0 ? -S::PW : S::AW::kQmin;
+  static constexpr int VC = S::VC, kWin = S::kWin + (X ? (S::KW - 1) * S::DW : 0);
+  static constexpr int kB = X ? S::AW::kQmin - S::PW : S::DIR == 0 ? -S::PW : S::AW::kQmin;
   static constexpr int kLead = ((kB % VC) + VC) % VC;  // window start within its first vector
   static constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
   static constexpr int kShift = (S::DIR == 0 ? S::RW * S::SW : S::RW) / VC;  // vectors between neighbouring lanes' windows
@@ -220,6 +227,9 @@ template <class S> struct KvtFirstWindow {
   bool cols_inside;  // columns wholly inside the plane (every thread but the edge ones): loads without tests
   bool vec_inside;
   bool first_lane, last_lane;  // lanes whose neighbour's window is not the next run of the same rows
+
+  __device__ __forceinline__ long long width() const { return X ? p.dst_w : p.src_w; }
+  __device__ __forceinline__ long long height() const { return X ? p.dst_h : p.src_h; }
 
   // The loads of a window: which of its vectors a lane fetches (with the exchange: its own; edge lanes
   // also the halo) and which lie inside the row depend on its start column only, so they are decided
@@ -239,26 +249,26 @@ template <class S> struct KvtFirstWindow {
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       const long long qs = cols.q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
-      cols.fetch[v] = mine(v) && qs >= 0 && qs < p.src_w;
+      cols.fetch[v] = mine(v) && qs >= 0 && qs < width();
     }
     return cols;
   }
   // Runs per thread (RT > 1) keep the per-row form: with the tests hoisted, the NCL bf16 K=4 runs of
   // 4 a thread lost 12 % (H100, benchmark heuristic column, 91.4 -> 102.2 us).
   __device__ __forceinline__ void issue_run(long long row, long long w0, V (&raw)[kVecs]) const {
-    const bool row_in = row >= 0 && row < p.src_h;
+    const bool row_in = row >= 0 && row < height();
     const long long q0 = w0 - kLead;
-    const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + q0;
+    const T* vrow = src_plane + (row_in ? row : 0) * width() + q0;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       const long long qs = q0 + v * VC;  // VC | src_w: a vector is wholly inside the row or outside
-      if (mine(v) && row_in && qs >= 0 && qs < p.src_w) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
+      if (mine(v) && row_in && qs >= 0 && qs < width()) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
       else kvt_zero_vec(raw[v]);
     }
   }
   __device__ __forceinline__ void issue(long long row, const Cols& cols, V (&raw)[kVecs]) const {
-    const bool row_in = row >= 0 && row < p.src_h;
-    const T* vrow = src_plane + (row_in ? row : 0) * p.src_w + cols.q0;
+    const bool row_in = row >= 0 && row < height();
+    const T* vrow = src_plane + (row_in ? row : 0) * width() + cols.q0;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       if (row_in && cols.fetch[v]) raw[v] = *reinterpret_cast<const V*>(vrow + v * VC);
@@ -285,8 +295,8 @@ template <class S> struct KvtFirstWindow {
   // Without the exchange. Rows outside the plane read as zeros (the row-window loop prefetches them
   // unconditionally).
   __device__ __forceinline__ void load(long long row, float (&win)[kWin]) const {
-    const bool row_in = row >= 0 && row < p.src_h;
-    const T* srow = src_plane + (row_in ? row : 0) * p.src_w + win0;
+    const bool row_in = row >= 0 && row < height();
+    const T* srow = src_plane + (row_in ? row : 0) * width() + win0;
     if (!row_in) {
 #pragma unroll
       for (int j = 0; j < kWin; ++j) win[j] = 0.f;
@@ -302,7 +312,7 @@ template <class S> struct KvtFirstWindow {
       for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(srow[j]);
     } else {
 #pragma unroll
-      for (int j = 0; j < kWin; ++j) win[j] = (win0 + j >= 0 && win0 + j < p.src_w) ? kvt_to_float(srow[j]) : 0.f;
+      for (int j = 0; j < kWin; ++j) win[j] = (win0 + j >= 0 && win0 + j < width()) ? kvt_to_float(srow[j]) : 0.f;
     }
   }
 };
@@ -345,7 +355,7 @@ __device__ __forceinline__ void kvt_first_store(const KvtDwConvParams& p, const 
         float z[VC];
 #pragma unroll
         for (int u = 0; u < VC; ++u) z[u] = acc[rh][(r + u) % RW];
-        kvt_epilogue_vec<S::EPI, T, VC>(z, p, row + t + r);
+        kvt_epilogue_vec<S::kStoreEpi, T, VC>(z, p, row + t + r);
         typename S::V out;
 #pragma unroll
         for (int u = 0; u < VC; ++u) out.v[u] = kvt_from_float<T>(z[u]);
@@ -355,7 +365,7 @@ __device__ __forceinline__ void kvt_first_store(const KvtDwConvParams& p, const 
     }
 #pragma unroll
     for (int r = 0; r < RW; ++r)
-      if (t + r < p.dst_w) drow[t + r] = kvt_from_float<T>(kvt_epilogue<S::EPI, T>(acc[rh][r], p, row + t + r));
+      if (t + r < p.dst_w) drow[t + r] = kvt_from_float<T>(kvt_epilogue<S::kStoreEpi, T>(acc[rh][r], p, row + t + r));
   }
 }
 
@@ -456,6 +466,57 @@ __device__ __forceinline__ void kvt_first_pipelined(const KvtDwConvParams& p, co
   }
 }
 
+// The fused data gradient (channel-first): the dy window becomes g = dy * act'(z) in place, z = zb +
+// conv(x, w) at each window position j (x columns from j, a tap every DW). Positions no output reads
+// (dilation gaps) are left as they are.
+template <class S>
+__device__ __forceinline__ void kvt_first_grad(float (&win)[S::kWin], const float (&xw)[KvtFirstWindow<S, true>::kWin],
+                                               const KvtFirstTaps<S>& taps, float zb) {
+#pragma unroll
+  for (int j = 0; j < S::kWin; ++j) {
+    if (!S::AW::used(j)) continue;
+    float z = zb;
+#pragma unroll
+    for (int k = 0; k < S::KW; ++k) z += xw[j + k * S::DW] * taps(k);
+    win[j] *= kvt_act_derivative<kvt_act_of(S::EPI)>(z);
+  }
+}
+
+template <class S> __device__ constexpr bool kvt_first_x_shuffle() {
+  if constexpr (S::kFusedGrad) return KvtFirstWindow<S, true>::kShuffle;
+  else return false;
+}
+
+// The fused data gradient's runs (channel-first, one row): the RT runs' dy and x loads issued first,
+// then per run the shuffles, g, the FMAs and the store (kvt_first_runs, with an x window beside each
+// dy window). With RT = 1 the same loads without the exchange.
+template <class S>
+__device__ __forceinline__ void kvt_first_fused(const KvtDwConvParams& p, const KvtFirstPlace& at, const KvtFirstWindow<S>& window,
+                                                const KvtFirstWindow<S, true>& xwindow, const KvtFirstTaps<S>& taps,
+                                                float zb, float (&acc)[S::RH][S::RW]) {
+  using W = KvtFirstWindow<S>;
+  using XW = KvtFirstWindow<S, true>;
+  long long row;  // dy's row and x's: 1D, one row, no padding along H
+  if (!source_row<S::DIR, S::KH, S::SH, S::DH, S::PH>(at.h, 0, p.src_h, row)) row = -1;
+  typename S::V raw[S::RT][W::kVecs], rawx[S::RT][XW::kVecs];
+#pragma unroll
+  for (int j = 0; j < S::RT; ++j) {
+    const long long w0 = S::AW::base(at.t0 + j * (S::TX * S::RW));
+    window.issue_run(row, w0, raw[j]);
+    xwindow.issue_run(row, w0 - S::PW, rawx[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < S::RT; ++j) {
+    float win[S::kWin], xw[XW::kWin];
+    window.finish(raw[j], win);
+    xwindow.finish(rawx[j], xw);
+    kvt_first_grad<S>(win, xw, taps, zb);
+    if (j > 0) kvt_first_reset<S>(acc, 0.f);
+    kvt_first_accumulate<S>(acc, win, 0, 0, taps);
+    kvt_first_store<S>(p, at, at.t0 + j * (S::TX * S::RW), acc);
+  }
+}
+
 // Channel-first (NCHW / NCL): a block is a TY x (TX * RW) tile of one (n, c) plane (FLAT: items over
 // the grid); each thread computes RW consecutive outputs along W of RH rows from register windows.
 template <class S> __device__ __forceinline__ void kvt_tiled_channel_first(const KvtDwConvParams& p, float* smem) {
@@ -474,7 +535,9 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_first(const
   if constexpr (S::STAGE == 1 || S::FILTER == 1) __syncthreads();
   // With the halo exchange every lane stays to the end (its loads and shuffles serve its neighbours;
   // the stores skip what is outside the output).
-  if (!((VC > 1 && S::STAGE == 0 && RH > 1) || W::kShuffle) && (at.h >= p.dst_h || at.t0 >= p.dst_w || !at.item_valid)) return;
+  if (!((VC > 1 && S::STAGE == 0 && RH > 1) || W::kShuffle || kvt_first_x_shuffle<S>()) &&
+      (at.h >= p.dst_h || at.t0 >= p.dst_w || !at.item_valid))
+    return;
 
   const float bias = S::HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[at.c]) : 0.f;
   float acc[RH][S::RW];
@@ -484,6 +547,17 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_first(const
                  VC > 1 && win0 - W::kLead >= 0 && win0 - W::kLead + W::kVecs * VC <= p.src_w,
                  (S::FLAT ? at.run == 0 : tx == 0) || (threadIdx.x & 31) == 0,
                  (S::FLAT ? at.run == at.runs - 1 : tx == TX - 1) || (threadIdx.x & 31) == 31};
+  if constexpr (S::kFusedGrad) {
+    using XW = KvtFirstWindow<S, true>;
+    const long long x0 = win0 - S::PW;
+    const float zb = p.bias != nullptr ? kvt_to_float(static_cast<const T*>(p.bias)[at.c]) : 0.f;
+    const XW xwindow{p, static_cast<const T*>(p.aux) + at.plane * p.dst_h * p.dst_w, x0,
+                     x0 >= 0 && x0 + XW::kWin <= p.dst_w,
+                     VC > 1 && x0 - XW::kLead >= 0 && x0 - XW::kLead + XW::kVecs * VC <= p.dst_w,
+                     window.first_lane, window.last_lane};
+    kvt_first_fused<S>(p, at, window, xwindow, taps, zb, acc);
+    return;
+  }
   if constexpr (S::RT > 1) {
     kvt_first_runs<S>(p, at, window, taps, bias, acc);
     return;
@@ -742,26 +816,29 @@ template <class S> struct KvtLastTaps {
 // A source row's window for the thread's run and channel vector: kWin vectors. Rows outside the image
 // read as zeros; callers that know the row is inside pass false (a constant once inlined: no row test;
 // a 31x31 window's 34 loads lost 27% to it on an H200).
-template <class S> struct KvtLastWindow {
+// X: the fused data gradient's x window (p.aux, dx-shaped), as KvtFirstWindow's.
+template <class S, bool X = false> struct KvtLastWindow {
   using V = typename S::V;
+  static constexpr int kWin = S::kWin + (X ? (S::KW - 1) * S::DW : 0);
   const KvtDwConvParams& p;
   const KvtLastPlace& at;
   long long win0;
   bool inside;  // columns inside the row (every thread but the edge ones): loads without tests
 
-  __device__ __forceinline__ void load(long long row, V (&win)[S::kWin], bool row_may_be_outside) const {
+  __device__ __forceinline__ void load(long long row, V (&win)[kWin], bool row_may_be_outside) const {
     using T = typename S::T;
-    const bool row_in = !row_may_be_outside || (row >= 0 && row < p.src_h);
-    const T* srow = static_cast<const T*>(p.src) + ((at.n * p.src_h + (row_in ? row : 0)) * p.src_w + win0) * p.channels + at.c0;
+    const long long height = X ? p.dst_h : p.src_h, width = X ? p.dst_w : p.src_w;
+    const bool row_in = !row_may_be_outside || (row >= 0 && row < height);
+    const T* srow = static_cast<const T*>(X ? p.aux : p.src) + ((at.n * height + (row_in ? row : 0)) * width + win0) * p.channels + at.c0;
     if (inside && row_in) {
 #pragma unroll
-      for (int j = 0; j < S::kWin; ++j) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
+      for (int j = 0; j < kWin; ++j) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
       return;
     }
 #pragma unroll
-    for (int j = 0; j < S::kWin; ++j) {
+    for (int j = 0; j < kWin; ++j) {
       const long long q = win0 + j;
-      if (row_in && q >= 0 && q < p.src_w) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
+      if (row_in && q >= 0 && q < width) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
       else kvt_zero_vec(win[j]);
     }
   }
@@ -820,6 +897,43 @@ __device__ __forceinline__ void kvt_last_pipelined(const KvtDwConvParams& p, con
   }
 }
 
+// The fused data gradient (channel-last, one row): g = dy * act'(z) for the window's positions and
+// the thread's VC channels, z = bias + conv(x, w) from the x window, then the taps over g.
+template <class S>
+__device__ __forceinline__ void kvt_last_fused(const KvtDwConvParams& p, const KvtLastWindow<S>& window,
+                                               const KvtLastWindow<S, true>& xwindow, const KvtLastTaps<S>& taps,
+                                               float (&acc)[S::RH][S::RW][S::VC]) {
+  constexpr int VC = S::VC, KW = S::KW, DW = S::DW;
+  long long row;
+  if (!source_row<S::DIR, S::KH, S::SH, S::DH, S::PH>(window.at.h, 0, p.src_h, row)) return;
+  typename S::V dy[S::kWin], xw[KvtLastWindow<S, true>::kWin];
+  window.load(row, dy, false);
+  xwindow.load(row, xw, false);
+  float t[KW][VC], zb[VC];
+#pragma unroll
+  for (int k = 0; k < KW; ++k) taps.of(k, t[k]);
+#pragma unroll
+  for (int v = 0; v < VC; ++v)
+    zb[v] = p.bias != nullptr ? kvt_to_float(static_cast<const typename S::T*>(p.bias)[window.at.c0 + v]) : 0.f;
+  float g[S::kWin][VC];
+#pragma unroll
+  for (int j = 0; j < S::kWin; ++j)
+#pragma unroll
+    for (int v = 0; v < VC; ++v) {
+      float z = zb[v];
+#pragma unroll
+      for (int k = 0; k < KW; ++k) z += kvt_to_float(xw[j + k * DW].v[v]) * t[k][v];
+      g[j][v] = S::AW::used(j) ? kvt_to_float(dy[j].v[v]) * kvt_act_derivative<kvt_act_of(S::EPI)>(z) : 0.f;
+    }
+#pragma unroll
+  for (int r = 0; r < S::RW; ++r)
+#pragma unroll
+    for (int k = 0; k < KW; ++k)
+      if (S::AW::valid(r, k))
+#pragma unroll
+        for (int v = 0; v < VC; ++v) acc[0][r][v] += g[S::AW::offset(r, k)][v] * t[k][v];
+}
+
 // Channel-last (NHWC / NLC) from global memory: a thread computes VC consecutive channels (one vector
 // access) x RW outputs along W x RH rows.
 template <class S> __device__ __forceinline__ void kvt_tiled_channel_last(const KvtDwConvParams& p, float* smem) {
@@ -836,9 +950,13 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_last(const 
   kvt_bias_channel_last<T, S::RH, S::RW, S::VC, S::HAS_BIAS>(p, at.c0, acc);
   const long long win0 = S::AW::base(at.t0);
   const KvtLastWindow<S> window{p, at, win0, win0 >= 0 && win0 + S::kWin <= p.src_w};
-  if constexpr (S::RH == 1) kvt_last_rows<S>(p, window, taps, acc);
+  if constexpr (S::kFusedGrad) {
+    const long long x0 = win0 - S::PW;
+    const KvtLastWindow<S, true> xwindow{p, at, x0, x0 >= 0 && x0 + KvtLastWindow<S, true>::kWin <= p.dst_w};
+    kvt_last_fused<S>(p, window, xwindow, taps, acc);
+  } else if constexpr (S::RH == 1) kvt_last_rows<S>(p, window, taps, acc);
   else kvt_last_pipelined<S>(p, window, taps, acc);
-  kvt_store_channel_last<T, S::RH, S::RW, S::VC, S::EPI>(static_cast<T*>(p.dst), p, at.n, at.h, at.t0, at.c0, acc);
+  kvt_store_channel_last<T, S::RH, S::RW, S::VC, S::kStoreEpi>(static_cast<T*>(p.dst), p, at.n, at.h, at.t0, at.c0, acc);
 }
 
 // ---- the kernel -------------------------------------------------------------------------------

@@ -20,6 +20,11 @@ enum SupportKernel { kReference, kCompare, kFill };
 
 // Relative L2 error allowed against the float64 reference: f32 arithmetic, or the 16-bit output
 // rounding (a long reduction in backward_weight adds f32 accumulation error on top).
+// backward_data with an activation: the fused data gradient.
+bool fused_data(const Problem& p) {
+  return p.direction == DwDirection::backward_data && p.activation != Activation::none;
+}
+
 double tolerance(const Problem& p) {
   switch (p.dtype) {
     case DType::f32: return p.direction == DwDirection::backward_weight ? 1e-4 : 1e-5;
@@ -57,11 +62,11 @@ class DwConvHarness final : public tuner::Harness {
       : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(reference_request(p, arch))) {
     const std::size_t elem = std::size_t(p.element_bytes());
     const bool wgrad = p.direction == DwDirection::backward_weight;
-    const bool with_aux = wgrad || p.gradient_prep;
+    const bool with_aux = wgrad || p.gradient_prep || fused_data(p);
     src_count_ = elements(p.n, p.c, p.src_h(), p.src_w());
     dst_count_ = elements(p.n, p.c, p.dst_h(), p.dst_w());
     // backward_weight reads x (src) and dy (aux, dst-shaped) and writes dw; the gradient prep reads dy
-    // (aux) too; the others read src, write dst.
+    // (aux) too, the fused data gradient x (aux, dx-shaped: dst); the others read src, write dst.
     const std::size_t in_bytes = std::size_t(src_count_) * elem + (with_aux ? std::size_t(dst_count_) * elem : 0);
     const std::size_t out_count = wgrad ? std::size_t(p.c * p.kh * p.kw) : std::size_t(dst_count_);
     out_count_ = static_cast<std::int64_t>(out_count);
@@ -154,13 +159,13 @@ class DwConvHarness final : public tuner::Harness {
  private:
   LaunchArgs args(int slot) const {
     const bool wgrad = problem_.direction == DwDirection::backward_weight;
-    const bool with_aux = wgrad || problem_.gradient_prep;
-    const bool fused = wgrad && problem_.activation != Activation::none;
+    const bool with_aux = wgrad || problem_.gradient_prep || fused_data(problem_);
+    const bool fused = (wgrad && problem_.activation != Activation::none) || fused_data(problem_);
     LaunchArgs a{};
     a.src = src_[std::size_t(slot)].get();
     a.dst = dst_[std::size_t(slot)].get();
     a.weight = weight_.get();
-    // The fused weight gradient's z reads a bias (optional there: the tests pass none too).
+    // The fused gradients' z reads a bias (optional there: the tests pass none too).
     a.bias = (problem_.bias && problem_.direction == DwDirection::forward) || fused ? bias_.get() : nullptr;
     a.seq_idx = problem_.seq_idx ? static_cast<const std::int32_t*>(seq_.get()) : nullptr;
     a.aux = with_aux ? aux_[std::size_t(slot)].get() : nullptr;
@@ -218,6 +223,7 @@ LaunchArgs launch_args(const DwConvArgs& a) {
       break;
     case DwDirection::backward_data:
       l.src = a.dy, l.dst = a.dx;
+      if (fused_data_gradient(a)) l.aux = a.x, l.bias = a.bias;
       break;
     case DwDirection::backward_weight:
       l.src = a.x, l.aux = a.dy, l.dst = a.dweight, l.bias_grad = a.dbias;

@@ -122,9 +122,12 @@ enum class Activation : std::uint8_t { none, silu, gelu_tanh, gelu_erf, relu };
 ///   backward_weight:  dweight (and dbias) from x and dy * act'(z)  (dy, x, weight, bias? -> dweight, dbias?)
 /// where dy is the gradient with respect to y = act(z), and the backward directions recompute z from
 /// x, weight and bias (pass the forward's bias when it had one: nothing can tell its absence), so a
-/// training step keeps no pre-activation tensor. They run two tuned kernels: the gradient prep
-/// dy * act'(z) into workspace, then the plain backward direction on it (the workspace query counts
-/// both; the prep's part, the output's size rounded up to 256 bytes, comes first).
+/// training step keeps no pre-activation tensor. 1D calls run one fused kernel that forms
+/// dy * act'(z) in registers: backward_weight without initial_state, and backward_data of stride 1
+/// without states or seq_idx (both for (kernel_w - 1) x dilation_w up to 31; the weight gradient up
+/// to 59). Other calls run two tuned kernels: the gradient prep dy * act'(z) into workspace, then the
+/// plain backward direction on it (the workspace query counts both; the prep's part, the output's
+/// size rounded up to 256 bytes, comes first).
 struct DwConvArgs {
   DwDirection direction = DwDirection::forward;
   DwLayout layout = DwLayout::nchw;
