@@ -51,8 +51,9 @@ double bytes_of(const DwConvArgs& args) {
   double bytes = dwconv::model_bytes(p, a.n);
   const double x = double(a.n) * double(a.c) * double(a.h) * double(a.w);
   // With an activation the backward directions recompute z: backward_data reads x too, and both
-  // read the bias (the plain problem they run on the gradient prep reads neither).
-  if (a.activation != Activation::none && a.direction != DwDirection::forward) {
+  // read the bias. The fused 1D forms' problems count them (model_bytes); the plain problem the
+  // two-kernel form runs on the gradient prep's output reads neither.
+  if (a.activation != Activation::none && a.direction != DwDirection::forward && p.activation == Activation::none) {
     if (a.direction == DwDirection::backward_data) bytes += elem * x;
     if (a.bias != nullptr && !p.bias) bytes += elem * double(a.c);
   }

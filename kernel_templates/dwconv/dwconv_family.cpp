@@ -619,6 +619,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.threads_x = two_d ? 16 : 64;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
       c.runs_per_thread = two_d ? 1 : 4;
+      if (p.direction == DwDirection::backward_data && p.activation != Activation::none) {
+        // The fused data gradient: runs of 8 read as 16-byte vectors (8 for f32: two a run), 2 runs a
+        // thread. H100, NCL bf16 K=4 8x2048x4096 SiLU: 163.8 us tuned against 227.4 for the rule above
+        // (runs of 4, 4 a thread; bench/NOTES.md, "the fused data gradient").
+        c.outputs_per_thread = 8;
+        c.vector_channels = std::min(8, std::min(16, p.align_bytes) / p.element_bytes());
+        c.runs_per_thread = 2;
+      }
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 8 on 8 x 8 threads, the halo tile and the
         // filter in shared memory. H200, NCHW f32 31x31: 367 us, the tuned winner of the 2026-11-25
