@@ -372,17 +372,26 @@ TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][
   // The kernel reads x and the bias besides dy: its model bytes count them.
   CHECK(dwconv::model_bytes(p, p.n) ==
         Approx(dwconv::model_bytes(dwconv::make_problem(plain), p.n) + 4.0 * double(p.n * p.c * p.w + p.c)));
-  // Not fused: stride 2, 2D, states or seq_idx (their fix-ups patch the prep's output), a window over
-  // the register budget. Those keep the gradient prep and the plain problem.
+  // seq_idx: masked in the kernel (",seq=1"), no dwconv_states problem.
+  DwConvArgs packed = a;
+  packed.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
+  REQUIRE(dwconv::fused_data_gradient(packed));
+  CHECK(dwconv::in_kernel_seq_idx(packed));
+  const Problem q = dwconv::make_problem(packed);
+  CHECK(q.key() == p.key() + ",seq=1");
+  CHECK(dwconv::problem_from_key(q.key()) == q);
+  CHECK_FALSE(dwconv_states::make_plan(packed).prep);
+  CHECK_FALSE(dwconv_states::make_plan(packed).fix);
+  // Not fused: stride 2, 2D, states (their fix-ups patch the prep's output), a window over the register
+  // budget, short rows. Those keep the gradient prep and the plain problem.
   DwConvArgs strided = args_causal(DwDirection::backward_data, Activation::silu);
   strided.causal = false, strided.stride_w = 2, strided.pad_left = 1;
-  DwConvArgs init = a, dinit = a, packed = a, wide = a, short_rows = a;
+  DwConvArgs init = a, dinit = a, wide = a, short_rows = a;
   short_rows.w = 31;
   init.initial_state = fake(9 << 20);
   dinit.dinitial_state = fake(10 << 20);
-  packed.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
   wide.dilation_w = 11;  // 1 + 2 x 33 registers > 64
-  for (const DwConvArgs& b : {strided, init, dinit, packed, wide, short_rows,
+  for (const DwConvArgs& b : {strided, init, dinit, wide, short_rows,
                               args_2d(DwDirection::backward_data, DwLayout::nchw, Activation::silu)}) {
     INFO(dwconv::make_problem(b).key());
     CHECK_FALSE(dwconv::fused_data_gradient(b));
@@ -393,23 +402,26 @@ TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][
   dilated.dilation_w = 10;  // 1 + 2 x 30 = 61
   CHECK(dwconv::fused_data_gradient(dilated));
   // Keys the library never builds.
-  for (const std::string& bad : {p.key() + ",seq=1", dwconv::make_problem(plain).key() + ",act=silu_grad",
+  for (const std::string& bad : {p.key() + ",seq=1,seq=1", q.key() + ",act=silu", dwconv::make_problem(plain).key() + ",act=silu_grad",
                                  dwconv::make_problem(wide).key() + ",act=silu",
                                  dwconv::make_problem(strided).key() + ",act=relu"})
     CHECK_FALSE(dwconv::problem_from_key(bad));
   // Its space: tiled variants with windows from global memory and one row a thread (no direct, staged or
-  // tensor-core kernels); the heuristic among them; the names gain EPI, the plain problem's stay.
-  const auto space = dwconv::enumerate(p);
-  REQUIRE(space.size() > 10);
-  for (const Config& c : space) {
-    INFO(c.label());
-    REQUIRE(c.kernel() == dwconv::Kernel::tiled);
-    CHECK_FALSE(c.tiled().smem_halo);
-    CHECK(c.tiled().rows_per_thread == 1);
-    const std::string name = dwconv::compile_request(p, c, "compute_90").name_expressions[0];
-    CHECK(name.compare(name.size() - 3, 3, " 1>") == 0);
+  // tensor-core kernels); the heuristic among them; the names gain EPI (and SEQ), the plain problem's stay.
+  for (const Problem& r : {p, q}) {
+    const auto space = dwconv::enumerate(r);
+    REQUIRE(space.size() > 10);
+    for (const Config& c : space) {
+      INFO(c.label());
+      REQUIRE(c.kernel() == dwconv::Kernel::tiled);
+      CHECK_FALSE(c.tiled().smem_halo);
+      CHECK(c.tiled().rows_per_thread == 1);
+      const std::string name = dwconv::compile_request(r, c, "compute_90").name_expressions[0];
+      const std::string end = r.seq_idx ? ", 1, 1>" : ", 0, 1>";  // EPI (and SEQ) last
+      CHECK(name.compare(name.size() - end.size(), end.size(), end) == 0);
+    }
+    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
   }
-  CHECK(dwconv::is_valid(p, dwconv::heuristic_config(p, 9)));
   std::string why;
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::DirectConfig{true}, &why));
   CHECK(why.find("tiled kernels only") != std::string::npos);

@@ -361,6 +361,89 @@ TEST_CASE("the fused 1D data gradient: every variant against float64", "[gpu][dw
   CHECK(skipped < 10);
 }
 
+TEST_CASE("seq_idx masked in the forward kernel and the fused data gradient: every variant against float64", "[gpu][dwconv][states]") {
+  KVTUNE_REQUIRE_GPU();
+  const DeviceAndStream gpu;
+  // Both layouts x forward without an activation, forward with one, the fused data gradient; K 4, or K 3
+  // dilation 2 over rows of 96 (seq_idx and windows read as vectors); the dtype and activation
+  // rotating; every variant of each space.
+  std::vector<VariantCase> cases;
+  test::CompileMemo memo;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (int i = 0; i < 3; ++i) {
+      DwConvArgs a;
+      a.direction = i == 2 ? DwDirection::backward_data : DwDirection::forward, a.layout = l;
+      a.dtype = kDTypes[std::size_t(int(l) + i) % 3];
+      a.activation = i == 0 ? Activation::none : kActivations[std::size_t(2 * int(l) + i) % 4];
+      a.n = 2, a.c = l == DwLayout::ncl ? 24 : 40, a.causal = true;
+      a.w = i == 1 ? 96 : 67, a.kernel_w = i == 1 ? 3 : 4, a.dilation_w = i == 1 ? 2 : 1;
+      dwconv::set_placeholders(a, i != 2);
+      a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
+      REQUIRE(dwconv::in_kernel_seq_idx(a));
+      dwconv::Problem p = dwconv::make_problem(a);
+      REQUIRE(p.seq_idx);
+      p.n = a.n;
+      VariantCase c{p, dwconv::enumerate(p), {}};
+      REQUIRE(!c.configs.empty());
+      c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
+      memo.add(c.candidates);
+      cases.push_back(std::move(c));
+    }
+  memo.compile_pending();
+  std::size_t verified = 0, skipped = 0;
+  for (const VariantCase& c : cases) {
+    const dwconv::Problem& p = c.problem;
+    INFO(p.key());
+    // The float64 GPU reference against dwconv_states' CPU reference of the whole operation.
+    {
+      const std::int64_t n = p.n, w = p.w;
+      const auto x = random_tensor(p.dtype, std::size_t(n * p.c * w), 1), wt = random_tensor(p.dtype, std::size_t(p.c * p.kw), 2);
+      const auto b = random_tensor(p.dtype, std::size_t(p.c), 3), dy = random_tensor(p.dtype, std::size_t(n * p.c * w), 4);
+      const auto seq = dwconv_states::packed_seq_idx(n, w, 5, 11);
+      tuner::DeviceBuffer seq_device(seq.size() * 4);
+      detail::cuda_check(cudaMemcpy(seq_device.get(), seq.data(), seq.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+      dwconv_states::Problem sp;
+      sp.layout = p.layout, sp.dtype = p.dtype, sp.c = p.c, sp.w = w, sp.k = p.kw, sp.d = p.dw, sp.seq_idx = true;
+      sp.activation = p.activation;
+      dwconv::LaunchArgs la{};
+      la.weight = wt.device.get(), la.seq_idx = seq_device.as<std::int32_t>(), la.batch = n;
+      std::vector<double> ref;
+      if (p.direction == DwDirection::forward) {
+        sp.bias = p.bias;
+        ref = dwconv_states::reference_forward(sp, n, x.values, wt.values, p.bias ? b.values : std::vector<double>{}, {}, seq,
+                                               {}, nullptr);
+        la.src = x.device.get(), la.bias = p.bias ? b.device.get() : nullptr;
+      } else {
+        sp.bias = true, sp.gradient_prep = true;
+        const auto g = dwconv_states::reference_forward(sp, n, x.values, wt.values, b.values, {}, seq, dy.values, nullptr);
+        sp.direction = DwDirection::backward_data, sp.activation = Activation::none, sp.gradient_prep = false, sp.bias = false;
+        ref = dwconv_states::reference_backward_data(sp, n, g, wt.values, seq, nullptr);
+        la.src = dy.device.get(), la.aux = x.device.get(), la.bias = b.device.get();
+      }
+      tuner::DeviceBuffer out(ref.size() * 4), unused(std::size_t(p.c) * 4);
+      dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), unused.as<float>(), gpu.stream);
+      REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
+      CHECK(rel_error(DType::f32, out.get(), ref, &skipped) < 1e-6);
+    }
+    const auto compiled = memo.compile(c.candidates);
+    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
+    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
+      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+      REQUIRE(compiled[i].status == tuner::Status::ok);
+      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+      kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
+      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
+      INFO(verdict.message);
+      CHECK(verdict.ok);
+      ++verified;
+    }
+  }
+  WARN("verified " << verified << " seq_idx variants of " << cases.size() << " problems; " << skipped
+                   << " relu-gradient elements at the kink skipped");
+  CHECK(verified >= 10 * cases.size());
+  CHECK(skipped < 10);
+}
+
 TEST_CASE("dwconv with an activation through the Context: every direction and layout against float64", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
   ContextOptions o;

@@ -266,12 +266,17 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
     {"op": "dwconv", "direction": "backward_data", "layout": "nlc", "dtype": "f16", "n": 2, "c": 64, "l": 512,
      "kernel": 4, "causal": true, "activation": "gelu_tanh"},
     {"op": "dwconv", "direction": "backward_data", "layout": "nlc", "dtype": "f16", "n": 2, "c": 64, "l": 512,
-     "kernel": 3, "stride": 2, "padding": [1, 1], "activation": "relu"}
+     "kernel": 3, "stride": 2, "padding": [1, 1], "activation": "relu"},
+    {"op": "dwconv", "direction": "forward", "layout": "nlc", "dtype": "bf16", "n": 8, "c": 64, "l": 512,
+     "kernel": 4, "causal": true, "seq_idx": true}
   ])");
   const Run r = tune({"--shapes", shapes, "--dry-run", "--json"});
   check_ok(r);
   const json doc = r.out_json();
-  REQUIRE(doc["problems"].size() == 4);
+  REQUIRE(doc["problems"].size() == 5);
+  // seq_idx masked in the forward kernel.
+  CHECK(doc["problems"][4]["key"] ==
+        "dwconv,forward,nlc,bf16,n<=8,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=0,det=1,align=16,seq=1");
   const std::string ncl = ",ncl,bf16,n<=8,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,align=16";
   CHECK(doc["problems"][0]["key"] == "dwconv,forward" + ncl + ",act=silu");
   CHECK(doc["problems"][1]["key"] == "dwconv,backward_weight" + ncl + ",act=silu,seq=1");
@@ -283,7 +288,7 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
         "dwconv,backward_data,nlc,f16,n<=2,c=64,h=1,w=512,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=0,det=1,align=16,act=gelu_tanh");
   CHECK(doc["problems"][3]["key"].get<std::string>().find("act=") == std::string::npos);
   CHECK(doc["problems"][3]["problem"]["activation"] == "relu");
-  for (int i : {0, 1, 2, 3}) {
+  for (int i : {0, 1, 2, 3, 4}) {
     INFO(i);
     CHECK(doc["problems"][i]["space"]["tuned"].get<std::int64_t>() > 0);
     const auto again = kvtune::tools::parse_entries(json::array({doc["problems"][i]["problem"]}), "test");
@@ -293,7 +298,7 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
   // prep's is refused with the reason.
   const auto* h = kvtune::tools::find_handler("dwconv");
   REQUIRE(h != nullptr);
-  for (int i : {0, 1, 2}) {
+  for (int i : {0, 1, 2, 4}) {
     std::string why;
     const auto p = h->from_key(doc["problems"][i]["key"], &why);
     INFO(why);
@@ -310,8 +315,10 @@ TEST_CASE("tools: dwconv entries with an activation and seq_idx (the fused weigh
                       "problems[0]: " + what);
   };
   const std::string base = R"("op": "dwconv", "layout": "ncl", "n": 2, "c": 64, "l": 256, "kernel": 4, "causal": true)";
-  bad("{" + base + R"(, "direction": "backward_weight", "seq_idx": true})", "'seq_idx' is for a causal backward_weight");
-  bad("{" + base + R"(, "direction": "forward", "activation": "silu", "seq_idx": true})", "'seq_idx' is for a causal");
+  bad("{" + base + R"(, "direction": "backward_weight", "seq_idx": true})", "'seq_idx' is for causal 1D calls whose kernel masks it");
+  bad("{" + base + R"(, "direction": "backward_data", "seq_idx": true})", "'seq_idx' is for causal 1D calls");
+  bad(R"({"op": "dwconv", "layout": "ncl", "n": 2, "c": 64, "l": 24, "kernel": 4, "causal": true, "direction": "forward", "seq_idx": true})",
+      "'seq_idx' is for causal 1D calls");
   bad("{" + base + R"(, "activation": "tanh"})", "unknown activation 'tanh'");
 }
 

@@ -63,7 +63,7 @@ double bytes_of(const DwConvArgs& args) {
   for (const void* s : {static_cast<const void*>(a.initial_state), static_cast<const void*>(a.final_state),
                         static_cast<const void*>(a.dinitial_state)})
     if (s != nullptr) bytes += elem * state;
-  if (a.seq_idx != nullptr) bytes += 4.0 * double(a.n) * double(a.w);
+  if (a.seq_idx != nullptr && !p.seq_idx) bytes += 4.0 * double(a.n) * double(a.w);  // else in model_bytes
   return bytes;
 }
 double flops_of(const DwConvArgs& args) {

@@ -154,13 +154,14 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   // The library's own checks, on placeholder pointers; the output tensor's size last.
   set_placeholders(a, bias);
   if (seq_idx) {
-    // Only the fused 1D weight gradient keys seq_idx as a dwconv problem (the others are the plain
+    // Only calls whose kernel masks seq_idx key it as a dwconv problem (the others are the plain
     // problems plus a dwconv_states fix-up: that operator's entries).
-    if (!dw::fused_weight_gradient(a) || !a.causal)
-      throw InputError(fmt::format("{}: 'seq_idx' is for a causal backward_weight with an activation (the fused 1D "
-                                   "weight gradient); other calls with seq_idx are dwconv_states entries",
-                                   where));
     a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
+    if (!a.causal || !dw::in_kernel_seq_idx(a))
+      throw InputError(fmt::format("{}: 'seq_idx' is for causal 1D calls whose kernel masks it (forward; backward_data "
+                                   "and backward_weight with an activation; stride 1, rows of 32 or more); other calls "
+                                   "with seq_idx are dwconv_states entries",
+                                   where));
   }
   try {
     dw::validate(a);
@@ -348,7 +349,7 @@ struct DwConvSide {
   static std::string fields() {
     return "n, c, w (or l in 1D), h (2D), kernel (required), direction (forward|backward_data|backward_weight), "
            "layout (ncl|nlc|nchw|nhwc), dtype (f32|f16|bf16), stride, dilation, padding, causal, bias, "
-           "deterministic, activation (none|silu|gelu_tanh|gelu_erf|relu), seq_idx (the fused 1D weight gradient)";
+           "deterministic, activation (none|silu|gelu_tanh|gelu_erf|relu), seq_idx (causal 1D calls whose kernel masks it)";
   }
 
   static SpaceSize space(const dw::Problem& p) {

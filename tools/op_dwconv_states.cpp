@@ -147,11 +147,13 @@ struct StatesSide {
     if (name == "mamba-states") {
       // Mamba's conv1d (bf16, 4096 channels, K = 4, bias, SiLU) around the tuned convolution: a
       // prefill that hands its final state to decode, a chunked prefill that starts from one, packed
-      // variable-length sequences (seq_idx) forward and in training, and an initial state's gradient.
+      // variable-length sequences (seq_idx) forward with the last sequence's state and in training
+      // without an activation (the kernels mask seq_idx themselves elsewhere), a chunk's gradient
+      // prep from an initial state, and an initial state's gradient.
       return {states_entry("forward", 8, 2048, false, true, false),
               states_entry("forward", 8, 2048, true, true, false),
-              states_entry("forward", 1, 16384, false, false, true),
-              states_entry("forward", 1, 16384, false, false, true, true),
+              states_entry("forward", 1, 16384, false, true, true),
+              states_entry("forward", 8, 2048, true, false, false, true),
               states_entry("backward_data", 1, 16384, false, false, true),
               states_entry("backward_weight", 1, 16384, false, false, true),
               states_entry("backward_data", 8, 2048, false, true, false),

@@ -109,6 +109,40 @@ __device__ __forceinline__ bool source_row(long long h, int kh, long long src_h,
   return row >= 0 && row < src_h;
 }
 
+__device__ __forceinline__ int kvt_int4_at(const int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// seq_idx (1D, causal, stride 1): the sequence ids of N consecutive positions from q0 of a row of L
+// (`row`, int32), positions outside the row as the nearest inside (the tensor read there is zero, so
+// any id will do). With `vectors` (a 16-byte aligned row of a multiple of 4, and q0 = LEAD mod 4), as
+// 16-byte vectors from the aligned position before q0: a warp's scalar loads of a window's ids each
+// touched 8 lines (the fused weight gradient on Mamba's row, H100: +134 us over the unmasked kernel,
+// bench/NOTES.md).
+template <int N, int LEAD>
+__device__ __forceinline__ void kvt_seq_window(const int* row, long long L, long long q0, bool vectors, int (&sq)[N]) {
+  if (vectors) {
+    constexpr int kVecs = (LEAD + N + 3) / 4;
+    int4 ids[kVecs];
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const long long a = q0 - LEAD + 4 * v;  // a multiple of 4: wholly in the row or out
+      if (a >= 0 && a < L) {
+        ids[v] = *reinterpret_cast<const int4*>(row + a);
+      } else {
+        const int e = row[a < 0 ? 0 : L - 1];
+        ids[v] = make_int4(e, e, e, e);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) sq[j] = kvt_int4_at(ids[(LEAD + j) / 4], (LEAD + j) % 4);
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const long long q = q0 + j;
+      sq[j] = row[q < 0 ? 0 : q < L ? q : L - 1];
+    }
+  }
+}
+
 #include "dwconv_tiled.cuh"
 
 // One thread per output element; ORDER 0 "naive", 1 "coalesced" (see the file header).
@@ -172,8 +206,6 @@ __device__ __forceinline__ void kvt_wgrad_row(float (&acc)[N], const float (&g)[
           if (WHOLE || r < valid) acc[kh * KW + kw] += g[rr][r] * win[AW::offset(r, kw)];
     }
 }
-
-__device__ __forceinline__ int kvt_int4_at(const int4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // The fused 1D weight gradient's products with a run's window (EPI: the forward's activation, KH = 1):
 // g[r] = dy[r] * act'(z[r]), z[r] = bias + sum_k w[k] x[window(r, k)] recomputed from the very window the
@@ -448,35 +480,7 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
               // with Mamba's packed sequences of 256 a warp's 32 runs nearly always hold a boundary, so
               // the warp ran both paths (H100: 235 us against 111 without seq_idx, bench/NOTES.md).
               int sq[SEQ ? kWin : 1];
-              if constexpr (SEQ) {
-                const int* seq_row = p.seq_idx + n * p.src_w;
-                if (seq_vectors) {
-                  // As 16-byte vectors from the aligned position before the window: a warp's scalar
-                  // loads of 11 ids a run each touched 8 lines (Mamba's row, H100: +134 us over the
-                  // unmasked kernel, bench/NOTES.md).
-                  constexpr int kLead4 = ((-PW % 4) + 4) % 4;
-                  constexpr int kSeqVecs = (kLead4 + kWin + 3) / 4;
-                  int4 ids[kSeqVecs];
-#pragma unroll
-                  for (int v = 0; v < kSeqVecs; ++v) {
-                    const long long a = q0 - kLead4 + 4 * v;  // a multiple of 4: wholly in the row or out
-                    if (a >= 0 && a < p.src_w) {
-                      ids[v] = *reinterpret_cast<const int4*>(seq_row + a);
-                    } else {
-                      const int e = seq_row[a < 0 ? 0 : p.src_w - 1];
-                      ids[v] = make_int4(e, e, e, e);
-                    }
-                  }
-#pragma unroll
-                  for (int j = 0; j < kWin; ++j) sq[j] = kvt_int4_at(ids[(kLead4 + j) / 4], (kLead4 + j) % 4);
-                } else {
-#pragma unroll
-                  for (int j = 0; j < kWin; ++j) {
-                    const long long q = q0 + j;
-                    sq[j] = seq_row[q < 0 ? 0 : q < p.src_w ? q : p.src_w - 1];
-                  }
-                }
-              }
+              if constexpr (SEQ) kvt_seq_window<kWin, ((-PW % 4) + 4) % 4>(p.seq_idx + n * p.src_w, p.src_w, q0, seq_vectors, sq);
               kvt_wgrad_fused<AW, KW, PW, EPI, SEQ != 0, decltype(whole)::value>(acc, g[0], win, wt, z_bias, sq, valid,
                                                                                   BIAS);
             } else {
@@ -661,7 +665,8 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
 
 // float64 reference for every direction; one thread per output element (dx, y, or dw / dbias).
 // EPI (forward): the epilogue in float64, on the float64 sum. EPI (backward_data, 1D, stride 1): the
-// fused data gradient, each dy value times act'(z) at its position. EPI (backward_weight, 1D): the fused
+// fused data gradient, each dy value times act'(z) at its position. SEQ (forward, the fused data
+// gradient): source positions and z's taps of another sequence add nothing. EPI (backward_weight, 1D): the fused
 // weight gradient, dy * act'(z) with z = bias + conv(x, w) in float64; SEQ: taps of another sequence
 // than the output's position (seq_idx) add nothing.
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int BIAS, int EPI = 0,
@@ -727,6 +732,9 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
         if (!source_row<DIR, KW, SW, DW, PW>(w, kw, p.src_w, col)) continue;
         const long long idx = LAYOUT == 0 ? ((n * p.channels + c) * p.src_h + row) * p.src_w + col
                                           : ((n * p.src_h + row) * p.src_w + col) * p.channels + c;
+        // SEQ (1D, causal, stride 1: every row of length src_w = dst_w): a source position of another
+        // sequence than the output's adds nothing.
+        if (SEQ && p.seq_idx[n * p.src_w + col] != p.seq_idx[n * p.src_w + w]) continue;
         double g = (double)kvt_to_float(src[idx]);
         if (DIR == 1 && EPI != 0) {
           // The fused data gradient (1D, stride 1): dy * act'(z) at dy column col, z = bias + conv(x, w)
@@ -737,6 +745,7 @@ __global__ void kvt_dwconv_reference(const KvtDwConvParams p, float* out, float*
           for (int k = 0; k < KW; ++k) {
             const long long q = col - PW + k * DW;
             if (q < 0 || q >= p.dst_w) continue;
+            if (SEQ && p.seq_idx[n * p.dst_w + q] != p.seq_idx[n * p.dst_w + col]) continue;
             const long long x_idx = LAYOUT == 0 ? (n * p.channels + c) * p.dst_w + q : (n * p.dst_w + q) * p.channels + c;
             const double term = (double)kvt_to_float(x[x_idx]) * (double)kvt_to_float(wt[c * KW + k]);
             z += term;

@@ -151,8 +151,8 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   // memory, one row a thread, and an x window of span more values beside each dy window.
   const bool fused = p.direction == DwDirection::backward_data && p.activation != Activation::none;
   const int span = fused ? (p.kw - 1) * p.dw : 0;
-  if (fused && (c.smem_halo || rh != 1 || c.flat))
-    return fail(why, "the fused data gradient: windows from global memory, one row a thread, tiles");
+  if ((fused || p.seq_idx) && (c.smem_halo || rh != 1 || c.flat))
+    return fail(why, "the fused data gradient and seq_idx: windows from global memory, one row a thread, tiles");
   if (rt > 1 && !(p.channel_last() && c.smem_halo) && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
     return fail(why, "runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
   if (c.flat) {
@@ -247,8 +247,12 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const bool fused_data = p.direction == DwDirection::backward_data && p.activation != Activation::none;
   if (fused_data && (p.h != 1 || p.kh != 1 || p.sw != 1)) return fail(why, "the fused data gradient: 1D, stride 1");
   if (fused_wgrad && (p.h != 1 || p.kh != 1)) return fail(why, "the fused weight gradient is 1D");
-  if (p.seq_idx && !fused_wgrad) return fail(why, "seq_idx: the fused weight gradient only (else dwconv_states)");
-  if (p.seq_idx && (p.sw != 1 || p.pad_left > (p.kw - 1) * p.dw)) return fail(why, "seq_idx: causal, stride 1");
+  if (p.seq_idx && !(fused_wgrad || fused_data || (p.direction == DwDirection::forward && !p.gradient_prep)))
+    return fail(why, "seq_idx: forward and the fused 1D gradients only (else dwconv_states)");
+  if (p.seq_idx && (p.h != 1 || p.kh != 1 || p.sw != 1 || p.pad_left != (p.kw - 1) * p.dw || p.pad_right != 0))
+    return fail(why, "seq_idx: 1D causal, stride 1");
+  if (p.seq_idx && p.direction != DwDirection::backward_weight && c.kernel() != Kernel::tiled)
+    return fail(why, "seq_idx: tiled kernels only");
   if (p.gradient_prep && p.activation == Activation::none) return fail(why, "gradient prep without an activation");
   if (p.direction == DwDirection::backward_weight)
     return c.kernel() == Kernel::wgrad ? check_wgrad(p, c.wgrad(), why, prune)
@@ -751,14 +755,14 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double out = double(batch) * double(p.c) * double(p.out_h()) * double(p.out_w());
   const double weights = double(p.c) * taps(p);
   const double dy = p.gradient_prep ? out : 0.0;  // the gradient prep reads dy too
-  // The fused weight gradient reads the forward's weight and bias too, and seq_idx (int32 a position).
-  // The fused data gradient reads x and the bias.
+  // The fused weight gradient reads the forward's weight and bias too; the fused data gradient x and
+  // the bias; seq_idx is an int32 a position.
   const bool act = p.activation != Activation::none;
-  const double fused = p.direction == DwDirection::backward_weight && act
-                           ? weights + double(p.c) + (p.seq_idx ? double(batch) * double(p.w) * 4.0 / elem : 0.0)
+  const double fused = p.direction == DwDirection::backward_weight && act ? weights + double(p.c)
                        : p.direction == DwDirection::backward_data && act ? in + double(p.c)
                                                                           : 0.0;
-  return elem * (in + out + dy + weights + fused + (p.bias ? double(p.c) : 0.0));
+  const double seq = p.seq_idx ? double(batch) * double(p.w) * 4.0 / elem : 0.0;
+  return elem * (in + out + dy + weights + fused + seq + (p.bias ? double(p.c) : 0.0));
 }
 
 double model_flops(const Problem& p, std::int64_t batch) {
@@ -804,7 +808,7 @@ std::string kernel_name(const Problem& p, const TiledConfig& c) {
       .add(c.outputs_per_thread).add(c.threads_x).add(c.threads_y).add(c.vector_channels)
       .add(int(c.smem_halo)).add(int(c.smem_filter)).add(int(p.bias))
       .optional({{c.rows_per_thread, 1}}).optional({{c.runs_per_thread, 1}}).optional({{int(c.flat), 0}})
-      .optional({{p.epilogue(), 0}})
+      .optional({{p.epilogue(), 0}}).optional({{int(p.seq_idx), 0}})
       .name("kvt_dwconv_tiled");
 }
 

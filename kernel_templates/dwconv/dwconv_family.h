@@ -33,8 +33,9 @@ struct Problem {
   // the first of the two problems a backward direction with an activation runs (key ",act=silu" or
   // ",act=silu_grad"; keys without an activation are as before). backward_weight with an activation
   // (",act=silu"): the fused 1D weight gradient (fused_weight_gradient()), which forms dy * act'(z)
-  // itself; with seq_idx (",seq=1") it also masks the taps that cross packed sequences.
-  // backward_data with an activation (",act=silu"): the fused 1D data gradient (fused_data_gradient()).
+  // itself. backward_data with an activation (",act=silu"): the fused 1D data gradient
+  // (fused_data_gradient()). ",seq=1": the kernel masks the taps that cross packed sequences
+  // (in_kernel_seq_idx(): the fused gradients and forward).
   Activation activation = Activation::none;
   bool gradient_prep = false;
   bool seq_idx = false;
@@ -67,9 +68,14 @@ Problem make_problem(const DwConvArgs& args, const detail::Buckets& buckets = {}
 /// seq_idx and needs no gradient prep nor (with seq_idx) a dwconv_states fix-up.
 bool fused_weight_gradient(const DwConvArgs& args);
 /// Whether a validated call is the fused 1D data gradient: backward_data with an activation, 1D,
-/// stride 1, no states nor seq_idx, (k - 1) x dilation <= 31, rows of 32 or more. The tiled kernel forms dy * act'(z)
+/// stride 1, no states, (k - 1) x dilation <= 31, rows of 32 or more. The tiled kernel forms dy * act'(z)
 /// from an x window beside each dy window: no gradient prep.
 bool fused_data_gradient(const DwConvArgs& args);
+/// Whether a validated call's seq_idx is masked in its dwconv kernel (key ",seq=1"; no dwconv_states
+/// fix-up): no states, and the fused weight or data gradient, or a forward call (1D causal stride 1,
+/// rows of 32 or more, (k - 1) x dilation <= 63). Other calls with seq_idx run the plain kernel and a
+/// fix-up.
+bool in_kernel_seq_idx(const DwConvArgs& args);
 /// backward_data / backward_weight with an activation: the gradient prep, a forward problem of the
 /// same convolution that stores dy * act'(z) (into workspace, so y's alignment is the workspace's).
 /// nullopt for the other calls. make_problem() of such arguments is the plain backward problem run

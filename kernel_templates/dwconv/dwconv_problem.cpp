@@ -201,7 +201,7 @@ Problem make_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
   const bool fused = fused_weight_gradient(a) || fused_data_gradient(a);
   const bool prepped = a.direction != DwDirection::forward && a.activation != Activation::none && !fused;
   p.activation = a.direction == DwDirection::forward || fused ? a.activation : Activation::none;
-  p.seq_idx = fused && a.seq_idx != nullptr;
+  p.seq_idx = in_kernel_seq_idx(a);
   const void* x = prepped && a.direction == DwDirection::backward_data ? nullptr : a.x;
   const void* dy = prepped ? nullptr : a.dy;
   const int elem = p.element_bytes();
@@ -233,15 +233,26 @@ bool fused_weight_gradient(const DwConvArgs& a) {
 
 bool fused_data_gradient(const DwConvArgs& a) {
   if (a.direction != DwDirection::backward_data || a.activation == Activation::none) return false;
-  // States and seq_idx fix the gradient prep's output up (dwconv_states): they need it in memory.
-  if (a.initial_state != nullptr || a.dinitial_state != nullptr || a.final_state != nullptr || a.seq_idx != nullptr)
-    return false;
+  // States fix the gradient prep's output up (dwconv_states): they need it in memory. seq_idx is
+  // masked in the kernel.
+  if (a.initial_state != nullptr || a.dinitial_state != nullptr || a.final_state != nullptr) return false;
   if ((a.layout != DwLayout::ncl && a.layout != DwLayout::nlc) || a.stride_w != 1) return false;
   // A run of one output: a dy window of 1 + span and an x window of 1 + 2 span within the register
   // budget (dwconv_family.cpp's check_tiled); rows of 32 or more (the tiled space's smallest
   // channel-first tiles are 64 threads wide; shorter rows are launch-bound either way).
   const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
   return 1 + 2 * span <= sizes::kMaxWindowRegisters && a.w >= 32;
+}
+
+bool in_kernel_seq_idx(const DwConvArgs& a) {
+  if (a.seq_idx == nullptr || a.initial_state != nullptr || a.final_state != nullptr || a.dinitial_state != nullptr)
+    return false;
+  if (fused_weight_gradient(a) || fused_data_gradient(a)) return true;
+  // Forward (seq_idx implies causal, stride 1, 1D: dwconv_states::validate): a run of one output's
+  // window and its ids within the register budget, rows of 32 or more (as fused_data_gradient).
+  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
+  return a.direction == DwDirection::forward && (a.layout == DwLayout::ncl || a.layout == DwLayout::nlc) && a.causal &&
+         a.stride_w == 1 && 1 + span <= sizes::kMaxWindowRegisters && a.w >= 32;
 }
 
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {
@@ -338,21 +349,22 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.bias = *bias == 1;
   p.deterministic = *det == 1;
   p.align_bytes = static_cast<int>(*align);
-  if (parts.size() >= 19) {
-    // ",act=silu" (forward, or a fused 1D weight or data gradient) or ",act=silu_grad" (a backward
-    // direction's gradient prep); then ",seq=1" (the fused weight gradient with seq_idx).
-    const auto act = key_value(parts[18], "act=");
-    if (!act) return std::nullopt;
+  // ",act=silu" (forward, or a fused 1D weight or data gradient) or ",act=silu_grad" (a backward
+  // direction's gradient prep); then ",seq=1" (seq_idx masked in the kernel: in_kernel_seq_idx()).
+  std::size_t next = 18;
+  if (next < parts.size() && key_value(parts[next], "act=")) {
+    const std::string act = *key_value(parts[next++], "act=");
     for (Activation a : {Activation::silu, Activation::gelu_tanh, Activation::gelu_erf, Activation::relu})
       for (bool grad : {false, true})
-        if (*act == std::string(to_string(a)) + (grad ? "_grad" : "")) p.activation = a, p.gradient_prep = grad;
+        if (act == std::string(to_string(a)) + (grad ? "_grad" : "")) p.activation = a, p.gradient_prep = grad;
     if (p.activation == Activation::none) return std::nullopt;
     if (p.direction != DwDirection::forward && p.gradient_prep) return std::nullopt;
-    if (parts.size() == 20) {
-      if (parts[19] != "seq=1" || p.direction != DwDirection::backward_weight) return std::nullopt;
-      p.seq_idx = true;
-    }
   }
+  if (next < parts.size()) {
+    if (parts[next++] != "seq=1" || p.gradient_prep) return std::nullopt;
+    p.seq_idx = true;
+  }
+  if (next != parts.size()) return std::nullopt;
   if (p.key() != key) return std::nullopt;
   // What the library would accept: its argument checks, and the fields make_problem fixes.
   if (p.bias && p.direction == DwDirection::backward_data) return std::nullopt;
@@ -378,8 +390,11 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   } catch (const Error&) {
     return std::nullopt;
   }
-  // A backward call with an activation makes this key only where it is fused.
+  // A backward call with an activation makes this key only where it is fused; a call with seq_idx
+  // keys it only where the kernel masks it.
   if (fused != (fused_weight_gradient(a) || fused_data_gradient(a))) return std::nullopt;
+  if (p.seq_idx) a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
+  if (p.seq_idx != in_kernel_seq_idx(a)) return std::nullopt;
   return p;
 }
 

@@ -22,18 +22,28 @@
 #pragma once
 
 template <class T_, int LAYOUT_, int DIR_, int KH_, int KW_, int SH_, int SW_, int DH_, int DW_, int PH_, int PW_,
-          int RW_, int TX_, int TY_, int VC_, int STAGE_, int FILTER_, int HAS_BIAS_, int RH_, int RT_, int FLAT_, int EPI_>
+          int RW_, int TX_, int TY_, int VC_, int STAGE_, int FILTER_, int HAS_BIAS_, int RH_, int RT_, int FLAT_, int EPI_,
+          int SEQ_>
 struct KvtTiled {
   using T = T_;
   static constexpr int LAYOUT = LAYOUT_, DIR = DIR_, KH = KH_, KW = KW_, SH = SH_, SW = SW_, DH = DH_, DW = DW_;
   static constexpr int PH = PH_, PW = PW_, RW = RW_, TX = TX_, TY = TY_, VC = VC_, STAGE = STAGE_, FILTER = FILTER_;
-  static constexpr int HAS_BIAS = HAS_BIAS_, RH = RH_, RT = RT_, FLAT = FLAT_, EPI = EPI_;
+  static constexpr int HAS_BIAS = HAS_BIAS_, RH = RH_, RT = RT_, FLAT = FLAT_, EPI = EPI_, SEQ = SEQ_;
   // backward_data with an activation (EPI 1-4, the fused data gradient): the source is g = dy * act'(z),
   // z = bias + conv(x, w) formed per window position from an x window (kvt_first_fused, kvt_last_fused).
   static constexpr bool kFusedGrad = DIR == 1 && EPI != 0;
   static constexpr int kStoreEpi = DIR == 0 ? EPI : 0;  // what the stores apply
   static_assert(EPI == 0 || DIR == 0 || (DIR == 1 && EPI >= 1 && EPI <= 4 && KH == 1 && SW == 1 && STAGE == 0 && RH == 1 && FLAT == 0),
                 "epilogues: forward; backward_data takes an activation 1D, stride 1, windows from global memory, one row");
+  // SEQ (seq_idx, packed sequences): a tap whose position is of another sequence than the output's
+  // adds nothing (and for the fused data gradient, nothing to z). 1D causal stride 1, forward or the
+  // fused data gradient, windows from global memory, one row a thread (kvt_seq_window's ids).
+  static_assert(SEQ == 0 || (KH == 1 && SW == 1 && PW == (KW - 1) * DW && STAGE == 0 && RH == 1 && FLAT == 0 &&
+                             (DIR == 0 || kFusedGrad)),
+                "seq_idx: 1D causal stride 1, forward or the fused data gradient, windows from global memory");
+  // The x window's sequence ids (forward: the window itself; the fused data gradient: its x window)
+  // start LEAD after a multiple of 4 (runs of a multiple of 4 outputs from a multiple of 4).
+  static constexpr int kSeqLead = ((-(KW - 1) * DW) % 4 + 4) % 4;
   static_assert(RH == 1 || STAGE == 0 || LAYOUT == 1, "channel-first rows per thread read their rows from global memory");
   static_assert(RT == 1 || (LAYOUT == 0 && STAGE == 0 && RH == 1 && KH == 1) || (LAYOUT == 1 && STAGE == 1),
                 "runs per thread: channel-first, one kernel row (channel-last staged: tiles per block)");
@@ -328,6 +338,29 @@ __device__ __forceinline__ void kvt_first_accumulate(float (&acc)[S::RH][S::RW],
       if (S::AW::valid(r, kw)) acc[rh][r] += win[S::AW::offset(r, kw)] * taps(kh * S::KW + kw);
 }
 
+// SEQ: kvt_first_accumulate with every tap masked: window position j counts for output r only where its
+// id sq[j + SHIFT] is the output's own, at sq[OWN + r] (forward: the window is the x window, SHIFT 0,
+// the output's position its last tap's, OWN = (KW - 1) * DW; the fused data gradient: the window is
+// the dy window, PW into the x window, OWN = PW - kQmin).
+template <class S, int SHIFT, int OWN, int N>
+__device__ __forceinline__ void kvt_first_accumulate_seq(float (&acc)[S::RH][S::RW], const float (&win)[S::kWin],
+                                                         const int (&sq)[N], const KvtFirstTaps<S>& taps) {
+#pragma unroll
+  for (int r = 0; r < S::RW; ++r) {
+    const int own = sq[OWN + r];
+#pragma unroll
+    for (int kw = 0; kw < S::KW; ++kw)
+      if (S::AW::valid(r, kw))
+        acc[0][r] += (sq[S::AW::offset(r, kw) + SHIFT] == own ? win[S::AW::offset(r, kw)] : 0.f) * taps(kw);
+  }
+}
+
+// SEQ: whether the ids are read as 16-byte vectors (kvt_seq_window): channel-first runs of a multiple
+// of 4, an aligned seq_idx, rows of a multiple of 4.
+template <class S> __device__ __forceinline__ bool kvt_seq_vectors(const KvtDwConvParams& p, long long row_length) {
+  return S::LAYOUT == 0 && S::RW % 4 == 0 && reinterpret_cast<unsigned long long>(p.seq_idx) % 16 == 0 && row_length % 4 == 0;
+}
+
 template <class S> __device__ __forceinline__ void kvt_first_reset(float (&acc)[S::RH][S::RW], float bias) {
 #pragma unroll
   for (int rh = 0; rh < S::RH; ++rh)
@@ -381,12 +414,22 @@ __device__ __forceinline__ void kvt_first_runs(const KvtDwConvParams& p, const K
   typename S::V raw[S::RT][W::kVecs];
 #pragma unroll
   for (int j = 0; j < S::RT; ++j) window.issue_run(row, S::AW::base(at.t0 + j * (S::TX * S::RW)), raw[j]);
+  int sq[S::SEQ ? S::RT : 1][S::SEQ ? S::kWin : 1];
+  if constexpr (S::SEQ) {
+    const bool vectors = kvt_seq_vectors<S>(p, p.src_w);
+    const long long n = at.plane / p.channels;
+#pragma unroll
+    for (int j = 0; j < S::RT; ++j)
+      kvt_seq_window<S::kWin, S::kSeqLead>(p.seq_idx + n * p.src_w, p.src_w, S::AW::base(at.t0 + j * (S::TX * S::RW)),
+                                           vectors, sq[j]);
+  }
 #pragma unroll
   for (int j = 0; j < S::RT; ++j) {
     float win[S::kWin];
     window.finish(raw[j], win);
     if (j > 0) kvt_first_reset<S>(acc, bias);
-    kvt_first_accumulate<S>(acc, win, 0, 0, taps);
+    if constexpr (S::SEQ) kvt_first_accumulate_seq<S, 0, (S::KW - 1) * S::DW>(acc, win, sq[j], taps);
+    else kvt_first_accumulate<S>(acc, win, 0, 0, taps);
     kvt_first_store<S>(p, at, at.t0 + j * (S::TX * S::RW), acc);
   }
 }
@@ -418,6 +461,13 @@ __device__ __forceinline__ void kvt_first_rows(const KvtDwConvParams& p, const K
       long long row;
       if (!source_row<DIR, S::KH, SH, DH, PH>(at.h, kh, p.src_h, row)) continue;
       window.load(row, win);
+      if constexpr (S::SEQ) {
+        int sq[S::kWin];
+        kvt_seq_window<S::kWin, S::kSeqLead>(p.seq_idx + at.plane / p.channels * p.src_w, p.src_w, window.win0,
+                                             kvt_seq_vectors<S>(p, p.src_w), sq);
+        kvt_first_accumulate_seq<S, 0, (S::KW - 1) * S::DW>(acc, win, sq, taps);
+        continue;
+      }
     }
     kvt_first_accumulate<S>(acc, win, 0, kh, taps);
   }
@@ -469,15 +519,17 @@ __device__ __forceinline__ void kvt_first_pipelined(const KvtDwConvParams& p, co
 // The fused data gradient (channel-first): the dy window becomes g = dy * act'(z) in place, z = zb +
 // conv(x, w) at each window position j (x columns from j, a tap every DW). Positions no output reads
 // (dilation gaps) are left as they are.
-template <class S>
+// SEQ: x's taps of another sequence than position j's (x window index j + PW) add nothing to z.
+template <class S, int N>
 __device__ __forceinline__ void kvt_first_grad(float (&win)[S::kWin], const float (&xw)[KvtFirstWindow<S, true>::kWin],
-                                               const KvtFirstTaps<S>& taps, float zb) {
+                                               const KvtFirstTaps<S>& taps, float zb, const int (&sq)[N]) {
 #pragma unroll
   for (int j = 0; j < S::kWin; ++j) {
     if (!S::AW::used(j)) continue;
     float z = zb;
 #pragma unroll
-    for (int k = 0; k < S::KW; ++k) z += xw[j + k * S::DW] * taps(k);
+    for (int k = 0; k < S::KW; ++k)
+      z += (!S::SEQ || sq[j + k * S::DW] == sq[j + S::PW] ? xw[j + k * S::DW] : 0.f) * taps(k);
     win[j] *= kvt_act_derivative<kvt_act_of(S::EPI)>(z);
   }
 }
@@ -505,14 +557,25 @@ __device__ __forceinline__ void kvt_first_fused(const KvtDwConvParams& p, const 
     window.issue_run(row, w0, raw[j]);
     xwindow.issue_run(row, w0 - S::PW, rawx[j]);
   }
+  // SEQ: the x windows' ids (the dy window lies PW into it, the outputs PW - kQmin).
+  int sq[S::SEQ ? S::RT : 1][S::SEQ ? XW::kWin : 1];
+  if constexpr (S::SEQ) {
+    const bool vectors = kvt_seq_vectors<S>(p, p.dst_w);
+    const long long n = at.plane / p.channels;
+#pragma unroll
+    for (int j = 0; j < S::RT; ++j)
+      kvt_seq_window<XW::kWin, S::kSeqLead>(p.seq_idx + n * p.dst_w, p.dst_w,
+                                            S::AW::base(at.t0 + j * (S::TX * S::RW)) - S::PW, vectors, sq[j]);
+  }
 #pragma unroll
   for (int j = 0; j < S::RT; ++j) {
     float win[S::kWin], xw[XW::kWin];
     window.finish(raw[j], win);
     xwindow.finish(rawx[j], xw);
-    kvt_first_grad<S>(win, xw, taps, zb);
+    kvt_first_grad<S>(win, xw, taps, zb, sq[j]);
     if (j > 0) kvt_first_reset<S>(acc, 0.f);
-    kvt_first_accumulate<S>(acc, win, 0, 0, taps);
+    if constexpr (S::SEQ) kvt_first_accumulate_seq<S, S::PW, S::PW - S::AW::kQmin>(acc, win, sq[j], taps);
+    else kvt_first_accumulate<S>(acc, win, 0, 0, taps);
     kvt_first_store<S>(p, at, at.t0 + j * (S::TX * S::RW), acc);
   }
 }
@@ -869,6 +932,24 @@ __device__ __forceinline__ void kvt_last_rows(const KvtDwConvParams& p, const Kv
     if (!source_row<S::DIR, S::KH, S::SH, S::DH, S::PH>(window.at.h, kh, p.src_h, row)) continue;
     typename S::V win[S::kWin];
     window.load(row, win, false);
+    if constexpr (S::SEQ) {
+      // The window's ids (one run: the same for every channel vector, so scalar loads), every tap masked.
+      int sq[S::kWin];
+      kvt_seq_window<S::kWin, 0>(p.seq_idx + window.at.n * p.src_w, p.src_w, window.win0, false, sq);
+#pragma unroll
+      for (int kw = 0; kw < S::KW; ++kw) {
+        float t[S::VC];
+        taps.of(kw, t);
+#pragma unroll
+        for (int r = 0; r < S::RW; ++r) {
+          const bool same = sq[S::AW::offset(r, kw)] == sq[S::AW::offset(r, S::KW - 1)];
+#pragma unroll
+          for (int v = 0; v < S::VC; ++v)
+            acc[0][r][v] += (same ? kvt_to_float(win[S::AW::offset(r, kw)].v[v]) : 0.f) * t[v];
+        }
+      }
+      continue;
+    }
     kvt_last_accumulate<S>(acc, win, 0, kh, taps);
   }
 }
@@ -915,6 +996,12 @@ __device__ __forceinline__ void kvt_last_fused(const KvtDwConvParams& p, const K
 #pragma unroll
   for (int v = 0; v < VC; ++v)
     zb[v] = p.bias != nullptr ? kvt_to_float(static_cast<const typename S::T*>(p.bias)[window.at.c0 + v]) : 0.f;
+  // SEQ: the x window's ids (the dy window lies PW into it, the outputs PW - kQmin); a tap of another
+  // sequence adds nothing to z, a dy position of another sequence nothing to dx.
+  constexpr int kX = KvtLastWindow<S, true>::kWin, kOwn = S::PW - S::AW::kQmin;
+  int sq[S::SEQ ? kX : 1];
+  if constexpr (S::SEQ) kvt_seq_window<kX, 0>(p.seq_idx + window.at.n * p.dst_w, p.dst_w, xwindow.win0, false, sq);
+  const auto same = [&](int a, int b) { return !S::SEQ || sq[S::SEQ ? a : 0] == sq[S::SEQ ? b : 0]; };
   float g[S::kWin][VC];
 #pragma unroll
   for (int j = 0; j < S::kWin; ++j)
@@ -922,16 +1009,18 @@ __device__ __forceinline__ void kvt_last_fused(const KvtDwConvParams& p, const K
     for (int v = 0; v < VC; ++v) {
       float z = zb[v];
 #pragma unroll
-      for (int k = 0; k < KW; ++k) z += kvt_to_float(xw[j + k * DW].v[v]) * t[k][v];
+      for (int k = 0; k < KW; ++k) z += (same(j + k * DW, j + S::PW) ? kvt_to_float(xw[j + k * DW].v[v]) : 0.f) * t[k][v];
       g[j][v] = S::AW::used(j) ? kvt_to_float(dy[j].v[v]) * kvt_act_derivative<kvt_act_of(S::EPI)>(z) : 0.f;
     }
 #pragma unroll
   for (int r = 0; r < S::RW; ++r)
 #pragma unroll
     for (int k = 0; k < KW; ++k)
-      if (S::AW::valid(r, k))
+      if (S::AW::valid(r, k)) {
+        const bool in = same(S::AW::offset(r, k) + S::PW, kOwn + r);
 #pragma unroll
-        for (int v = 0; v < VC; ++v) acc[0][r][v] += g[S::AW::offset(r, k)][v] * t[k][v];
+        for (int v = 0; v < VC; ++v) acc[0][r][v] += (in ? g[S::AW::offset(r, k)][v] : 0.f) * t[k][v];
+      }
 }
 
 // Channel-last (NHWC / NLC) from global memory: a thread computes VC consecutive channels (one vector
@@ -962,9 +1051,10 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_last(const 
 // ---- the kernel -------------------------------------------------------------------------------
 
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
-          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0, int EPI = 0>
+          int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0, int EPI = 0, int SEQ = 0>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
-  using S = KvtTiled<T, LAYOUT, DIR, KH, KW, SH, SW, DH, DW, PH, PW, RW, TX, TY, VC, STAGE, FILTER, HAS_BIAS, RH, RT, FLAT, EPI>;
+  using S = KvtTiled<T, LAYOUT, DIR, KH, KW, SH, SW, DH, DW, PH, PW, RW, TX, TY, VC, STAGE, FILTER, HAS_BIAS, RH, RT, FLAT, EPI,
+                     SEQ>;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   float* smem = reinterpret_cast<float*>(dynamic_smem);
   if constexpr (LAYOUT == 0) kvt_tiled_channel_first<S>(p, smem);

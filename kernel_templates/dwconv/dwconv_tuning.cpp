@@ -227,9 +227,10 @@ LaunchArgs launch_args(const DwConvArgs& a) {
       break;
     case DwDirection::backward_weight:
       l.src = a.x, l.aux = a.dy, l.dst = a.dweight, l.bias_grad = a.dbias;
-      if (fused_weight_gradient(a)) l.bias = a.bias, l.seq_idx = a.seq_idx;
+      if (fused_weight_gradient(a)) l.bias = a.bias;
       break;
   }
+  if (in_kernel_seq_idx(a)) l.seq_idx = a.seq_idx;
   return l;
 }
 

@@ -120,8 +120,8 @@ void validate(const DwConvArgs& a) {
     throw invalid(a, "seq_idx",
                   "seq_idx cannot be combined with an initial state (initial_state / dinitial_state): packed sequences "
                   "start from zeros, as in causal-conv1d");
-  // The fix-up kernel's grid; the fused 1D weight gradient runs none.
-  const bool fixed_up = !dwconv::fused_weight_gradient(a);
+  // The fix-up kernel's grid; a call whose kernel masks seq_idx runs none.
+  const bool fixed_up = !dwconv::in_kernel_seq_idx(a);
   if (fixed_up && a.c > kMaxGridY * 32)
     throw invalid(a, "c", fmt::format("states and seq_idx take up to {} channels", kMaxGridY * 32));
   if (fixed_up && a.n > kMaxGridX / (ceil_div(a.w, 32) + 1))
@@ -167,8 +167,8 @@ Plan make_plan(const DwConvArgs& a, const detail::Buckets& buckets) {
   base.d = a.dilation_w;
   base.seq_idx = a.seq_idx != nullptr;
   const bool act = a.activation != Activation::none;
-  // The fused 1D weight gradient masks seq_idx's taps itself (it takes no initial_state).
-  if (dwconv::fused_weight_gradient(a)) return plan;
+  // The forward kernel and the fused 1D gradients mask seq_idx's taps themselves (without states).
+  if (dwconv::in_kernel_seq_idx(a)) return plan;
   switch (a.direction) {
     case DwDirection::forward:
       base.bias = a.bias != nullptr;
