@@ -176,8 +176,9 @@ struct DwConvArgs {
   ///                           (the state of the last sequence, which a decode step continues).
   /// The tuned kernel runs unchanged; a small tuned fix-up kernel (family dwconv_states) recomputes
   /// the outputs whose window reaches the initial state or crosses a sequence boundary and writes the
-  /// state (bench/NOTES.md, "states and packed sequences"). Except the fused 1D weight gradient
-  /// (backward_weight with an activation, no initial_state): its kernel masks seq_idx's taps itself.
+  /// state (bench/NOTES.md, "states and packed sequences"). Calls with seq_idx and no state run no
+  /// fix-up where their kernel masks seq_idx's taps itself: forward (rows of 32 or more), and the
+  /// fused 1D data and weight gradients (backward directions with an activation).
   const void* initial_state = nullptr;
   void* final_state = nullptr;
   void* dinitial_state = nullptr;
