@@ -131,13 +131,53 @@ struct VariantCase {
   std::vector<tuner::Candidate> candidates;
 };
 
+// Every variant of `c` (compiled by `memo`) through the tuning harness's float64 verification; those
+// over the device's opt-in shared memory are left out. Returns how many were verified, and adds the
+// tensor-core tiles among them to *mma when asked.
+std::size_t verify_variants(const VariantCase& c, test::CompileMemo& memo, const DeviceAndStream& gpu,
+                            std::size_t* mma = nullptr) {
+  const auto compiled = memo.compile(c.candidates);
+  auto harness = dwconv::make_harness(c.problem, c.configs, gpu.fp.arch(), 0, gpu.stream);
+  std::size_t verified = 0;
+  for (std::size_t i = 0; i < c.candidates.size(); ++i) {
+    INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
+    REQUIRE(compiled[i].status == tuner::Status::ok);
+    if (c.candidates[i].dynamic_smem > std::size_t(gpu.fp.max_smem_per_block_optin)) continue;
+    auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+    kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
+    const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
+    INFO(verdict.message);
+    CHECK(verdict.ok);
+    ++verified;
+    if (mma != nullptr) *mma += c.configs[i].kernel() == dwconv::Kernel::mma;
+  }
+  return verified;
+}
+
+// A variant test's summary: at least 10 variants a problem on average, under 10 elements at relu's kink.
+void check_verified(const char* what, std::size_t verified, std::size_t problems, std::size_t skipped) {
+  WARN("verified " << verified << " " << what << " variants of " << problems << " problems; " << skipped
+                   << " relu-gradient elements at the kink skipped");
+  CHECK(verified >= 10 * problems);
+  CHECK(skipped < 10);
+}
+
+// The float64 GPU reference kernel of `p` on `la` against `ref` (f32 output): its relative L2 error,
+// relu's open elements counted into *skipped.
+double reference_error(const dwconv::Problem& p, const dwconv::LaunchArgs& la, const std::vector<double>& ref,
+                       const DeviceAndStream& gpu, std::size_t* skipped = nullptr) {
+  tuner::DeviceBuffer out(ref.size() * 4), bias_out(std::size_t(p.c) * 4);
+  dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), bias_out.as<float>(), gpu.stream);
+  REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
+  return rel_error(DType::f32, out.get(), ref, skipped);
+}
+
 }  // namespace
 
 TEST_CASE("dwconv activation and gradient-prep variants match the float64 reference", "[gpu][dwconv][activation]") {
   KVTUNE_REQUIRE_GPU();
   const DeviceAndStream gpu;
   const auto& fp = gpu.fp;
-  cudaStream_t stream = gpu.stream;
   // Every layout x epilogue (4 activations, 4 gradient preps), the dtype rotating so that each
   // (layout, dtype) meets 2-3 activations both ways: the heuristic's variant, the first tensor-core
   // tile, and a seeded sample of the rest; compiled together first. (The full dtype product costs a
@@ -186,25 +226,9 @@ TEST_CASE("dwconv activation and gradient-prep variants match the float64 refere
       dwconv::LaunchArgs la{};
       la.src = x.device.get(), la.weight = w.device.get(), la.bias = p.bias ? b.device.get() : nullptr;
       la.aux = dy.device.get(), la.batch = p.n;
-      tuner::DeviceBuffer out(ref.size() * 4), out_bias(std::size_t(p.c) * 4);
-      dwconv::run_reference(p, fp.arch(), la, out.as<float>(), out_bias.as<float>(), stream);
-      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-      CHECK(rel_error(DType::f32, out.get(), ref, &skipped) < 1e-6);
+      CHECK(reference_error(p, la, ref, gpu, &skipped) < 1e-6);
     }
-    const auto compiled = memo.compile(c.candidates);
-    auto harness = dwconv::make_harness(p, c.configs, fp.arch(), 0, stream);
-    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
-      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
-      REQUIRE(compiled[i].status == tuner::Status::ok);
-      if (c.candidates[i].dynamic_smem > std::size_t(fp.max_smem_per_block_optin)) continue;
-      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-      kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
-      const auto verdict = harness->verify(c.candidates[i], kernel, stream);
-      INFO(verdict.message);
-      CHECK(verdict.ok);
-      ++verified;
-      mma_verified += c.configs[i].kernel() == dwconv::Kernel::mma;
-    }
+    verified += verify_variants(c, memo, gpu, &mma_verified);
   }
   WARN("verified " << verified << " variants of " << cases.size() << " activation and gradient-prep problems ("
                    << mma_verified << " tensor-core tiles); " << skipped << " relu-gradient elements at the kink skipped");
@@ -271,17 +295,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
       CHECK(rel_error(DType::f32, out.get(), ref_dw) < 1e-6);
       if (p.bias) CHECK(rel_error(DType::f32, out_bias.get(), ref_db) < 1e-6);
     }
-    const auto compiled = memo.compile(c.candidates);
-    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
-    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
-      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
-      REQUIRE(compiled[i].status == tuner::Status::ok);
-      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
-      INFO(verdict.message);
-      CHECK(verdict.ok);
-      ++verified;
-    }
+    verified += verify_variants(c, memo, gpu);
   }
   WARN("verified " << verified << " fused weight-gradient variants of " << cases.size() << " problems");
   CHECK(verified >= 4 * cases.size());
@@ -337,28 +351,11 @@ TEST_CASE("the fused 1D data gradient: every variant against float64", "[gpu][dw
       dwconv::LaunchArgs la{};
       la.src = dy.device.get(), la.aux = x.device.get(), la.weight = wt.device.get();
       la.bias = forward.bias ? b.device.get() : nullptr, la.batch = p.n;
-      tuner::DeviceBuffer out(ref.size() * 4), unused(std::size_t(p.c) * 4);
-      dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), unused.as<float>(), gpu.stream);
-      REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
-      CHECK(rel_error(DType::f32, out.get(), ref, &skipped) < 1e-6);
+      CHECK(reference_error(p, la, ref, gpu, &skipped) < 1e-6);
     }
-    const auto compiled = memo.compile(c.candidates);
-    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
-    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
-      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
-      REQUIRE(compiled[i].status == tuner::Status::ok);
-      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-      kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
-      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
-      INFO(verdict.message);
-      CHECK(verdict.ok);
-      ++verified;
-    }
+    verified += verify_variants(c, memo, gpu);
   }
-  WARN("verified " << verified << " fused data-gradient variants of " << cases.size() << " problems; " << skipped
-                   << " relu-gradient elements at the kink skipped");
-  CHECK(verified >= 10 * cases.size());
-  CHECK(skipped < 10);
+  check_verified("fused data-gradient", verified, cases.size(), skipped);
 }
 
 TEST_CASE("seq_idx masked in the forward kernel and the fused data gradient: every variant against float64", "[gpu][dwconv][states]") {
@@ -420,28 +417,11 @@ TEST_CASE("seq_idx masked in the forward kernel and the fused data gradient: eve
         ref = dwconv_states::reference_backward_data(sp, n, g, wt.values, seq, nullptr);
         la.src = dy.device.get(), la.aux = x.device.get(), la.bias = b.device.get();
       }
-      tuner::DeviceBuffer out(ref.size() * 4), unused(std::size_t(p.c) * 4);
-      dwconv::run_reference(p, gpu.fp.arch(), la, out.as<float>(), unused.as<float>(), gpu.stream);
-      REQUIRE(cudaStreamSynchronize(gpu.stream) == cudaSuccess);
-      CHECK(rel_error(DType::f32, out.get(), ref, &skipped) < 1e-6);
+      CHECK(reference_error(p, la, ref, gpu, &skipped) < 1e-6);
     }
-    const auto compiled = memo.compile(c.candidates);
-    auto harness = dwconv::make_harness(p, c.configs, gpu.fp.arch(), 0, gpu.stream);
-    for (std::size_t i = 0; i < c.candidates.size(); ++i) {
-      INFO(c.candidates[i].label << " " << compiled[i].message.substr(0, 2000));
-      REQUIRE(compiled[i].status == tuner::Status::ok);
-      auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-      kernel.allow_dynamic_smem(c.candidates[i].dynamic_smem);
-      const auto verdict = harness->verify(c.candidates[i], kernel, gpu.stream);
-      INFO(verdict.message);
-      CHECK(verdict.ok);
-      ++verified;
-    }
+    verified += verify_variants(c, memo, gpu);
   }
-  WARN("verified " << verified << " seq_idx variants of " << cases.size() << " problems; " << skipped
-                   << " relu-gradient elements at the kink skipped");
-  CHECK(verified >= 10 * cases.size());
-  CHECK(skipped < 10);
+  check_verified("seq_idx", verified, cases.size(), skipped);
 }
 
 TEST_CASE("dwconv with an activation through the Context: every direction and layout against float64", "[gpu][dwconv][activation]") {
