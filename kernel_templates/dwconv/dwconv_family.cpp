@@ -626,13 +626,16 @@ Config heuristic_config(const Problem& p, int cc_major) {
       const bool fused_data = p.direction == DwDirection::backward_data && p.activation != Activation::none;
       if (fused_data || p.seq_idx) {
         // The fused data gradient and seq_idx masked in the kernel: runs of 8 read as 16-byte vectors
-        // (8 for f32: two a run), 2 runs a thread (one for the fused data gradient with seq_idx). H100,
-        // NCL bf16 K=4 8x2048x4096 SiLU, tuned winners: fused data gradient 163.8 us against 227.4 for
-        // the rule above (runs of 4, 4 a thread); forward with seq_idx 121.6 against 130.0; the fused
-        // data gradient with seq_idx 240.9 against 301.7 (bench/NOTES.md, "the fused data gradient").
+        // (8 for f32: two a run), 2 runs a thread; the fused data gradient with seq_idx one run and its
+        // taps in shared memory (fewer registers beside its three windows). H100, NCL bf16 K=4
+        // 8x2048x4096 SiLU, tuned winners: fused data gradient 163.8 us against 227.4 for the rule
+        // above (runs of 4, 4 a thread); forward with seq_idx 121.6 against 130.0; the fused data
+        // gradient with seq_idx 240.9 and 240.4 in two runs, against 301.7 for the rule above and 259.0
+        // with its taps in registers (bench/NOTES.md, "the fused data gradient").
         c.outputs_per_thread = 8;
         c.vector_channels = std::min(8, std::min(16, p.align_bytes) / p.element_bytes());
         c.runs_per_thread = fused_data && p.seq_idx ? 1 : 2;
+        c.smem_filter = fused_data && p.seq_idx;
       }
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 8 on 8 x 8 threads, the halo tile and the
