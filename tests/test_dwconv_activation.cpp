@@ -454,6 +454,54 @@ TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][
   CHECK(fused > 200);
 }
 
+TEST_CASE("seq_idx masked in the forward kernel: which calls, keys, and a valid heuristic for every shape", "[dwconv][states]") {
+  DwConvArgs a = args_causal(DwDirection::forward, Activation::none);
+  a.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
+  REQUIRE(dwconv::in_kernel_seq_idx(a));
+  const Problem p = dwconv::make_problem(a);
+  DwConvArgs plain = a;
+  plain.seq_idx = nullptr;
+  CHECK(p.key() == dwconv::make_problem(plain).key() + ",seq=1");
+  CHECK(dwconv::problem_from_key(p.key()) == p);
+  CHECK_FALSE(dwconv_states::make_plan(a).fix);
+  // With a state, or rows under 32, the fix-up stays (and the key is the plain one).
+  DwConvArgs state = a, short_rows = a;
+  state.final_state = fake(9 << 20);
+  short_rows.w = 31;
+  for (const DwConvArgs& b : {state, short_rows}) {
+    CHECK_FALSE(dwconv::in_kernel_seq_idx(b));
+    CHECK_FALSE(dwconv::make_problem(b).seq_idx);
+    CHECK(dwconv_states::make_plan(b).fix);
+  }
+  // Every shape the rule admits: a space of tiled variants only, a valid heuristic, its key parsed back.
+  int shapes = 0;
+  for (DwLayout l : {DwLayout::ncl, DwLayout::nlc})
+    for (int k : {2, 4, 31, 63})
+      for (int d : {1, 8})
+        for (std::int64_t w : {32, 33, 200})
+          for (std::int64_t c : {1, 3, 16})
+            for (bool act : {false, true}) {
+              DwConvArgs b = args_causal(DwDirection::forward, act ? Activation::silu : Activation::none);
+              b.layout = l, b.kernel_w = k, b.dilation_w = d, b.w = w, b.c = c, b.dtype = act ? DType::bf16 : DType::f32;
+              b.seq_idx = a.seq_idx;
+              try {
+                dwconv::validate(b);
+              } catch (const Error&) {
+                continue;
+              }
+              if (!dwconv::in_kernel_seq_idx(b)) continue;
+              const Problem r = dwconv::make_problem(b);
+              INFO(r.key());
+              const auto space = dwconv::enumerate(r);
+              REQUIRE(!space.empty());
+              for (const Config& cfg : space) CHECK(cfg.kernel() == dwconv::Kernel::tiled);
+              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+              CHECK(dwconv::problem_from_key(r.key()) == r);
+              ++shapes;
+            }
+  CHECK(shapes > 150);
+}
+
 TEST_CASE("dwconv activation reference: values, derivatives, PyTorch's definitions", "[dwconv][activation]") {
   using dwconv::activation_derivative;
   using dwconv::activation_value;
