@@ -13,6 +13,8 @@ extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
 extern const std::string_view dwconv_mma_cuh;
 extern const std::string_view dwconv_tiled_cuh;
+extern const std::string_view dwconv_tiled_first_cuh;
+extern const std::string_view dwconv_tiled_last_cuh;
 extern const std::string_view dwconv_activation_cuh;
 extern const std::string_view dwconv_decode_cu;
 extern const std::string_view dwconv_decode_params_h;

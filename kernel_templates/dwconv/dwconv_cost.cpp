@@ -52,9 +52,8 @@ double predicted_seconds(const Problem& p, const Config& config, int sm_count, d
   const double dst_h = double(p.dst_h()), dst_w = double(p.dst_w());
   const int sh = data ? 1 : p.sh, sw = data ? 1 : p.sw;
   // The gradient prep reads dy too; the fused data gradient reads x too.
-  const bool fused_data = data && p.activation != Activation::none;
   const double bytes = elem * batch * channels *
-                       double(p.h * p.w * (fused_data ? 2 : 1) + p.out_h() * p.out_w() * (p.gradient_prep ? 2 : 1));
+                       double(p.h * p.w * (p.fused_data() ? 2 : 1) + p.out_h() * p.out_w() * (p.gradient_prep ? 2 : 1));
   const double outputs = batch * channels * dst_h * dst_w;
   const auto fraction = [](double used, double tile) { return used / (std::ceil(used / tile) * tile); };
   switch (config.kernel()) {

@@ -149,9 +149,8 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   if (rt < 1 || rt > 8) return fail(why, "runs per thread: 1..8");
   // The fused data gradient (dwconv_tiled.cuh, kvt_first_fused / kvt_last_fused): windows from global
   // memory, one row a thread, and an x window of span more values beside each dy window.
-  const bool fused = p.direction == DwDirection::backward_data && p.activation != Activation::none;
-  const int span = fused ? (p.kw - 1) * p.dw : 0;
-  if ((fused || p.seq_idx) && (c.smem_halo || rh != 1 || c.flat))
+  const int span = p.fused_data() ? (p.kw - 1) * p.dw : 0;
+  if ((p.fused_data() || p.seq_idx) && (c.smem_halo || rh != 1 || c.flat))
     return fail(why, "the fused data gradient and seq_idx: windows from global memory, one row a thread, tiles");
   if (rt > 1 && !(p.channel_last() && c.smem_halo) && (p.channel_last() || c.smem_halo || rh > 1 || p.kh != 1))
     return fail(why, "runs per thread: channel-first, global-memory halo, one kernel row and one row per thread");
@@ -242,9 +241,8 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
 }
 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
-  const bool fused_wgrad = p.direction == DwDirection::backward_weight && p.activation != Activation::none;
+  const bool fused_wgrad = p.fused_weight(), fused_data = p.fused_data();
   if (p.gradient_prep && p.direction != DwDirection::forward) return fail(why, "the gradient prep is a forward problem");
-  const bool fused_data = p.direction == DwDirection::backward_data && p.activation != Activation::none;
   if (fused_data && (p.h != 1 || p.kh != 1 || p.sw != 1)) return fail(why, "the fused data gradient: 1D, stride 1");
   if (fused_wgrad && (p.h != 1 || p.kh != 1)) return fail(why, "the fused weight gradient is 1D");
   if (p.seq_idx && !(fused_wgrad || fused_data || (p.direction == DwDirection::forward && !p.gradient_prep)))
@@ -623,7 +621,7 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.threads_x = two_d ? 16 : 64;
       c.vector_channels = std::min(c.outputs_per_thread, std::min(16, p.align_bytes) / p.element_bytes());
       c.runs_per_thread = two_d ? 1 : 4;
-      const bool fused_data = p.direction == DwDirection::backward_data && p.activation != Activation::none;
+      const bool fused_data = p.fused_data();
       if (fused_data || p.seq_idx) {
         // The fused data gradient and seq_idx masked in the kernel: runs of 8 read as 16-byte vectors
         // (8 for f32: two a run), 2 runs a thread; the fused data gradient with seq_idx one run and its
@@ -763,10 +761,7 @@ double model_bytes(const Problem& p, std::int64_t batch) {
   const double dy = p.gradient_prep ? out : 0.0;  // the gradient prep reads dy too
   // The fused weight gradient reads the forward's weight and bias too; the fused data gradient x and
   // the bias; seq_idx is an int32 a position.
-  const bool act = p.activation != Activation::none;
-  const double fused = p.direction == DwDirection::backward_weight && act ? weights + double(p.c)
-                       : p.direction == DwDirection::backward_data && act ? in + double(p.c)
-                                                                          : 0.0;
+  const double fused = p.fused_weight() ? weights + double(p.c) : p.fused_data() ? in + double(p.c) : 0.0;
   const double seq = p.seq_idx ? double(batch) * double(p.w) * 4.0 / elem : 0.0;
   return elem * (in + out + dy + weights + fused + seq + (p.bias ? double(p.c) : 0.0));
 }
@@ -879,6 +874,7 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
 std::string template_hash() {
   return detail::sources_hash({embedded::dwconv_cu, embedded::common_cuh, embedded::dwconv_params_h,
                               embedded::dwconv_mma_cuh, embedded::dwconv_tiled_cuh,
+                              embedded::dwconv_tiled_first_cuh, embedded::dwconv_tiled_last_cuh,
                               embedded::dwconv_activation_cuh}, kDescriptionVersion);
 }
 

@@ -53,6 +53,9 @@ struct Problem {
   std::int64_t dst_w() const;
   /// EPI of the forward kernels: 0, the activation (1-4), or 8 + it for the gradient prep.
   int epilogue() const { return static_cast<int>(activation) + (gradient_prep ? 8 : 0); }
+  /// The fused 1D gradients: a backward problem with an activation (only those calls make one).
+  bool fused_data() const { return direction == DwDirection::backward_data && activation != Activation::none; }
+  bool fused_weight() const { return direction == DwDirection::backward_weight && activation != Activation::none; }
 };
 
 struct ProblemHash {

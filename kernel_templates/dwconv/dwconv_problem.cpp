@@ -231,28 +231,33 @@ bool fused_weight_gradient(const DwConvArgs& a) {
          out_w >= kRun;
 }
 
+namespace {
+
+// 1D stride-1 rows the tiled kernel's one-row forms take: registers for a run of one output's windows
+// (`windows` spans besides it) within the budget (dwconv_family.cpp's check_tiled), rows of 32 or
+// more (the smallest channel-first tiles are 64 threads wide; shorter rows are launch-bound either way).
+bool one_row_tiles_fit(const DwConvArgs& a, int windows) {
+  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
+  return (a.layout == DwLayout::ncl || a.layout == DwLayout::nlc) && a.stride_w == 1 &&
+         1 + windows * span <= sizes::kMaxWindowRegisters && a.w >= 32;
+}
+
+}  // namespace
+
 bool fused_data_gradient(const DwConvArgs& a) {
   if (a.direction != DwDirection::backward_data || a.activation == Activation::none) return false;
   // States fix the gradient prep's output up (dwconv_states): they need it in memory. seq_idx is
   // masked in the kernel.
   if (a.initial_state != nullptr || a.dinitial_state != nullptr || a.final_state != nullptr) return false;
-  if ((a.layout != DwLayout::ncl && a.layout != DwLayout::nlc) || a.stride_w != 1) return false;
-  // A run of one output: a dy window of 1 + span and an x window of 1 + 2 span within the register
-  // budget (dwconv_family.cpp's check_tiled); rows of 32 or more (the tiled space's smallest
-  // channel-first tiles are 64 threads wide; shorter rows are launch-bound either way).
-  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
-  return 1 + 2 * span <= sizes::kMaxWindowRegisters && a.w >= 32;
+  return one_row_tiles_fit(a, 2);  // the x window: 1 + 2 span
 }
 
 bool in_kernel_seq_idx(const DwConvArgs& a) {
   if (a.seq_idx == nullptr || a.initial_state != nullptr || a.final_state != nullptr || a.dinitial_state != nullptr)
     return false;
   if (fused_weight_gradient(a) || fused_data_gradient(a)) return true;
-  // Forward (seq_idx implies causal, stride 1, 1D: dwconv_states::validate): a run of one output's
-  // window and its ids within the register budget, rows of 32 or more (as fused_data_gradient).
-  const std::int64_t span = std::int64_t(a.kernel_w - 1) * a.dilation_w;
-  return a.direction == DwDirection::forward && (a.layout == DwLayout::ncl || a.layout == DwLayout::nlc) && a.causal &&
-         a.stride_w == 1 && 1 + span <= sizes::kMaxWindowRegisters && a.w >= 32;
+  // Forward (seq_idx implies causal: dwconv_states::validate).
+  return a.direction == DwDirection::forward && a.causal && one_row_tiles_fit(a, 1);
 }
 
 std::optional<Problem> gradient_prep_problem(const DwConvArgs& a, const detail::Buckets& buckets) {

@@ -51,6 +51,8 @@ inline std::vector<detail::HeaderSource> headers() {
           {"dwconv_params.h", embedded::dwconv_params_h},
           {"dwconv_mma.cuh", embedded::dwconv_mma_cuh},
           {"dwconv_tiled.cuh", embedded::dwconv_tiled_cuh},
+          {"dwconv_tiled_first.cuh", embedded::dwconv_tiled_first_cuh},
+          {"dwconv_tiled_last.cuh", embedded::dwconv_tiled_last_cuh},
           {"dwconv_activation.cuh", embedded::dwconv_activation_cuh}};
 }
 

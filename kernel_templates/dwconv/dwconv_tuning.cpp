@@ -20,11 +20,6 @@ enum SupportKernel { kReference, kCompare, kFill };
 
 // Relative L2 error allowed against the float64 reference: f32 arithmetic, or the 16-bit output
 // rounding (a long reduction in backward_weight adds f32 accumulation error on top).
-// backward_data with an activation: the fused data gradient.
-bool fused_data(const Problem& p) {
-  return p.direction == DwDirection::backward_data && p.activation != Activation::none;
-}
-
 double tolerance(const Problem& p) {
   switch (p.dtype) {
     case DType::f32: return p.direction == DwDirection::backward_weight ? 1e-4 : 1e-5;
@@ -62,7 +57,7 @@ class DwConvHarness final : public tuner::Harness {
       : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(reference_request(p, arch))) {
     const std::size_t elem = std::size_t(p.element_bytes());
     const bool wgrad = p.direction == DwDirection::backward_weight;
-    const bool with_aux = wgrad || p.gradient_prep || fused_data(p);
+    const bool with_aux = wgrad || p.gradient_prep || p.fused_data();
     src_count_ = elements(p.n, p.c, p.src_h(), p.src_w());
     dst_count_ = elements(p.n, p.c, p.dst_h(), p.dst_w());
     // backward_weight reads x (src) and dy (aux, dst-shaped) and writes dw; the gradient prep reads dy
@@ -159,8 +154,8 @@ class DwConvHarness final : public tuner::Harness {
  private:
   LaunchArgs args(int slot) const {
     const bool wgrad = problem_.direction == DwDirection::backward_weight;
-    const bool with_aux = wgrad || problem_.gradient_prep || fused_data(problem_);
-    const bool fused = (wgrad && problem_.activation != Activation::none) || fused_data(problem_);
+    const bool with_aux = wgrad || problem_.gradient_prep || problem_.fused_data();
+    const bool fused = problem_.fused_weight() || problem_.fused_data();
     LaunchArgs a{};
     a.src = src_[std::size_t(slot)].get();
     a.dst = dst_[std::size_t(slot)].get();
