@@ -117,18 +117,14 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
       if (!sample.all()) {
         // The forward's one-pass cooperative variants are sampled on their own too, so each
         // forward problem checks both forms (at least one coop variant).
-        // So are their pipelined twins.
-        std::vector<normalize::Config> coop, pipe;
+        std::vector<normalize::Config> coop;
         for (const auto& c : split)
-          if (c.cooperative) (c.pipelined ? pipe : coop).push_back(c);
+          if (c.cooperative) coop.push_back(c);
         split = sample.apply(split, p.key());
-        for (const auto* form : {&coop, &pipe}) {
-          const std::string tag = form == &coop ? ",coop" : ",coop,pipe";
-          std::vector<normalize::Config> more = sample.apply(*form, p.key() + tag);
-          if (more.empty() && !form->empty()) more.push_back((*form)[form->size() / 2]);
-          for (const auto& c : more)
-            if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
-        }
+        std::vector<normalize::Config> more = sample.apply(coop, p.key() + ",coop");
+        if (more.empty() && !coop.empty()) more.push_back(coop[coop.size() / 2]);
+        for (const auto& c : more)
+          if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
       }
       const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major);
       if (h.splits > 1 && std::find(split.begin(), split.end(), h) == split.end()) split.push_back(h);
@@ -463,7 +459,7 @@ CoopRun check_coop_launch(const detail::LoadedKernel& kernel, const normalize::P
 
 }  // namespace
 
-TEST_CASE("split rows: the cooperative forms (one pass; two passes pipelined) match the float64 reference, in place, ld, deterministic",
+TEST_CASE("split rows: the cooperative one-pass form matches the float64 reference, in place, ld, deterministic",
           "[gpu][normalize][wide]") {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
@@ -487,31 +483,23 @@ TEST_CASE("split rows: the cooperative forms (one pass; two passes pipelined) ma
         const Case& k = cases[ci];
         normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
         p.rows = normalize::rows_bucket(k.rows);
-        // The one-pass variants with the fewest and the most slices a row, each followed by its
-        // pipelined twin (the same slices: bitwise the same output).
+        // The coop variants with the fewest and the most slices a row.
         std::vector<normalize::Config> coop;
         for (const auto& c : normalize::enumerate(p))
-          if (c.cooperative && !c.pipelined) coop.push_back(c);
+          if (c.cooperative) coop.push_back(c);
         INFO(p.key());
         REQUIRE_FALSE(coop.empty());
         const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
           return a.splits < b.splits;
         };
-        std::vector<normalize::Config> chosen;
-        for (const auto& c : {*std::min_element(coop.begin(), coop.end(), by_splits),
-                              *std::max_element(coop.begin(), coop.end(), by_splits)}) {
-          normalize::Config twin = c;
-          twin.pipelined = true;
-          chosen.push_back(c);
-          chosen.push_back(twin);
-        }
+        const std::vector<normalize::Config> chosen = {*std::min_element(coop.begin(), coop.end(), by_splits),
+                                                       *std::max_element(coop.begin(), coop.end(), by_splits)};
         const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
         if (pass == 0) {
           memo.add(candidates);
           continue;
         }
         const auto compiled = memo.compile(candidates);
-        CoopRun one_pass;
         for (std::size_t i = 0; i < chosen.size(); ++i) {
           INFO(candidates[i].label << " " << compiled[i].message);
           REQUIRE(compiled[i].status == tuner::Status::ok);
@@ -523,24 +511,17 @@ TEST_CASE("split rows: the cooperative forms (one pass; two passes pipelined) ma
             a.workspace = workspace.ptr;
             CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorCooperativeLaunchTooLarge);
             ++refused;
-            if (!chosen[i].pipelined) one_pass = CoopRun{};
             continue;
           }
           const CoopRun first = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
           const CoopRun second = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
           CHECK(first.y == second.y);  // bitwise, run to run
           CHECK(first.stats == second.stats);
-          if (chosen[i].pipelined && !one_pass.y.empty()) {  // and bitwise the one-pass twin's
-            CHECK(first.y == one_pass.y);
-            CHECK(first.stats == one_pass.stats);
-          } else if (!chosen[i].pipelined) {
-            one_pass = first;
-          }
           ++launched;
         }
       }
   }
   WARN("checked " << launched << " cooperative launches (twice each); " << refused
                   << " variants refused: a row's slices exceed what the device holds at once");
-  CHECK(launched >= 6 * 4);
+  CHECK(launched >= 3 * 4);
 }

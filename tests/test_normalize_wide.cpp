@@ -377,7 +377,7 @@ TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its 
   // slices are few enough threads), labelled ",coop", stored as "coop": true.
   const Problem p = forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 128);
   const auto space = normalize::enumerate(p);
-  std::size_t coop = 0, pipelined = 0;
+  std::size_t coop = 0;
   for (const Config& c : space) {
     if (!c.cooperative) continue;
     ++coop;
@@ -388,19 +388,12 @@ TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its 
     CHECK(c.to_json().at("coop") == true);
     CHECK(Config::from_json(c.to_json()) == c);
     Config twin = c;
-    twin.cooperative = twin.pipelined = false;
+    twin.cooperative = false;
     CHECK(std::find(space.begin(), space.end(), twin) != space.end());
-    CHECK(twin.label() + (c.pipelined ? ",coop,pipe" : ",coop") == c.label());
-    CHECK(c.to_json().count("pipe") == (c.pipelined ? 1u : 0u));
+    CHECK(twin.label() + ",coop" == c.label());
     CHECK(std::int64_t(c.splits) * c.threads_per_row <= (std::int64_t(1) << 17));
-    // Each one-pass variant has its pipelined twin (the same slices, two passes).
-    Config pipe = c;
-    pipe.pipelined = !c.pipelined;
-    CHECK(std::find(space.begin(), space.end(), pipe) != space.end());
-    pipelined += c.pipelined ? 1 : 0;
   }
   CHECK(coop > 0);
-  CHECK(pipelined * 2 == coop);
   CHECK(normalize::heuristic_config(p, 9).cooperative == false);  // the heuristic keeps the phases
   for (const Config& c : space)
     if (!c.cooperative) CHECK(c.to_json().count("coop") == 0);
@@ -439,23 +432,6 @@ TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its 
   nlohmann::json j = c.to_json();
   j["coop"] = "yes";
   CHECK_THROWS_AS(Config::from_json(j), Error);
-  j = c.to_json();
-  j["pipe"] = 1;
-  CHECK_THROWS_AS(Config::from_json(j), Error);
-  // The pipelined form is a cooperative launch: pipe without coop, or anywhere but split rows, is refused.
-  Config pipe_only = normalize::split_rows::make(p, 256, 16, 4, 1, false);
-  pipe_only.pipelined = true;
-  CHECK_FALSE(normalize::is_runnable(p, pipe_only, &why));
-  CHECK(why.find("pipe needs coop") != std::string::npos);
-  one_block.cooperative = false;
-  one_block.pipelined = true;
-  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
-  CHECK(why.find("pipelined cooperative form is a field of split rows") != std::string::npos);
-  Config pipe = c;
-  pipe.pipelined = true;
-  CHECK(normalize::is_valid(p, pipe, &why));
-  CHECK(Config::from_json(pipe.to_json()) == pipe);
-  CHECK(normalize::compile_request(p, pipe, "sm_90").name_expressions.at(0).rfind("kvt_normalize_split_pipe<", 0) == 0);
 }
 
 TEST_CASE("split rows: the cooperative form's geometry, workspace and cost", "[normalize][wide]") {
@@ -493,18 +469,6 @@ TEST_CASE("split rows: the cooperative form's geometry, workspace and cost", "[n
   CHECK(normalize::predicted_seconds(p, coop, 132, 3e12) > normalize::predicted_seconds(p, phased, 132, 3e12));
   CHECK(normalize::predicted_seconds(p, coop, 132, 3e12) > 2.0 * 128 * (1 << 20) * 4 / 3e12);
   CHECK(normalize::predicted_seconds(p, coop, 2, 3e12) == 1.0);
-  // The pipelined twin: one launch like the one-pass form (same geometry and workspace), ahead of
-  // the one-pass form and the phases where many rows run (its steps overlap their waits), and last
-  // where a row cannot fit.
-  Config pipe = coop;
-  pipe.pipelined = true;
-  const auto gc = normalize::geometry(p, coop, 128), gp = normalize::geometry(p, pipe, 128);
-  CHECK(gp.cooperative);
-  CHECK(gp.workspace_bytes == gc.workspace_bytes);
-  CHECK(gp.counter_offset == gc.counter_offset);
-  CHECK(normalize::predicted_seconds(p, pipe, 132, 3e12) < normalize::predicted_seconds(p, coop, 132, 3e12));
-  CHECK(normalize::predicted_seconds(p, pipe, 132, 3e12) < normalize::predicted_seconds(p, phased, 132, 3e12));
-  CHECK(normalize::predicted_seconds(p, pipe, 2, 3e12) == 1.0);
 }
 
 // The one-pass cooperative kernels (mode x affine x stats x dtype, a sample of slice shapes, with
@@ -529,12 +493,10 @@ TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[n
           std::vector<Config> chosen = sample.apply(coop, p.key() + arch);
           chosen.push_back(coop.front());
           chosen.push_back(coop.back());
-          CHECK(std::any_of(coop.begin(), coop.end(), [](const Config& c) { return c.pipelined; }));
           for (const Config& c : chosen) {
             const auto r = normalize::compile_request(p, c, arch);
             REQUIRE(r.name_expressions.size() == 1);
-            CHECK(r.name_expressions[0].rfind(c.pipelined ? "kvt_normalize_split_pipe<" : "kvt_normalize_split_coop<",
-                                              0) == 0);
+            CHECK(r.name_expressions[0].rfind("kvt_normalize_split_coop<", 0) == 0);
             requests.push_back(r);
           }
           variants += chosen.size();

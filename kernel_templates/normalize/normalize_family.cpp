@@ -82,7 +82,7 @@ bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
          vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
          row_loop == o.row_loop && recompute == o.recompute && splits == o.splits && row_chunk == o.row_chunk &&
-         cooperative == o.cooperative && pipelined == o.pipelined;
+         cooperative == o.cooperative;
 }
 
 std::string Config::label() const {
@@ -93,7 +93,6 @@ std::string Config::label() const {
   if (splits != 1) label += fmt::format(",split={}", splits);
   if (row_chunk != 0) label += fmt::format(",chunk={}", row_chunk);
   if (cooperative) label += ",coop";
-  if (pipelined) label += ",pipe";
   return label;
 }
 
@@ -106,7 +105,6 @@ nlohmann::json Config::to_json() const {
   if (splits != 1) j["split"] = splits;
   if (row_chunk != 0) j["chunk"] = row_chunk;
   if (cooperative) j["coop"] = true;
-  if (pipelined) j["pipe"] = true;
   return j;
 }
 
@@ -131,7 +129,6 @@ Config Config::from_json(const nlohmann::json& j) {
     if (j.contains("split")) c.splits = detail::json_int(j, "split");
     if (j.contains("chunk")) c.row_chunk = detail::json_int(j, "chunk");
     if (j.contains("coop")) c.cooperative = j.at("coop").get<bool>();
-    if (j.contains("pipe")) c.pipelined = j.at("pipe").get<bool>();
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -371,7 +368,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   }
   if (c.row_chunk != 0) return fail("row chunks are a field of split rows");
   if (c.cooperative) return fail("the cooperative one-pass form is a field of split rows");
-  if (c.pipelined) return fail("the pipelined cooperative form is a field of split rows");
   const int elem = p.element_bytes();
   if (!is_pow2(c.threads_per_row) || c.threads_per_row > 1024) return fail("threads per row: power of two <= 1024");
   if (!is_pow2(c.rows_per_block)) return fail("rows per block: power of two");
@@ -592,9 +588,7 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0)};
     else
       r.name_expressions = {fmt::format("{}<{}, {}, {}, {}, {}, {}, {}>",
-                                        c.pipelined     ? "kvt_normalize_split_pipe"
-                                        : c.cooperative ? "kvt_normalize_split_coop"
-                                                        : "kvt_normalize_split",
+                                        c.cooperative ? "kvt_normalize_split_coop" : "kvt_normalize_split",
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
                                         affine_bits(p), stats_bits(p))};
     return r;

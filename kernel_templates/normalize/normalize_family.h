@@ -42,15 +42,12 @@ struct Config {
   // for its row's other slices, x read once) instead of the phases. The launch is refused where a
   // row's slices cannot all be co-resident on the device.
   bool cooperative = false;
-  // Split rows, forward, cooperative: two passes pipelined over the rows instead of one (the slice
-  // re-read from L2 after the row's wait, which overlaps the next row's loads; ",coop,pipe").
-  bool pipelined = false;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
   /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
   /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N" (and
-  /// ",chunk=N", ",coop" or ",coop,pipe").
+  /// ",chunk=N" or ",coop").
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.

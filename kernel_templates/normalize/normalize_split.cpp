@@ -98,7 +98,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.cooperative && p.backward) return fail("the cooperative one-pass form: forward only");
   if (c.cooperative && c.row_chunk != 0)
     return fail("the cooperative one-pass form reads x once: no row chunks (they exist for the re-read)");
-  if (c.pipelined && !c.cooperative) return fail("the pipelined form is cooperative: pipe needs coop");
   if (p.backward) {
     if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
     if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
@@ -144,11 +143,7 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             if (p.backward) continue;
             Config one_pass = c;  // the cooperative one-pass form of the same slices
             one_pass.cooperative = true;
-            if (check(p, one_pass, nullptr, true)) {
-              out.push_back(one_pass);
-              one_pass.pipelined = true;  // and its two-pass pipelined twin
-              out.push_back(one_pass);
-            }
+            if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
               if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
@@ -274,31 +269,6 @@ double cooperative_seconds(const Problem& p, const Config& c, int sm_count, doub
   return memory + 2 * kLaunch + rounds * kBarrier;
 }
 
-// The pipelined cooperative form: x read twice (the second time from L2 while two steps of rows fit
-// there), y written once; a row's wait overlaps the next row's loads, so a step costs only a little
-// beyond its bytes (kStep), and the first step's statistics and the last one's output run alone.
-double pipelined_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
-  constexpr double kLatency = 0.7e-6;
-  constexpr double kLaunch = 2e-6;
-  constexpr double kStep = 1e-6;      // one step's arrival, merge and the wait's tail (predicted)
-  constexpr double kL2Factor = 3.0;
-  constexpr double kL2Bytes = 40e6;   // two steps of rows in flight must fit
-  const double regs = 48.0 + c.items * c.vector_bytes / 4.0;
-  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
-  const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
-  const double slots = std::min(double(p.rows), std::floor(double(sm_count) * per_sm / double(c.splits)));
-  if (slots < 1) return 1.0;
-  const double steps = std::ceil(double(p.rows) / slots) + 1;
-  const double row_bytes = double(p.cols) * p.element_bytes();
-  const double plane = double(p.rows) * row_bytes;
-  const double reread = 2.0 * slots * row_bytes <= kL2Bytes ? 1.0 / kL2Factor : 1.0;
-  const double merge_bytes = double(p.rows) * double(c.splits) * double(c.splits) * 12.0 / kL2Factor;
-  const double in_flight = slots * c.splits * c.threads_per_row * c.items * c.vector_bytes;
-  const double memory = ((2.0 + reread) * plane + merge_bytes) / bandwidth *
-                        std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
-  return memory + 2 * kLaunch + steps * kStep;
-}
-
 }  // namespace
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
@@ -307,7 +277,6 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   // chunks of 2-3 phases cost 20-30 us a chunk beyond their bytes).
   constexpr double kLaunch = 8e-6;
   constexpr double kL2Bytes = 40e6;    // a re-read of this much in flight is served by L2
-  if (c.pipelined) return pipelined_seconds(p, c, sm_count, bandwidth);
   if (c.cooperative) return cooperative_seconds(p, c, sm_count, bandwidth);
   Geometry g;
   geometry(p, c, p.rows, g);

@@ -24,12 +24,6 @@
 //                                     slice's statistics as phase 0 does, waits at its row's arrival
 //                                     counter for the row's other slices, merges all of them in a
 //                                     fixed order and writes y as phase 2 does, so x is read once.
-//   kvt_normalize_split_pipe       two passes, one cooperative launch (config `coop,pipe`): each block
-//                                     writes the statistics of its slice of row j, then (without
-//                                     keeping it in registers) waits for row j - 1, merges its partials
-//                                     and re-reads that slice, from L2, to write y. A row's wait
-//                                     overlaps the next row's loads, so the grid never stops in
-//                                     lockstep; DRAM sees x once when a stage of rows fits in L2.
 // Template arguments as normalize.cu's (the block is TPR threads, one slice; ITEMS vectors each).
 // The phased kernel reads x twice (phases 0 and 2): from L2 when the rows in flight fit there, else
 // from DRAM.
@@ -248,18 +242,14 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
   }
 }
 
-// Thread 0 of each slice of a row: publishes the slice's partial (written by this thread) by
-// counting it in the row's arrival counter.
-__device__ __forceinline__ void kvt_row_arrive(unsigned* counter) {
+// Thread 0 of each slice of a row: publishes the slice's partial (written by this thread) and waits
+// until all `splits` slices of the row have. Only ever called in a cooperative launch whose blocks are
+// all co-resident, so every slice it waits for is running; the bound on the wait (2^26 polls, at
+// least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops at 256 ns:
+// a round's end is late by at most that much.
+__device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsigned splits) {
   __threadfence();  // release: the partial before the arrival
   atomicAdd(counter, 1u);
-}
-
-// Thread 0 of each slice of a row: waits until all `splits` slices of the row have arrived. Only
-// ever called in a cooperative launch whose blocks are all co-resident, so every slice it waits for
-// is running; the bound on the wait (2^26 polls, at least 17 s) turns a broken guarantee into a fault
-// instead of a hang. The backoff stops at 256 ns: a row's end is seen late by at most that much.
-__device__ __forceinline__ void kvt_row_wait(const unsigned* counter, unsigned splits) {
   unsigned seen = 0, sleep = 32;
   for (long long polls = 0;; ++polls) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
@@ -296,67 +286,13 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
     const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
-    if (threadIdx.x == 0) {
-      kvt_row_arrive(p.row_counters + row);
-      kvt_row_wait(p.row_counters + row, (unsigned)p.splits);
-    }
+    if (threadIdx.x == 0) kvt_row_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
     __syncthreads();
     // Every slice merges all of the row's partials the same way: bitwise the same statistics.
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
                                                                           merge_scratch);
     kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
-  }
-}
-
-// Two passes, cooperative, pipelined: gridDim.x = (co-resident row slots) * splits as the one-pass
-// kernel's, the same slices of the same rows. Step j of a block: the statistics of its slice of row
-// j (arrive, no wait), then the output of row j - 1: wait for that row's slices (they arrived a whole
-// step earlier, so the wait is mostly already over), merge, re-read the slice and write y. Only one
-// slice is in registers at a time; the re-read comes from L2 while two steps of rows fit there.
-// In place: every slice reads x[0] (the shift, stored in its partial) before it arrives, and slice 0
-// writes y[0] only after all have; each slice re-reads only its own, not yet written, elements.
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
-__global__ void __launch_bounds__(TPR) kvt_normalize_split_pipe(const KvtNormalizeParams p) {
-  using V = Vec<T, VW>;
-  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
-  __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
-  __shared__ KvtMerge merge_scratch[TPR / 32];
-  const long long slots = gridDim.x / p.splits;
-  const long long slot = blockIdx.x / p.splits;
-  if (slot >= slots || slot >= p.rows) return;
-  const long long split = blockIdx.x % p.splits;
-  const long long begin = split * kSlice;
-  const long long steps = (p.rows - slot + slots - 1) / slots;  // rows of this slot
-  auto load = [&](V (&v)[ITEMS], const T* x) {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
-  };
-  for (long long j = 0; j <= steps; ++j) {
-    if (j < steps) {  // the statistics of row j
-      const long long row = slot + j * slots;
-      const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
-      V v[ITEMS];
-      load(v, x);
-      const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
-      kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift,
-                                                 p.row_partials + (row * p.splits + split) * 3, scratch);
-      if (threadIdx.x == 0) kvt_row_arrive(p.row_counters + row);
-    }
-    if (j > 0) {  // the output of row j - 1
-      const long long row = slot + (j - 1) * slots;
-      const float* partials = p.row_partials + row * p.splits * 3;
-      if (threadIdx.x == 0) kvt_row_wait(p.row_counters + row, (unsigned)p.splits);
-      __syncthreads();
-      V v[ITEMS];
-      load(v, static_cast<const T*>(p.x) + row * p.ld_x);
-      const float shift = __ldcg(partials + 2);
-      const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
-                                        : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
-                                                                            merge_scratch);
-      kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
-    }
   }
 }
 
