@@ -12,11 +12,20 @@ Models (sizes that train in seconds):
   s4convd   an S4ConvD-style stack of long 1D depthwise convolutions: LayerNorm over D ->
             depthwise Conv1d K=63 'same' along L -> GELU -> Linear D->D; residual.
             x [8, 2048, 128], 4 blocks; regression.
+Variants: eager; compile (torch.compile); kvtune (kvtune.nn.patch(): LayerNorm, RMSNorm and depthwise
+Conv1d/Conv2d swapped; the mamba conv becomes a DepthwiseConv1d computing L + K - 1 outputs that
+PyTorch slices and passes to SiLU, as written); kvtune-fused (mamba only: kvtune, then each
+MambaBlock's conv replaced by kvtune.nn.CausalConv1d(D, K, activation='silu') with the same weights,
+so the block calls the fused causal conv + SiLU forward and backward, as Mamba's causal_conv1d(x, w,
+b, activation="silu"); other models skip it, since it would be the kvtune variant again); and each
+kvtune variant + torch.compile (kvtune+compile, kvtune-fused+compile).
+Every variant starts from a deep copy of the same initialized model.
 Per variant: step time (forward + backward + AdamW step; CUDA events; median over --steps after
 --warmup), peak memory, and the loss every --log-every steps from the same initialization and data.
 
 usage: python3 bench/python/train_step.py [--models convnext,mamba,s4convd] [--steps 300]
-       [--variants eager,compile,kvtune,kvtune+compile] [--size small|large]
+       [--variants eager,compile,kvtune,kvtune+compile,kvtune-fused,kvtune-fused+compile]
+       [--size small|large]
        [--profile STEPS] [--json OUT] [--markdown OUT]
 """
 
@@ -73,7 +82,10 @@ class MambaBlock(nn.Module):
 
     def forward(self, x):  # [B, L, D]
         u, z = self.in_proj(self.norm(x)).chunk(2, dim=-1)
-        u = F.silu(self.conv(u.transpose(1, 2))[..., :x.shape[1]]).transpose(1, 2)
+        if isinstance(self.conv, knn.CausalConv1d) and self.conv.activation == "silu":
+            u = self.conv(u.transpose(1, 2)).transpose(1, 2)  # causal conv + SiLU, fused (kvtune-fused)
+        else:
+            u = F.silu(self.conv(u.transpose(1, 2))[..., :x.shape[1]]).transpose(1, 2)
         return x + self.out_proj(u * F.silu(z))
 
 
@@ -87,6 +99,33 @@ class S4ConvDBlock(nn.Module):
     def forward(self, x):  # [B, L, D]
         y = self.conv(self.norm(x).transpose(1, 2)).transpose(1, 2)
         return x + self.mix(F.gelu(y))
+
+
+def fuse_causal_convs(model):
+    """Replaces each MambaBlock's conv (nn.Conv1d(D, D, K, padding=K-1, groups=D), or the
+    kvtune.nn.DepthwiseConv1d patch() made of it) by kvtune.nn.CausalConv1d(D, K, activation='silu')
+    holding the same weights (loaded from its state_dict, on its device and dtype), which makes
+    MambaBlock.forward call the fused causal conv + SiLU. Returns the names of the swapped convs."""
+    fused = []
+    for name, block in model.named_modules():
+        if not isinstance(block, MambaBlock) or isinstance(block.conv, knn.CausalConv1d):
+            continue
+        conv = block.conv
+        d, (k,), (dil,) = conv.in_channels, conv.kernel_size, conv.dilation
+        if (type(conv) not in (nn.Conv1d, knn.DepthwiseConv1d) or conv.groups != d or conv.out_channels != d
+                or conv.stride != (1,) or conv.padding != ((k - 1) * dil,) or conv.padding_mode != "zeros"):
+            raise ValueError(f"{name}.conv is not a causal depthwise Conv1d: {conv}")
+        w = conv.weight
+        # CausalConv1d's own (discarded) initialization runs on a forked RNG: the random streams
+        # after the swap are those of the other variants
+        with torch.random.fork_rng(devices=[w.device] if w.is_cuda else []):
+            new = knn.CausalConv1d(d, k, dilation=dil, bias=conv.bias is not None, device=w.device, dtype=w.dtype,
+                                   activation="silu")
+        new.load_state_dict(conv.state_dict())
+        new.train(conv.training)
+        block.conv = new
+        fused.append(f"{name}.conv")
+    return fused
 
 
 def stack(block, d, depth):
@@ -122,12 +161,19 @@ def loss_fn(task, out, target):
     return F.cross_entropy(out, target) if task == "classify" else F.mse_loss(out, target)
 
 
+VARIANTS = ("eager", "compile", "kvtune", "kvtune+compile", "kvtune-fused", "kvtune-fused+compile")
+FUSED_MODELS = ("mamba",)  # the models kvtune-fused applies to; the others skip the fused variants
+
+
 def run_variant(name, variant, base, x, target, task, args):
     model = copy.deepcopy(base)
-    report = None
-    if variant.startswith("kvtune"):
+    kind, _, suffix = variant.partition("+")  # "kvtune-fused+compile" -> "kvtune-fused", "compile"
+    report = fused = None
+    if kind.startswith("kvtune"):
         report = knn.patch(model)
-    fwd = torch.compile(model) if variant.endswith("compile") else model
+    if kind == "kvtune-fused":
+        fused = fuse_causal_convs(model)
+    fwd = torch.compile(model) if "compile" in (kind, suffix) else model
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
     def step():
@@ -170,13 +216,15 @@ def run_variant(name, variant, base, x, target, task, args):
         "losses": losses,
         "patch": None if report is None else {"swapped": [s[0] for s in report.swapped],
                                                "left": [(n, why) for n, _, why in report.left]},
+        "fused": fused,  # the convs made kvtune.nn.CausalConv1d(activation='silu') (kvtune-fused variants)
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="convnext,mamba,s4convd")
-    parser.add_argument("--variants", default="eager,compile,kvtune,kvtune+compile")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated, of " + ", ".join(VARIANTS) + " (kvtune-fused*: mamba only)")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--log-every", type=int, default=25)
@@ -189,22 +237,33 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     if args.size == "large":
         MODELS.update(MODELS_LARGE)
 
     device = torch.cuda.get_device_name()
     results = {}
-    for name in args.models.split(","):
+    for name in models:
         make, shape, task = MODELS[name]
         x, target = make_data(name, shape, task, args.seed)
         torch.manual_seed(args.seed + 2)
         base = make().cuda()
         results[name] = {}
-        for variant in args.variants.split(","):
+        for variant in variants:
+            if variant.startswith("kvtune-fused") and name not in FUSED_MODELS:
+                print(f"{name:9s} {variant:20s} skipped: {name} has no causal conv + SiLU to fuse", file=sys.stderr)
+                continue
             torch._dynamo.reset()
             r = run_variant(name, variant, base, x, target, task, args)
             results[name][variant] = r
-            print(f"{name:9s} {variant:15s} {r['step_ms']:8.3f} ms/step  loss {r['losses'][0][1]:.4f} -> "
+            print(f"{name:9s} {variant:20s} {r['step_ms']:8.3f} ms/step  loss {r['losses'][0][1]:.4f} -> "
                   f"{r['losses'][-1][1]:.4f}  peak {r['peak_mib']:.0f} MiB", file=sys.stderr, flush=True)
 
     lines = [f"# Training steps ({device}, torch {torch.__version__}, kvtune {kvtune.version()})", "",
