@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Fits the normalize heuristic's learned part from recorded exhaustive trials.
 
-Reads the export (kvtune-cache export --trials format) of an exhaustive tuning run and writes, per
-recorded forward normalize problem, the variants that ran within CAP of that problem's winner, as
+Reads the exports (kvtune-cache export format) of exhaustive tuning runs and writes, per recorded
+forward normalize problem (a problem recorded twice: the first export's), the variants that ran within CAP of that problem's winner, as
 time / winner time. kernel_templates/normalize/normalize_learned.cpp ranks a new problem's variants
 by these ratios on its nearest recorded problems (normalize_family.h, learned_config). A variant
 absent from a neighbour (slower than CAP there, or not in its space) counts as CAP.
 
-usage: bench/fit_normalize_heuristic.py EXPORT.json ARCH OUT.json
+usage: bench/fit_normalize_heuristic.py EXPORT.json [EXPORT.json ...] ARCH OUT.json
   e.g. bench/fit_normalize_heuristic.py tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
+           tests/data/trials/2026-11-27-h100-affine-narrow/export.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
 """
 import json
@@ -18,24 +19,27 @@ CAP = 1.3
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
-    source, arch, out = sys.argv[1:]
-    with open(source) as f:
-        doc = json.load(f)
-    problems = []
-    for e in doc["entries"]:
-        if e["op"] != "normalize":
-            continue
-        times = {t["label"]: t["median_ms"] for t in e["trials"] if t["status"] == "ok"}
-        if not times:
-            continue
-        best = min(times.values())
-        ratios = {label: round(ms / best, 4) for label, ms in sorted(times.items()) if ms / best <= CAP}
-        problems.append({"key": e["problem_key"], "variants": len(times), "ratios": ratios})
+    *sources, arch, out = sys.argv[1:]
+    problems, devices, seen = [], [], set()
+    for source in sources:
+        with open(source) as f:
+            doc = json.load(f)
+        devices += doc.get("devices", [])
+        for e in doc["entries"]:
+            if e["op"] != "normalize" or e["problem_key"] in seen:
+                continue
+            times = {t["label"]: t["median_ms"] for t in e["trials"] if t["status"] == "ok"}
+            if not times:
+                continue
+            seen.add(e["problem_key"])
+            best = min(times.values())
+            ratios = {label: round(ms / best, 4) for label, ms in sorted(times.items()) if ms / best <= CAP}
+            problems.append({"key": e["problem_key"], "variants": len(times), "ratios": ratios})
     problems.sort(key=lambda p: p["key"])
-    doc_out = {"schema": "kvtune-normalize-learned/1", "arch": arch, "cap": CAP, "source": source,
-               "devices": doc.get("devices", []), "problems": problems}
+    doc_out = {"schema": "kvtune-normalize-learned/1", "arch": arch, "cap": CAP, "source": " + ".join(sources),
+               "devices": devices, "problems": problems}
     with open(out, "w") as f:  # one line a problem
         head = {k: v for k, v in doc_out.items() if k != "problems"}
         f.write(json.dumps(head)[:-1] + ', "problems": [\n')
