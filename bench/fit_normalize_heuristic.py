@@ -2,14 +2,18 @@
 """Fits the normalize heuristic's learned part from recorded exhaustive trials.
 
 Reads the exports (kvtune-cache export format) of exhaustive tuning runs and writes, per recorded
-forward normalize problem (a problem recorded twice: the first export's), the variants that ran within CAP of that problem's winner, as
+forward normalize problem and GPU model (the export's device; a problem recorded twice on one model:
+the first export's), the variants that ran within CAP of that problem's winner, as
 time / winner time. kernel_templates/normalize/normalize_learned.cpp ranks a new problem's variants
-by these ratios on its nearest recorded problems (normalize_family.h, learned_config). A variant
+by these ratios on its nearest recorded problems of the same GPU model (all models' for a model the
+table lacks) (normalize_family.h, learned_config). A variant
 absent from a neighbour (slower than CAP there, or not in its space) counts as CAP.
 
 usage: bench/fit_normalize_heuristic.py EXPORT.json [EXPORT.json ...] ARCH OUT.json
-  e.g. bench/fit_normalize_heuristic.py tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
-           tests/data/trials/2026-11-27-h100-affine-narrow/export.json \\
+  e.g. (the shipped table) bench/fit_normalize_heuristic.py \\
+           tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
+           bench/results/2026-11-27-h100-affine-narrow/export-recorded-trimmed.json \\
+           bench/results/2026-11-27-h100-affine-narrow/export-trimmed.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
 """
 import json
@@ -26,18 +30,22 @@ def main():
     for source in sources:
         with open(source) as f:
             doc = json.load(f)
-        devices += doc.get("devices", [])
+        names = {d.get("id"): d["name"] for d in doc.get("devices", [])}
+        if len(names) != 1:
+            sys.exit(f"{source}: one device per export, found {len(names)}")
+        device = next(iter(names.values()))
+        devices.append({"name": device})
         for e in doc["entries"]:
-            if e["op"] != "normalize" or e["problem_key"] in seen:
+            if e["op"] != "normalize" or (device, e["problem_key"]) in seen:
                 continue
             times = {t["label"]: t["median_ms"] for t in e["trials"] if t["status"] == "ok"}
             if not times:
                 continue
-            seen.add(e["problem_key"])
+            seen.add((device, e["problem_key"]))
             best = min(times.values())
             ratios = {label: round(ms / best, 4) for label, ms in sorted(times.items()) if ms / best <= CAP}
-            problems.append({"key": e["problem_key"], "variants": len(times), "ratios": ratios})
-    problems.sort(key=lambda p: p["key"])
+            problems.append({"key": e["problem_key"], "device": device, "variants": len(times), "ratios": ratios})
+    problems.sort(key=lambda p: (p["device"], p["key"]))
     doc_out = {"schema": "kvtune-normalize-learned/1", "arch": arch, "cap": CAP, "source": " + ".join(sources),
                "devices": devices, "problems": problems}
     with open(out, "w") as f:  # one line a problem

@@ -71,15 +71,15 @@ std::string family_check_config(const std::string& problem_key, const nlohmann::
 
 /// OpHandler::key_info: `describe(problem)` and `seed_label(problem)` are the handler's.
 template <class F, class Describe, class SeedLabel>
-std::optional<KeyInfo> family_key_info(const std::string& problem_key, int cc_major, Describe describe,
-                                       SeedLabel seed_label) {
+std::optional<KeyInfo> family_key_info(const std::string& problem_key, int cc_major, const std::string& gpu_model,
+                                       Describe describe, SeedLabel seed_label) {
   const auto p = F::from_key(problem_key);
   if (!p) return std::nullopt;
   KeyInfo info;
   info.describe = describe(*p);
   try {
     info.seed_label = seed_label(*p);
-    info.heuristic_label = F::heuristic(*p, cc_major).label();
+    info.heuristic_label = F::heuristic(*p, cc_major, gpu_model).label();
   } catch (const Error&) {
     // A key with no valid variant (hand-made): no designs to compare with.
   }
@@ -175,9 +175,10 @@ class FamilyHandler final : public OpHandler {
   std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const override {
     return std::make_unique<Problem>(Side::parse(entry, where));
   }
-  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const override {
+  std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major,
+                                  const std::string& gpu_model = {}) const override {
     return family_key_info<F>(
-        problem_key, cc_major, [](const typename F::Problem& p) { return Side::describe(p, F::batch(p)); },
+        problem_key, cc_major, gpu_model, [](const typename F::Problem& p) { return Side::describe(p, F::batch(p)); },
         [](const typename F::Problem& p) { return Side::seed_label(p); });
   }
   std::unique_ptr<OpProblem> from_key(const std::string& problem_key, std::string* why) const override {

@@ -87,8 +87,9 @@ class OpHandler {
   /// Throws InputError.
   virtual std::unique_ptr<OpProblem> parse(const nlohmann::json& entry, const std::string& where) const = 0;
   /// Interprets a stored key; nullopt when it is not a well-formed key of this operator.
-  /// `cc_major` is the device's for the heuristic choice (0 when unknown).
-  virtual std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major) const = 0;
+  /// `cc_major` and `gpu_model` are the device's, for the heuristic choice (0 and "" when unknown).
+  virtual std::optional<KeyInfo> key_info(const std::string& problem_key, int cc_major,
+                                          const std::string& gpu_model = {}) const = 0;
   /// Checks a stored config against its problem key and returns the config's canonical label;
   /// throws InputError naming what is wrong.
   virtual std::string check_config(const std::string& problem_key, const nlohmann::json& config) const = 0;

@@ -24,7 +24,10 @@ struct DwConvDecodeFamily {
   using ProblemHash = dwconv_decode::ProblemHash;
   static std::string template_hash() { return dwconv_decode::template_hash(); }
   static std::vector<Config> enumerate(const Problem& p) { return dwconv_decode::enumerate(p); }
-  static Config heuristic(const Problem& p, int cc_major) { return dwconv_decode::heuristic_config(p, cc_major); }
+  // The GPU model does not change this family's heuristic (normalize's learned table is per model).
+  static Config heuristic(const Problem& p, int cc_major, const std::string& /*gpu_model*/ = {}) {
+    return dwconv_decode::heuristic_config(p, cc_major);
+  }
   static bool is_valid(const Problem& p, const Config& c) { return dwconv_decode::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return dwconv_decode::compile_request(p, c, arch);

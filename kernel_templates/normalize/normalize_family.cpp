@@ -511,14 +511,14 @@ std::optional<Config> one_block_heuristic(const Problem& p) {
 
 }  // namespace
 
-Config heuristic_config(const Problem& p, int cc_major) {
+Config heuristic_config(const Problem& p, int cc_major, const std::string& gpu_model) {
   std::optional<Config> one_block = one_block_heuristic(p);
   const std::vector<Config> space = one_block ? std::vector<Config>{} : enumerate(p);
   for (const auto& c : space)
     if (!one_block && c.splits == 1) one_block = c;
   if (const auto split = split_rows::heuristic(p, one_block.has_value())) return *split;
   if (one_block) {
-    if (const auto learned = learned_config(p, cc_major)) return *learned;
+    if (const auto learned = learned_config(p, cc_major, gpu_model)) return *learned;
     return *one_block;
   }
   for (const auto& c : space)

@@ -104,18 +104,21 @@ std::vector<Config> enumerate(const Problem& problem);
 /// The seed design: one 256-thread block per row, 16-byte vectors where alignment allows,
 /// re-read, Welford. Valid for every problem whose alignment allows its vector width.
 Config seed_config(const Problem& problem);
-/// A sensible variant chosen without benchmarking (architecture major version, e.g. 9): the
-/// learned choice where there is one (learned_config), else the analytic rule.
-Config heuristic_config(const Problem& problem, int cc_major);
+/// A sensible variant chosen without benchmarking (architecture major version, e.g. 9; the GPU's
+/// model name where known, e.g. "NVIDIA H100 80GB HBM3"): the learned choice where there is one
+/// (learned_config), else the analytic rule.
+Config heuristic_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
 /// The learned part of the heuristic (normalize_learned.cpp): on an architecture with recorded
 /// exhaustive trials (normalize_learned_sm90.json for cc 9), a forward problem within reach of a
 /// recorded one gets the one-block variant of its space whose time ratios to the winner, averaged
 /// over its four nearest recorded problems (weights 1 / (1 + distance)), are lowest; nullopt for
-/// backward problems, other architectures and problems far from every recorded one.
-std::optional<Config> learned_config(const Problem& problem, int cc_major);
+/// backward problems, other architectures and problems far from every recorded one. The recorded
+/// problems are those of `gpu_model` where the table has that model, else every model's.
+std::optional<Config> learned_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
 /// The same from a parsed normalize_learned document, without the recorded problem whose key is
 /// `exclude` (held-out evaluation; tests).
-std::optional<Config> learned_config(const Problem& problem, const nlohmann::json& data, const std::string& exclude);
+std::optional<Config> learned_config(const Problem& problem, const nlohmann::json& data, const std::string& exclude,
+                                     const std::string& gpu_model = {});
 
 struct Geometry {
   unsigned grid = 0;

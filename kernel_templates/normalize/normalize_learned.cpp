@@ -30,6 +30,7 @@ double distance(const Problem& a, const Problem& b) {
 
 struct Recorded {
   std::string key;
+  std::string device;  // the GPU model the trials ran on
   Problem problem;
   nlohmann::json ratios;  // label -> time / the problem's winner time, for those within `cap`
 };
@@ -46,22 +47,28 @@ LearnedData parse(const nlohmann::json& doc) {
     const std::string key = e.at("key").get<std::string>();
     const auto p = problem_from_key(key);
     if (!p || p->backward) continue;
-    d.problems.push_back(Recorded{key, *p, e.at("ratios")});
+    d.problems.push_back(Recorded{key, e.value("device", std::string()), *p, e.at("ratios")});
   }
   return d;
 }
 
 const LearnedData* shipped(int cc_major) {
-  if (cc_major != 9) return nullptr;  // recorded: sm_90 (H200, 2026-11-22)
+  if (cc_major != 9) return nullptr;  // recorded: sm_90 (H200, 2026-11-22; H100, 2026-11-27)
   static const LearnedData data = parse(nlohmann::json::parse(embedded::normalize_learned_sm90_json));
   return &data;
 }
 
-std::optional<Config> choose(const Problem& p, const LearnedData& data, const std::string& exclude) {
+// Rankings move with the GPU model as much as with the shape (H100 and H200 share sm_90 but not their
+// memory systems): a model the table has recorded sees only its own problems; another model, or an
+// unknown one (empty), sees every model's.
+std::optional<Config> choose(const Problem& p, const LearnedData& data, const std::string& exclude,
+                             const std::string& gpu_model) {
   if (p.backward) return std::nullopt;
+  const bool own = !gpu_model.empty() && std::any_of(data.problems.begin(), data.problems.end(),
+                                                     [&](const Recorded& r) { return r.device == gpu_model; });
   std::vector<std::pair<double, const Recorded*>> near;
   for (const auto& r : data.problems)
-    if (r.key != exclude) near.emplace_back(distance(p, r.problem), &r);
+    if (r.key != exclude && (!own || r.device == gpu_model)) near.emplace_back(distance(p, r.problem), &r);
   if (near.empty()) return std::nullopt;
   std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   if (near.front().first >= kReach) return std::nullopt;
@@ -91,13 +98,14 @@ std::optional<Config> choose(const Problem& p, const LearnedData& data, const st
 
 }  // namespace
 
-std::optional<Config> learned_config(const Problem& p, int cc_major) {
+std::optional<Config> learned_config(const Problem& p, int cc_major, const std::string& gpu_model) {
   const LearnedData* data = shipped(cc_major);
-  return data != nullptr ? choose(p, *data, "") : std::nullopt;
+  return data != nullptr ? choose(p, *data, "", gpu_model) : std::nullopt;
 }
 
-std::optional<Config> learned_config(const Problem& p, const nlohmann::json& data, const std::string& exclude) {
-  return choose(p, parse(data), exclude);
+std::optional<Config> learned_config(const Problem& p, const nlohmann::json& data, const std::string& exclude,
+                                     const std::string& gpu_model) {
+  return choose(p, parse(data), exclude, gpu_model);
 }
 
 }  // namespace kvtune::normalize

@@ -24,7 +24,9 @@ struct NormalizeFamily {
   using ProblemHash = normalize::ProblemHash;
   static std::string template_hash() { return normalize::template_hash(); }
   static std::vector<Config> enumerate(const Problem& p) { return normalize::enumerate(p); }
-  static Config heuristic(const Problem& p, int cc_major) { return normalize::heuristic_config(p, cc_major); }
+  static Config heuristic(const Problem& p, int cc_major, const std::string& gpu_model = {}) {
+    return normalize::heuristic_config(p, cc_major, gpu_model);
+  }
   static bool is_valid(const Problem& p, const Config& c) { return normalize::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return normalize::compile_request(p, c, arch);

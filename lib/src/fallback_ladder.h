@@ -211,7 +211,7 @@ class FallbackLadder {
   template <class F>
   std::shared_ptr<Entry<F>> heuristic(DeviceState& dev, const typename F::Problem& problem, const std::string& key,
                                       const std::string& template_hash) {
-    const auto config = F::heuristic(problem, dev.fingerprint.cc_major);
+    const auto config = F::heuristic(problem, dev.fingerprint.cc_major, dev.fingerprint.name);
     const cache::Binary binary = binary_for<F>(s_, dev, problem, config);
     ++s_.counters.heuristic_uses;
     auto entry = make_entry<F>(problem, config, binary.image, binary.lowered_name, "heuristic");

@@ -33,10 +33,11 @@ template <class F, class First, class... Rest> struct FamilyIndex<F, std::tuple<
 /// (the heuristic is always timed; the weight gradient's splits the reduction by powers of two, its
 /// space by 1, 8, 32 and 128).
 template <class F>
-std::vector<typename F::Config> tuning_configs(const typename F::Problem& p, int cc_major) {
+std::vector<typename F::Config> tuning_configs(const typename F::Problem& p, int cc_major,
+                                              const std::string& gpu_model = {}) {
   auto configs = F::enumerate(p);
   if (configs.empty()) return configs;
-  const auto heuristic = F::heuristic(p, cc_major);
+  const auto heuristic = F::heuristic(p, cc_major, gpu_model);
   if (std::find(configs.begin(), configs.end(), heuristic) == configs.end() && F::is_valid(p, heuristic))
     configs.push_back(heuristic);
   return configs;

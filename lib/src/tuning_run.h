@@ -49,7 +49,7 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t started_at = static_cast<std::int64_t>(std::time(nullptr));
   const std::string arch = dev.fingerprint.arch();
-  auto configs = detail::tuning_configs<F>(problem, dev.fingerprint.cc_major);
+  auto configs = detail::tuning_configs<F>(problem, dev.fingerprint.cc_major, dev.fingerprint.name);
   if (configs.empty()) throw Error(Error::Context{F::kOp, key, "", "", ""}, "no valid variant");
   // A stored winner is timed again (the incumbent), also one outside the space (imported from
   // another build) as long as it can run.
@@ -82,7 +82,7 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
     const auto it = std::find(configs.begin(), configs.end(), c);
     return it == configs.end() ? -1 : static_cast<int>(it - configs.begin());
   };
-  topt.required.push_back(index_of(F::heuristic(problem, dev.fingerprint.cc_major)));
+  topt.required.push_back(index_of(F::heuristic(problem, dev.fingerprint.cc_major, dev.fingerprint.name)));
   std::string incumbent_label;
   if (stored_config) {
     topt.incumbent = index_of(*stored_config);
