@@ -111,7 +111,7 @@ static void check_normalize_variants(const test::Sample& sample,
             p.rstd_out = m.rstd;
             auto configs = normalize::enumerate(p);
             if (!sample.all()) {
-              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major);
+              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
               configs = sample.apply(configs, p.key(),
                                      std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
             }
@@ -559,7 +559,7 @@ static void check_backward_variants(const test::Sample& sample,
             p.rows = 4096;  // the space of the largest row count checked
             auto configs = normalize::enumerate(p);
             if (!sample.all()) {
-              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major);
+              const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
               configs = sample.apply(configs, p.key(),
                                      std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
             }
@@ -647,6 +647,47 @@ TEST_CASE("backward: every f16 variant of width 1025 matches the float64 referen
 TEST_CASE("backward: every bf16 variant of width 1025 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-6][normalize]") {
   check_backward_variants(test::kEveryVariant, {DType::bf16}, {1025});
+}
+
+// The heuristic policy launches the learned choice of this GPU's model (normalize_learned_sm90.json
+// keeps rankings per model; docs/TUNER.md), not another model's: the Context passes the device's
+// name to the family's heuristic. Checked on narrow affine rows, where the models' rankings differ.
+TEST_CASE("heuristic policy: the learned choice of this GPU model", "[gpu][normalize][heuristic]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  ContextOptions o;
+  o.cache_path = "";
+  o.policy = Policy::heuristic;
+  Context ctx(o);
+  struct Case {
+    std::int64_t rows, cols;
+    DType dtype;
+    NormMode mode;
+    const char* key;
+  };
+  const Case cases[] = {
+      {100000, 37, DType::f32, NormMode::layernorm, "normalize,f32,layernorm,cols=37,rows<=131072,align=4,affine=gb,stats="},
+      {262144, 32, DType::f16, NormMode::rmsnorm, "normalize,f16,rmsnorm,cols=32,rows<=262144,align=16,affine=g,stats="},
+      {1048576, 16, DType::f32, NormMode::layernorm, "normalize,f32,layernorm,cols=16,rows<=1048576,align=16,affine=gb,stats="}};
+  for (const Case& c : cases) {
+    const std::size_t elem = c.dtype == DType::f32 ? 4 : 2;
+    Buffer x(std::size_t(c.rows * c.cols) * elem), y(std::size_t(c.rows * c.cols) * elem), g(std::size_t(c.cols) * elem),
+        b(std::size_t(c.cols) * elem);
+    NormalizeArgs a;
+    a.x = x.ptr;
+    a.y = y.ptr;
+    a.rows = c.rows;
+    a.cols = c.cols;
+    a.dtype = c.dtype;
+    a.mode = c.mode;
+    a.gamma = g.ptr;
+    if (c.mode == NormMode::layernorm) a.beta = b.ptr;
+    const auto p = normalize::problem_from_key(c.key);
+    REQUIRE(p);
+    INFO(c.key << " on " << fingerprint.name);
+    CHECK(ctx.normalize_variant(a) == normalize::heuristic_config(*p, fingerprint.cc_major, fingerprint.name).label());
+  }
+  CHECK(ctx.counters().tunes == 0);
 }
 
 TEST_CASE("backward: tuned and heuristic calls, every mode and dtype, ld, dx == dy, caller workspace, deterministic",

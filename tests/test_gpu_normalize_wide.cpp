@@ -126,7 +126,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         for (const auto& c : more)
           if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
       }
-      const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major);
+      const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
       if (h.splits > 1 && std::find(split.begin(), split.end(), h) == split.end()) split.push_back(h);
       const auto candidates = normalize::make_candidates(p, split, fingerprint.arch());
       if (pass == 0) {
