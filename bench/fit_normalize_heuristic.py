@@ -12,8 +12,8 @@ absent from a neighbour (slower than CAP there, or not in its space) counts as C
 usage: bench/fit_normalize_heuristic.py EXPORT.json [EXPORT.json ...] ARCH OUT.json
   e.g. (the shipped table) bench/fit_normalize_heuristic.py \\
            tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
-           bench/results/2026-11-27-h100-affine-narrow/export-recorded-trimmed.json \\
-           bench/results/2026-11-27-h100-affine-narrow/export-trimmed.json \\
+           tests/data/trials/2026-11-27-h100-affine-narrow/export-recorded.json \\
+           tests/data/trials/2026-11-27-h100-affine-narrow/export-affine.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
 """
 import json
