@@ -185,7 +185,8 @@ int cmd_show(const Settings& s) {
   const auto run = latest_run(trials);
   const auto runs = runs_of(*store, w);
   std::optional<KeyInfo> info;
-  if (const OpHandler* h = find_handler(w.op)) info = h->key_info(w.problem_key, e.device ? e.device->cc_major : 0, e.device ? e.device->name : std::string());
+  if (const OpHandler* h = find_handler(w.op))
+    info = h->key_info(w.problem_key, e.device ? e.device->cc_major : 0, e.device ? e.device->name : std::string());
   const auto ceilings = view.ceilings.find(w.device_id);
   const double copy = ceilings == view.ceilings.end() ? 0 : ceilings->second.copy_gbps;
   bool binary_ok = false;

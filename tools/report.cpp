@@ -73,8 +73,8 @@ Row make_row(cache::Store& store, const CacheEntry& e) {
   Row r;
   r.entry = &e;
   const cache::Winner& w = e.winner;
-  if (const OpHandler* handler = find_handler(w.op)) r.info = handler->key_info(w.problem_key, e.device ? e.device->cc_major : 0,
-                                                                         e.device ? e.device->name : std::string());
+  if (const OpHandler* handler = find_handler(w.op))
+    r.info = handler->key_info(w.problem_key, e.device ? e.device->cc_major : 0, e.device ? e.device->name : std::string());
   r.describe = r.info ? r.info->describe : w.problem_key;
   r.trials = latest_run(store.trials(w.problem_key, w.device_id, w.template_hash));
   r.winner_ms = w.median_ms;
