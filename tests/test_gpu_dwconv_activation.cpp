@@ -131,6 +131,20 @@ struct VariantCase {
   std::vector<tuner::Candidate> candidates;
 };
 
+// The variant case of the call `a` (its problem at the call's exact batch, every variant of its
+// space), appended to `cases`; its candidates are queued in `memo` to compile together.
+const dwconv::Problem& add_variant_case(std::vector<VariantCase>& cases, test::CompileMemo& memo,
+                                        const DeviceAndStream& gpu, const DwConvArgs& a) {
+  dwconv::Problem p = dwconv::make_problem(a);
+  p.n = a.n;
+  VariantCase c{p, dwconv::enumerate(p), {}};
+  REQUIRE(!c.configs.empty());
+  c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
+  memo.add(c.candidates);
+  cases.push_back(std::move(c));
+  return cases.back().problem;
+}
+
 // Every variant of `c` (compiled by `memo`) through the tuning harness's float64 verification; those
 // over the device's opt-in shared memory are left out. Returns how many were verified, and adds the
 // tensor-core tiles among them to *mma when asked.
@@ -256,13 +270,7 @@ TEST_CASE("the fused 1D weight gradient: every variant, with and without seq_idx
         dwconv::set_placeholders(a, i == 0);
         if (seq) a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
         REQUIRE(dwconv::fused_weight_gradient(a));
-        dwconv::Problem p = dwconv::make_problem(a);
-        p.n = a.n;
-        VariantCase c{p, dwconv::enumerate(p), {}};
-        REQUIRE(!c.configs.empty());
-        c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
-        memo.add(c.candidates);
-        cases.push_back(std::move(c));
+        add_variant_case(cases, memo, gpu, a);
       }
   memo.compile_pending();
   std::size_t verified = 0;
@@ -321,13 +329,7 @@ TEST_CASE("the fused 1D data gradient: every variant against float64", "[gpu][dw
       if (i == 2) a.w = 33, a.kernel_w = 2, a.pad_left = 1, a.c = l == DwLayout::ncl ? 3 : 8;
       dwconv::set_placeholders(a, false);
       REQUIRE(dwconv::fused_data_gradient(a));
-      dwconv::Problem p = dwconv::make_problem(a);
-      p.n = a.n;
-      VariantCase c{p, dwconv::enumerate(p), {}};
-      REQUIRE(!c.configs.empty());
-      c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
-      memo.add(c.candidates);
-      cases.push_back(std::move(c));
+      add_variant_case(cases, memo, gpu, a);
     }
   memo.compile_pending();
   std::size_t verified = 0, skipped = 0;
@@ -377,14 +379,7 @@ TEST_CASE("seq_idx masked in the forward kernel and the fused data gradient: eve
       dwconv::set_placeholders(a, i != 2);
       a.seq_idx = reinterpret_cast<const std::int32_t*>(std::uintptr_t(6) << 44);
       REQUIRE(dwconv::in_kernel_seq_idx(a));
-      dwconv::Problem p = dwconv::make_problem(a);
-      REQUIRE(p.seq_idx);
-      p.n = a.n;
-      VariantCase c{p, dwconv::enumerate(p), {}};
-      REQUIRE(!c.configs.empty());
-      c.candidates = dwconv::make_candidates(p, c.configs, gpu.fp.arch());
-      memo.add(c.candidates);
-      cases.push_back(std::move(c));
+      REQUIRE(add_variant_case(cases, memo, gpu, a).seq_idx);
     }
   memo.compile_pending();
   std::size_t verified = 0, skipped = 0;
