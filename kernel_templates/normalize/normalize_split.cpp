@@ -90,7 +90,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
     return fail("vector width: 1..16 bytes, at least one element");
   if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
-  if (c.items < 1 || c.items * c.vector_bytes > item_bytes_limit(p, prune))
+  if (c.items < 1 || std::int64_t{c.items} * c.vector_bytes > item_bytes_limit(p, prune))
     return fail("split rows: slice too large for registers");
   if (c.splits != splits_for(p, c)) return fail("split rows: splits must be the slices a row needs");
   if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
@@ -110,7 +110,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.row_chunk != 0 && (!is_pow2(c.row_chunk) || c.row_chunk >= p.rows))
     return fail("split rows: a row chunk is a power of two below the rows");
   // A row's slices must all be co-resident: the launch checks the device; this drops what few GPUs hold.
-  if (c.cooperative && c.splits * c.threads_per_row > kMaxCoopThreads)
+  if (c.cooperative && std::int64_t{c.splits} * c.threads_per_row > kMaxCoopThreads)
     return fail("cooperative: a row's slices exceed 2^17 threads (half of an H100 at full occupancy)");
   if (p.backward) {
     if (grads(p) == 0 && c.row_loop != 1) return fail("split rows: a row loop only for dgamma/dbeta");
