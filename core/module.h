@@ -32,10 +32,10 @@ class LoadedKernel {
   /// Allows `bytes` of dynamic shared memory (above the 48 KiB default) on the current device.
   void allow_dynamic_smem(std::size_t bytes) const;
 
-  /// Launches with one by-value argument struct.
-  template <class Params>
-  cudaError_t launch(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, const Params& params) const {
-    void* args[] = {const_cast<Params*>(&params)};
+  /// Launches with by-value argument structs (one per kernel parameter).
+  template <class... Params>
+  cudaError_t launch(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, const Params&... params) const {
+    void* args[] = {const_cast<Params*>(&params)...};
     return cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, smem, stream);
   }
 
@@ -44,10 +44,10 @@ class LoadedKernel {
   /// and shared memory per kernel (a variant's).
   cudaError_t co_resident_blocks(unsigned block, std::size_t smem, int* blocks) const;
   /// A cooperative launch (all blocks co-resident, or cudaErrorCooperativeLaunchTooLarge).
-  template <class Params>
+  template <class... Params>
   cudaError_t launch_cooperative(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-                                 const Params& params) const {
-    void* args[] = {const_cast<Params*>(&params)};
+                                 const Params&... params) const {
+    void* args[] = {const_cast<Params*>(&params)...};
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;

@@ -19,7 +19,11 @@ namespace {
 // The layouts the Python package's ctypes structs mirror (python/kvtune/_capi.py): a change here is
 // an ABI change.
 static_assert(sizeof(kvt_context_options) == 72, "kvt_context_options layout");
-static_assert(sizeof(kvt_normalize_args) == 120, "kvt_normalize_args layout");
+static_assert(sizeof(kvt_normalize_args) == 152, "kvt_normalize_args layout");
+static_assert(offsetof(kvt_normalize_args, residual) == 120 && offsetof(kvt_normalize_args, ld_residual_out) == 144,
+              "normalize residual offsets (appended after the 120 bytes of the first layout)");
+static_assert(sizeof(kvt_normalize_backward_args) == 160 && offsetof(kvt_normalize_backward_args, dresidual_out) == 144,
+              "kvt_normalize_backward_args layout (dresidual_out appended after the first 144 bytes)");
 static_assert(offsetof(kvt_normalize_args, x) == 24 && offsetof(kvt_normalize_args, rstd) == 96 &&
                   offsetof(kvt_normalize_args, workspace) == 104 && offsetof(kvt_normalize_args, workspace_bytes) == 112,
               "normalize offsets");
@@ -169,7 +173,7 @@ TEST_CASE("C ABI: the normalize backward, its defaults and invalid arguments nam
   kvt_normalize_backward_args_init(&init);
   const kvtune::NormalizeBackwardArgs cpp;
   CHECK(init.struct_size == sizeof init);
-  CHECK(sizeof init == 144);  // LP64: python/kvtune/_capi.py mirrors it
+  CHECK(sizeof init == 160);  // LP64: python/kvtune/_capi.py mirrors it
   CHECK(init.eps == cpp.eps);
   CHECK((init.x == nullptr && init.dgamma == nullptr && init.workspace == nullptr && init.workspace_bytes == 0));
 

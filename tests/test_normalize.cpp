@@ -370,6 +370,17 @@ static void compile_normalize_variants(const test::Sample& sample) {
   affine.gamma = affine.beta = affine.mean_out = affine.rstd_out = true;
   std::vector<Problem> all_problems = problems;
   all_problems.push_back(affine);
+  // The fused residual add: one-block and split-row forwards with s, a backward with ds.
+  Problem residual = make(DType::bf16, NormMode::layernorm, 4096);
+  residual.residual = residual.residual_out = residual.gamma = residual.beta = true;
+  all_problems.push_back(residual);
+  Problem residual_wide = make(DType::f32, NormMode::rmsnorm, 1 << 20);
+  residual_wide.residual = true;
+  residual_wide.rows = 4;
+  all_problems.push_back(residual_wide);
+  Problem dresidual = make(DType::f16, NormMode::standardize, 37, 2);
+  dresidual.backward = dresidual.dresidual = true;
+  all_problems.push_back(dresidual);
 
   std::vector<detail::CompileRequest> batches;
   std::size_t variants = 0;
@@ -392,4 +403,113 @@ TEST_CASE("a sample of the valid normalize variants compiles for sm_80 and sm_90
 
 TEST_CASE("every valid normalize variant compiles for sm_80 and sm_90", "[.][sweep-full][normalize][nvrtc]") {
   compile_normalize_variants(test::kEveryVariant);
+}
+
+TEST_CASE("fused residual: keys, round trips, validation and the aliasing rules", "[normalize][residual]") {
+  // Keys: ",res=r" / ",res=rs" on the forward, ",dres=1" on the backward; absent otherwise.
+  NormalizeArgs a = valid_args();
+  a.residual = fake_ptr(1 << 16);
+  CHECK(normalize::make_problem(a).key() == "normalize,f32,standardize,cols=128,rows<=64,align=16,affine=,stats=,res=r");
+  a.residual_out = fake_ptr(1 << 17);
+  const Problem p = normalize::make_problem(a);
+  CHECK(p.key() == "normalize,f32,standardize,cols=128,rows<=64,align=16,affine=,stats=,res=rs");
+  CHECK(normalize::problem_from_key(p.key()) == p);
+  CHECK_FALSE(p == normalize::make_problem(valid_args()));
+  normalize::ProblemHash hash;
+  CHECK(hash(p) != hash(normalize::make_problem(valid_args())));
+  // The residual's alignment and leading dimension bound the vectors like x's.
+  a.residual = fake_ptr((1 << 16) + 4);
+  CHECK(normalize::make_problem(a).align_bytes == 4);
+  a.residual = fake_ptr(1 << 16);
+  a.ld_residual = 130;
+  CHECK(normalize::make_problem(a).align_bytes == 8);
+
+  NormalizeBackwardArgs b;
+  b.x = fake_ptr(0);
+  b.dy = fake_ptr(1 << 16);
+  b.dx = fake_ptr(1 << 17);
+  b.rows = 64;
+  b.cols = 128;
+  b.dresidual_out = fake_ptr(1 << 18);
+  const Problem q = normalize::make_problem(b);
+  CHECK(q.key() == "normalize,f32,standardize,backward,cols=128,rows<=64,align=16,gamma=,grads=,stats=recompute,dres=1");
+  CHECK(normalize::problem_from_key(q.key()) == q);
+  for (const char* bad : {"normalize,f32,standardize,cols=128,rows<=64,align=16,affine=,stats=,res=s",
+                          "normalize,f32,standardize,cols=128,rows<=64,align=16,affine=,stats=,dres=1",
+                          "normalize,f32,standardize,backward,cols=128,rows<=64,align=16,gamma=,grads=,stats=saved,res=r"})
+    CHECK_FALSE(normalize::problem_from_key(bad));
+  // Every residual problem has variants and a heuristic in its space, one-block and split rows.
+  for (std::int64_t cols : {std::int64_t(1), std::int64_t(37), std::int64_t(4097), std::int64_t(1) << 20}) {
+    Problem r = p;
+    r.cols = cols;
+    r.rows = 8;
+    CHECK(normalize::is_valid(r, normalize::heuristic_config(r, 9)));
+    Problem s = q;
+    s.cols = cols;
+    s.rows = 8;
+    CHECK(normalize::is_valid(s, normalize::heuristic_config(s, 9)));
+  }
+
+  // Validation: each case names its field.
+  struct Case {
+    const char* field;
+    void (*mutate)(NormalizeArgs&);
+  };
+  const auto with_residual = [] {
+    NormalizeArgs v = valid_args();
+    v.y = fake_ptr(1 << 15);
+    v.residual = fake_ptr(1 << 16);
+    v.residual_out = fake_ptr(1 << 17);
+    return v;
+  };
+  const Case cases[] = {
+      {"residual_out", [](NormalizeArgs& v) { v.residual = nullptr; }},
+      {"residual", [](NormalizeArgs& v) { v.residual = fake_ptr((1 << 16) + 2); }},
+      {"residual_out", [](NormalizeArgs& v) { v.residual_out = fake_ptr((1 << 17) + 1); }},
+      {"ld_residual", [](NormalizeArgs& v) { v.ld_residual = 100; }},
+      {"ld_residual_out", [](NormalizeArgs& v) { v.ld_residual_out = 127; }},
+      {"residual_out", [](NormalizeArgs& v) { v.residual_out = fake_ptr((1 << 16) + 64); }},  // part of residual
+      {"ld_residual_out", [](NormalizeArgs& v) { v.residual_out = fake_ptr(1 << 16); v.ld_residual_out = 256; }},
+      {"y", [](NormalizeArgs& v) { v.y = fake_ptr((1 << 16) + 128); }},                        // part of residual
+      {"residual_out", [](NormalizeArgs& v) { v.residual_out = fake_ptr((1 << 15) + 256); }},  // overlaps y
+      {"residual_out", [](NormalizeArgs& v) { v.y = fake_ptr(0); v.residual_out = fake_ptr(0); }},            // y == s
+      {"mean", [](NormalizeArgs& v) { v.mean = static_cast<float*>(fake_ptr(1 << 17)); }},    // stats over s
+      {"gamma", [](NormalizeArgs& v) { v.gamma = fake_ptr(1 << 17); }},                       // input over an output
+  };
+  CHECK_NOTHROW(normalize::validate(with_residual()));
+  for (const auto& alias : {0, 1, 2, 3}) {  // allowed: s == x, s == residual, y == residual, y == x
+    NormalizeArgs v = with_residual();
+    if (alias == 0) v.residual_out = fake_ptr(0);
+    if (alias == 1) v.residual_out = fake_ptr(1 << 16);
+    if (alias == 2) v.y = fake_ptr(1 << 16);
+    if (alias == 3) v.y = fake_ptr(0);
+    INFO("allowed alias " << alias);
+    CHECK_NOTHROW(normalize::validate(v));
+  }
+  for (const auto& c : cases) {
+    NormalizeArgs v = with_residual();
+    c.mutate(v);
+    INFO("field " << c.field);
+    try {
+      normalize::validate(v);
+      FAIL("no error for an invalid " << c.field);
+    } catch (const Error& e) {
+      CHECK(e.context().field == c.field);
+    }
+  }
+  // The backward: dx may be dresidual_out itself, never a part of it.
+  CHECK_NOTHROW(normalize::validate(b));
+  b.dx = fake_ptr(1 << 18);
+  CHECK_NOTHROW(normalize::validate(b));
+  b.ld_dx = 256;
+  CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field ld_dx]"));
+  b.ld_dx = 0;
+  b.dx = fake_ptr((1 << 18) + 64);
+  CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field dx]"));
+  b.dx = fake_ptr(1 << 17);
+  b.dresidual_out = fake_ptr((1 << 18) + 2);
+  CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field dresidual_out]"));
+  b.dresidual_out = fake_ptr(1 << 18);
+  b.ld_dresidual_out = 5;
+  CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field ld_dresidual_out]"));
 }

@@ -29,7 +29,7 @@ constexpr std::int64_t kMaxElements = std::int64_t(1) << 34;
 
 const std::set<std::string> kFields = {"op",   "direction", "layout", "rows", "cols", "dtype", "mode",   "gamma",
                                        "beta", "mean",      "rstd",   "align", "eps", "ddof",  "dgamma", "dbeta",
-                                       "saved"};
+                                       "saved", "residual", "residual_out", "dresidual"};
 
 struct Entry {
   nz::Problem problem;     // rows is the bucket, as in the library
@@ -94,7 +94,14 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   p.dgamma = json_bool(entry, "dgamma", where, false);
   p.dbeta = json_bool(entry, "dbeta", where, false);
   p.saved_stats = json_bool(entry, "saved", where, false);
+  p.residual = json_bool(entry, "residual", where, false);
+  p.residual_out = json_bool(entry, "residual_out", where, false);
+  p.dresidual = json_bool(entry, "dresidual", where, false);
+  if (p.residual_out && !p.residual) throw InputError(fmt::format("{}: residual_out needs residual", where));
   if (p.backward) {
+    for (const char* field : {"residual", "residual_out"})
+      if (entry.contains(field) && json_bool(entry, field, where, false))
+        throw InputError(fmt::format("{}: '{}' is a forward field; the backward takes dresidual", where, field));
     // The backward reads gamma (the forward's), optionally the saved statistics, and writes dx,
     // dgamma and dbeta: beta, mean and rstd as outputs belong to the forward.
     for (const char* field : {"beta", "mean", "rstd"})
@@ -104,7 +111,7 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
     if (p.dgamma && !p.gamma) throw InputError(fmt::format("{}: dgamma needs gamma", where));
     if (p.mode == NormMode::rmsnorm && p.dbeta) throw InputError(fmt::format("{}: rmsnorm has no dbeta", where));
   } else {
-    for (const char* field : {"dgamma", "dbeta", "saved"})
+    for (const char* field : {"dgamma", "dbeta", "saved", "dresidual"})
       if (entry.contains(field)) throw InputError(fmt::format("{}: '{}' is a backward field", where, field));
   }
   if (p.mode == NormMode::rmsnorm && p.beta) throw InputError(fmt::format("{}: rmsnorm takes no beta", where));
@@ -145,6 +152,8 @@ std::string describe_problem(const nz::Problem& p, std::int64_t rows) {
   if (p.beta) s += " +beta";
   if (p.mean_out) s += " +mean";
   if (p.rstd_out) s += " +rstd";
+  if (p.residual) s += p.residual_out ? " +residual(+out)" : " +residual";
+  if (p.dresidual) s += " +dresidual";
   if (p.align_bytes != natural_align(p.dtype, p.cols)) s += fmt::format(" align={}", p.align_bytes);
   return s;
 }
@@ -160,6 +169,13 @@ nlohmann::json entry(std::int64_t rows, std::int64_t cols, const char* dtype, co
                      bool beta = false, bool mean = false, bool rstd = false) {
   return {{"op", "normalize"}, {"rows", rows}, {"cols", cols}, {"dtype", dtype}, {"mode", mode},
           {"gamma", gamma},     {"beta", beta}, {"mean", mean}, {"rstd", rstd}};
+}
+
+// The fused residual's fields, present only when set (entries without them are unchanged).
+void add_residual_fields(const nz::Problem& p, nlohmann::json& j) {
+  if (p.residual) j["residual"] = true;
+  if (p.residual_out) j["residual_out"] = true;
+  if (p.dresidual) j["dresidual"] = true;
 }
 
 // The tools' side of the family (tools/op_family.h, FamilyProblem).
@@ -187,6 +203,7 @@ struct NormalizeSide {
     }
     if (e.eps != 1e-5f) j["eps"] = e.eps;
     if (e.ddof != 0) j["ddof"] = e.ddof;
+    add_residual_fields(p, j);
     return j;
   }
 
@@ -201,6 +218,7 @@ struct NormalizeSide {
                              p.dbeta, p.saved_stats);
       entry["align"] = p.align_bytes;
     }
+    add_residual_fields(p, entry);
     return entry;
   }
   static std::vector<nlohmann::json> suite(const std::string& name) {

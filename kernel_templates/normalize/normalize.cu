@@ -122,6 +122,15 @@ __device__ __forceinline__ Vec<T, VW> load_masked(const T* row, long long j, lon
   return v;
 }
 
+// s = x + r element by element, added in f32 and rounded to T (what a separate add writes).
+template <class T, int VW>
+__device__ __forceinline__ Vec<T, VW> kvt_add(const Vec<T, VW>& a, const Vec<T, VW>& b) {
+  Vec<T, VW> s;
+#pragma unroll
+  for (int k = 0; k < VW; ++k) s.v[k] = kvt_from_float<T>(kvt_to_float(a.v[k]) + kvt_to_float(b.v[k]));
+  return s;
+}
+
 template <class T, int VW>
 __device__ __forceinline__ void store_masked(T* row, long long j, long long cols, const Vec<T, VW>& v) {
   if (j + VW <= cols) {
@@ -134,8 +143,8 @@ __device__ __forceinline__ void store_masked(T* row, long long j, long long cols
 }
 
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int STAT, int MODE, int AFFINE, int STATS_OUT,
-          bool FULL = false>
-__global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizeParams p) {
+          bool FULL = false, int RES = 0>
+__global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
   static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
@@ -154,6 +163,25 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
   T* y = static_cast<T*>(p.y) + (active ? row : 0) * p.ld_y;
   T* srow = reinterpret_cast<T*>(dynamic_smem) + group * ((p.cols + VW - 1) / VW * VW);
+  // RES: the row normalized is s = x + residual; residual_out gets s in pass 2 (after the row's
+  // reductions: every thread of the row has read its first element by then, in place too).
+  const T* res = RES != 0 ? static_cast<const T*>(rp.residual) + (active ? row : 0) * rp.ld_r : nullptr;
+  T* res_out = RES == 2 ? static_cast<T*>(rp.residual_out) + (active ? row : 0) * rp.ld_s : nullptr;
+  // The input row's vector at column j: x, or x + residual.
+  auto load_in = [&](V& v, long long j) {
+    if constexpr (FULL) {
+      if (active) {
+        v = *reinterpret_cast<const V*>(x + j);
+        if constexpr (RES != 0) v = kvt_add(v, *reinterpret_cast<const V*>(res + j));
+      }
+#pragma unroll
+      for (int k = 0; k < VW; ++k)
+        if (!active) v.v[k] = kvt_from_float<T>(0.f);
+    } else {
+      v = load_masked<T, VW>(x, j, cols);
+      if constexpr (RES != 0) v = kvt_add(v, load_masked<T, VW>(res, j, cols));
+    }
+  };
 
   V regs[KEEP == 0 ? ITEMS : 1];
   // Visits this thread's vectors of the row in order: i is the vector's ordinal, j its first column.
@@ -170,12 +198,17 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   auto kept = [&](int i, long long j) -> V {
     if constexpr (KEEP == 0) return regs[i];
     else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(srow + j);
+    else if constexpr (RES != 0) return kvt_add(load_masked<T, VW>(x, j, cols), load_masked<T, VW>(res, j, cols));
     else return load_masked<T, VW>(x, j, cols);
   };
 
   // Statistics are taken on x - shift with shift = the row's first element: the centred sums stay
   // small, so rows with |mean| >> std lose no precision (the shift cancels exactly in x - mean).
-  const float shift = (MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
+  const float shift =
+      (MODE != 2 && cols > 0)
+          ? (RES != 0 ? kvt_to_float(kvt_from_float<T>(kvt_to_float(x[0]) + kvt_to_float(res[RES != 0 ? 0 : 0])))
+                      : kvt_to_float(x[0]))
+          : 0.f;
 
   // With FULL every element of an active row is real: masks reduce to the row's activity.
   auto in_row = [&](long long j) { return FULL ? active : j < cols; };
@@ -184,14 +217,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   float sum = 0.f, n = 0.f, mean = 0.f, m2 = 0.f;
   for_each_vector([&](int i, long long j) {
     V v;
-    if constexpr (FULL) {
-      if (active) v = *reinterpret_cast<const V*>(x + j);
-#pragma unroll
-      for (int k = 0; k < VW; ++k)
-        if (!active) v.v[k] = kvt_from_float<T>(0.f);
-    } else {
-      v = load_masked<T, VW>(x, j, cols);
-    }
+    load_in(v, j);
     if constexpr (KEEP == 0) regs[i] = v;
     if constexpr (KEEP == 1) {
       if (j < cols) *reinterpret_cast<V*>(srow + j) = v;
@@ -252,6 +278,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   for_each_vector([&](int i, long long j) {
     if (!in_row(j)) return;
     const V v = kept(i, j);
+    if constexpr (RES == 2) {
+      if constexpr (FULL) *reinterpret_cast<V*>(res_out + j) = v;
+      else store_masked<T, VW>(res_out, j, cols, v);
+    }
     V g, b;
     if constexpr ((AFFINE & 1) != 0) g = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
     if constexpr ((AFFINE & 2) != 0) b = FULL ? *reinterpret_cast<const V*>(beta + j) : load_masked<T, VW>(beta, j, cols);
@@ -287,12 +317,24 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
 #endif
 }
 
-// The naive variant: one thread per row, float64 throughout, y written as f32 into p.y.
+// The naive variant: one thread per row, float64 throughout, y written as f32 into p.y. With a
+// residual (non-null rp.residual) the row is s = x + residual rounded to T, written as f32 into
+// rp.residual_out when that is non-null.
 template <class T, int MODE, int AFFINE>
-__global__ void kvt_normalize_reference(const KvtNormalizeParams p) {
+__global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtResidualParams rp) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= p.rows) return;
-  const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+  const T* xs = static_cast<const T*>(p.x) + row * p.ld_x;
+  const T* rs = rp.residual == nullptr ? nullptr : static_cast<const T*>(rp.residual) + row * rp.ld_r;
+  struct Row {
+    const T* x;
+    const T* r;
+    __device__ T operator[](long long j) const {
+      return r == nullptr ? x[j] : kvt_from_float<T>(kvt_to_float(x[j]) + kvt_to_float(r[j]));
+    }
+  } x{xs, rs};
+  if (rp.residual_out != nullptr)
+    for (long long j = 0; j < p.cols; ++j) static_cast<float*>(rp.residual_out)[row * rp.ld_s + j] = kvt_to_float(x[j]);
   float* y = static_cast<float*>(p.y) + row * p.ld_y;
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
@@ -355,7 +397,7 @@ __device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride
 }
 
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
-          bool FULL = false>
+          bool FULL = false, int DRES = 0>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
@@ -403,6 +445,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
     const T* dy = static_cast<const T*>(p.dy) + (active ? row : 0) * p.ld_dy;
     T* dx = static_cast<T*>(p.dx) + (active ? row : 0) * p.ld_dx;
+    // DRES: the gradient flowing into the forward's residual_out, added to dx (may be dx itself).
+    const T* dres = DRES != 0 ? static_cast<const T*>(p.dres) + (active ? row : 0) * p.ld_dres : nullptr;
     V xr[kKept], dyr[kKept];
     auto for_each_vector = [&](auto&& visit) {
       if constexpr (KEEP == 0) {
@@ -545,8 +589,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       if (!in_row(j)) return;
       const V vx = kept_x(i, j);
       const V vd = kept_dy(i, j);
-      V vg;
+      V vg, vr;
       if constexpr (GAMMA) vg = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+      if constexpr (DRES != 0) vr = FULL ? *reinterpret_cast<const V*>(dres + j) : load_masked<T, VW>(dres, j, cols);
       V out;
 #pragma unroll
       for (int k = 0; k < VW; ++k) {
@@ -554,7 +599,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         float g = d;
         if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
         const float xhat = xhat_of(kvt_to_float(vx.v[k]));
-        out.v[k] = kvt_from_float<T>(s * (g - ca) - xhat * cb);
+        float v = s * (g - ca) - xhat * cb;
+        if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);
+        out.v[k] = kvt_from_float<T>(v);
         if (FULL || j + k < cols) {
           if constexpr (KEEP == 0) {
             acc_g[KEEP == 0 && GRADS != 0 ? i : 0][k] += d * xhat;
@@ -656,7 +703,8 @@ __global__ void kvt_normalize_backward_reference(const KvtNormalizeBackwardParam
   const double cb = MODE == 0 ? (sigma > 0.0 ? b / (sigma * (n - p.ddof)) : 0.0) : s * b / n;
   for (long long j = 0; j < p.cols; ++j) {
     const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
-    dx[j] = (float)(s * (g - ca) - ((double)kvt_to_float(x[j]) - mean) * s * cb);
+    const double ds = p.dres == nullptr ? 0.0 : (double)kvt_to_float(static_cast<const T*>(p.dres)[row * p.ld_dres + j]);
+    dx[j] = (float)(s * (g - ca) - ((double)kvt_to_float(x[j]) - mean) * s * cb + ds);
   }
   stats[2 * row] = mean;
   stats[2 * row + 1] = s;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <limits>
 
 #include <fmt/format.h>
@@ -69,6 +70,11 @@ int common_alignment(std::int64_t elem, std::initializer_list<const void*> point
 int mode_index(NormMode m) { return static_cast<int>(m); }
 int affine_bits(const Problem& p) { return (p.gamma ? 1 : 0) | (p.beta ? 2 : 0); }
 int stats_bits(const Problem& p) { return (p.mean_out ? 1 : 0) | (p.rstd_out ? 2 : 0); }
+// The forward kernels' last template argument RES (1: residual, 2: and residual_out), appended only
+// when set: the names (and code) of calls without a residual are unchanged.
+std::string residual_argument(const Problem& p) {
+  return p.residual ? fmt::format(", {}", p.residual_out ? 2 : 1) : std::string();
+}
 
 std::vector<detail::HeaderSource> headers() {
   return {{"common.cuh", embedded::common_cuh},
@@ -138,17 +144,19 @@ Config Config::from_json(const nlohmann::json& j) {
 bool Problem::operator==(const Problem& o) const {
   return dtype == o.dtype && mode == o.mode && cols == o.cols && rows == o.rows && rows_exact == o.rows_exact &&
          align_bytes == o.align_bytes && gamma == o.gamma && beta == o.beta && mean_out == o.mean_out && rstd_out == o.rstd_out &&
-         backward == o.backward && dgamma == o.dgamma && dbeta == o.dbeta && saved_stats == o.saved_stats;
+         backward == o.backward && dgamma == o.dgamma && dbeta == o.dbeta && saved_stats == o.saved_stats &&
+         residual == o.residual && residual_out == o.residual_out && dresidual == o.dresidual;
 }
 
 std::string Problem::key() const {
   if (backward)
-    return fmt::format("normalize,{},{},backward,cols={},rows{}{},align={},gamma={},grads={}{},stats={}",
+    return fmt::format("normalize,{},{},backward,cols={},rows{}{},align={},gamma={},grads={}{},stats={}{}",
                        to_string(dtype), to_string(mode), cols, rows_exact ? "=" : "<=", rows, align_bytes,
-                       gamma ? "g" : "", dgamma ? "g" : "", dbeta ? "b" : "", saved_stats ? "saved" : "recompute");
-  return fmt::format("normalize,{},{},cols={},rows{}{},align={},affine={}{},stats={}{}", to_string(dtype),
+                       gamma ? "g" : "", dgamma ? "g" : "", dbeta ? "b" : "", saved_stats ? "saved" : "recompute",
+                       dresidual ? ",dres=1" : "");
+  return fmt::format("normalize,{},{},cols={},rows{}{},align={},affine={}{},stats={}{}{}", to_string(dtype),
                      to_string(mode), cols, rows_exact ? "=" : "<=", rows, align_bytes, gamma ? "g" : "", beta ? "b" : "",
-                     mean_out ? "m" : "", rstd_out ? "r" : "");
+                     mean_out ? "m" : "", rstd_out ? "r" : "", residual ? (residual_out ? ",res=rs" : ",res=r") : "");
 }
 
 int Problem::element_bytes() const { return dtype == DType::f32 ? 4 : 2; }
@@ -161,7 +169,9 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
                               (std::uint64_t(p.beta) << 17) | (std::uint64_t(p.mean_out) << 18) |
                               (std::uint64_t(p.rstd_out) << 19) | (std::uint64_t(p.rows_exact) << 20) |
                               (std::uint64_t(p.backward) << 21) | (std::uint64_t(p.dgamma) << 22) |
-                              (std::uint64_t(p.dbeta) << 23) | (std::uint64_t(p.saved_stats) << 24);
+                              (std::uint64_t(p.dbeta) << 23) | (std::uint64_t(p.saved_stats) << 24) |
+                              (std::uint64_t(p.residual) << 25) | (std::uint64_t(p.residual_out) << 26) |
+                              (std::uint64_t(p.dresidual) << 27);
   h ^= small + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return static_cast<std::size_t>(h);
 }
@@ -205,11 +215,49 @@ void check_rows(DType dtype, NormMode mode, std::int64_t rows, std::int64_t cols
   if (ddof != 0 && mode != NormMode::standardize) throw invalid("ddof", "ddof applies to standardize only");
 }
 
+// The fused residual's outputs: y and residual_out may each be x or residual itself (same leading
+// dimension: each element is read before it is written, by the thread that writes it) or lie apart
+// from both; never a part of one, and never each other.
+void validate_residual(const NormalizeArgs& a, std::int64_t elem) {
+  if (a.residual == nullptr) return;
+  using detail::byte_range;
+  const auto ld = [&a](std::int64_t v) { return v == 0 ? a.cols : v; };
+  const auto range = [&](const char* field, const void* p, std::int64_t ld_p) {
+    return byte_range(field, p, ((a.rows - 1) * ld_p + a.cols) * elem);
+  };
+  struct Operand {
+    const char* field;
+    const void* pointer;
+    std::int64_t ld;
+    const char* ld_field;
+  };
+  const Operand inputs[] = {{"x", a.x, ld(a.ld_x), "ld_x"}, {"residual", a.residual, ld(a.ld_residual), "ld_residual"}};
+  const Operand outputs[] = {{"y", a.y, ld(a.ld_y), "ld_y"},
+                             {"residual_out", a.residual_out, ld(a.ld_residual_out), "ld_residual_out"}};
+  for (const Operand& out : outputs) {
+    if (out.pointer == nullptr) continue;
+    for (const Operand& in : inputs) {
+      if (out.pointer == in.pointer) {
+        if (out.ld != in.ld)
+          throw invalid(a, out.ld_field, fmt::format("{} == {} needs {} == {}", out.field, in.field, out.ld_field, in.ld_field));
+      } else if (range(out.field, out.pointer, out.ld).overlaps(range(in.field, in.pointer, in.ld))) {
+        throw invalid(a, out.field,
+                      fmt::format("{} partially overlaps {} (only {} == {} is allowed)", out.field, in.field, out.field, in.field));
+      }
+    }
+  }
+  if (a.residual_out != nullptr &&
+      range("y", a.y, ld(a.ld_y)).overlaps(range("residual_out", a.residual_out, ld(a.ld_residual_out))))
+    throw invalid(a, "residual_out", "residual_out overlaps y (two outputs)");
+}
+
 }  // namespace
 
 void validate(const NormalizeArgs& a) {
   const auto fail = [&a](const char* field, const std::string& why) { return invalid(a, field, why); };
-  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof, {{"ld_x", a.ld_x}, {"ld_y", a.ld_y}}, fail);
+  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof,
+             {{"ld_x", a.ld_x}, {"ld_y", a.ld_y}, {"ld_residual", a.ld_residual}, {"ld_residual_out", a.ld_residual_out}},
+             fail);
   if (a.x == nullptr) throw invalid(a, "x", "x is a null pointer");
   if (a.y == nullptr) throw invalid(a, "y", "y is a null pointer");
   const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
@@ -229,6 +277,11 @@ void validate(const NormalizeArgs& a) {
   check_aligned(a.beta, elem, "beta");
   check_aligned(a.mean, 4, "mean");
   check_aligned(a.rstd, 4, "rstd");
+  check_aligned(a.residual, elem, "residual");
+  check_aligned(a.residual_out, elem, "residual_out");
+  if (a.residual_out != nullptr && a.residual == nullptr)
+    throw invalid(a, "residual_out", "residual_out (s = x + residual) needs a residual");
+  validate_residual(a, elem);
   // y may be x itself (same leading dimension) but must not partially overlap it.
   const std::uintptr_t x0 = address(a.x), y0 = address(a.y);
   const std::uintptr_t x1 = x0 + static_cast<std::uintptr_t>(((a.rows - 1) * ld_x + a.cols) * elem);
@@ -242,14 +295,17 @@ void validate(const NormalizeArgs& a) {
   // they may share memory with each other or with x, not with y.
   using detail::byte_range;
   const auto y_range = byte_range("y", a.y, std::int64_t(y1 - y0));
+  const auto span = [&](std::int64_t ld) { return ((a.rows - 1) * (ld == 0 ? a.cols : ld) + a.cols) * elem; };
+  const auto r_range = byte_range("residual", a.residual, span(a.ld_residual));
+  const auto s_range = byte_range("residual_out", a.residual_out, span(a.ld_residual_out));
   if (const auto hit = detail::first_overlap(
           {byte_range("mean", a.mean, a.rows * 4), byte_range("rstd", a.rstd, a.rows * 4)},
           {byte_range("x", a.x, std::int64_t(x1 - x0)), y_range, byte_range("gamma", a.gamma, a.cols * elem),
-           byte_range("beta", a.beta, a.cols * elem)}))
+           byte_range("beta", a.beta, a.cols * elem), r_range, s_range}))
     throw invalid(a, hit->first.field, fmt::format("{} overlaps {}", hit->first.field, hit->second.field));
   if (const auto hit = detail::first_overlap(
-          {y_range}, {byte_range("gamma", a.gamma, a.cols * elem), byte_range("beta", a.beta, a.cols * elem)}))
-    throw invalid(a, hit->second.field, fmt::format("{} overlaps the output y", hit->second.field));
+          {y_range, s_range}, {byte_range("gamma", a.gamma, a.cols * elem), byte_range("beta", a.beta, a.cols * elem)}))
+    throw invalid(a, hit->second.field, fmt::format("{} overlaps the output {}", hit->second.field, hit->first.field));
 }
 
 namespace {
@@ -274,8 +330,12 @@ Problem make_problem(const NormalizeArgs& a, const detail::Buckets& buckets) {
   p.beta = a.beta != nullptr;
   p.mean_out = a.mean != nullptr;
   p.rstd_out = a.rstd != nullptr;
-  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.y, a.gamma, a.beta},
-                                   {a.ld_x == 0 ? a.cols : a.ld_x, a.ld_y == 0 ? a.cols : a.ld_y});
+  p.residual = a.residual != nullptr;
+  p.residual_out = a.residual_out != nullptr;
+  const auto ld = [&a](std::int64_t v) { return v == 0 ? a.cols : v; };
+  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.y, a.gamma, a.beta, a.residual, a.residual_out},
+                                   {ld(a.ld_x), ld(a.ld_y), p.residual ? ld(a.ld_residual) : a.cols,
+                                    p.residual_out ? ld(a.ld_residual_out) : a.cols});
   return p;
 }
 
@@ -287,7 +347,8 @@ void validate(const NormalizeBackwardArgs& a) {
                                 "", "", field},
                  why);
   };
-  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof, {{"ld_x", a.ld_x}, {"ld_dy", a.ld_dy}, {"ld_dx", a.ld_dx}},
+  check_rows(a.dtype, a.mode, a.rows, a.cols, a.eps, a.ddof,
+             {{"ld_x", a.ld_x}, {"ld_dy", a.ld_dy}, {"ld_dx", a.ld_dx}, {"ld_dresidual_out", a.ld_dresidual_out}},
              invalid);
   if (a.x == nullptr) throw invalid("x", "x is a null pointer");
   if (a.dy == nullptr) throw invalid("dy", "dy is a null pointer");
@@ -316,15 +377,22 @@ void validate(const NormalizeBackwardArgs& a) {
   check_aligned(a.dbeta, elem, "dbeta");
   check_aligned(a.mean, 4, "mean");
   check_aligned(a.rstd, 4, "rstd");
+  check_aligned(a.dresidual_out, elem, "dresidual_out");
   using detail::byte_range;
   const auto span = [&](std::int64_t ld) { return ((a.rows - 1) * ld + a.cols) * elem; };
   const auto dx = byte_range("dx", a.dx, span(ld_dx));
   const auto dy = byte_range("dy", a.dy, span(ld_dy));
-  // dx may be dy itself (each element is read before it is written), never a part of it.
-  if (a.dx == a.dy) {
-    if (ld_dx != ld_dy) throw invalid("ld_dx", "dx == dy needs ld_dx == ld_dy");
-  } else if (dx.overlaps(dy)) {
-    throw invalid("dx", "dx partially overlaps dy (only dx == dy is allowed)");
+  const std::int64_t ld_ds = a.ld_dresidual_out == 0 ? a.cols : a.ld_dresidual_out;
+  const auto ds = byte_range("dresidual_out", a.dresidual_out, span(ld_ds));
+  // dx may be dy or dresidual_out itself (each element is read before it is written), never a part of one.
+  for (const auto& [in, ld_in, ld_field] :
+       {std::tuple{dy, ld_dy, "ld_dy"}, std::tuple{ds, ld_ds, "ld_dresidual_out"}}) {
+    if (in.empty()) continue;
+    if (address(a.dx) == in.begin) {
+      if (ld_dx != ld_in) throw invalid("ld_dx", fmt::format("dx == {} needs ld_dx == {}", in.field, ld_field));
+    } else if (dx.overlaps(in)) {
+      throw invalid("dx", fmt::format("dx partially overlaps {} (only dx == {} is allowed)", in.field, in.field));
+    }
   }
   const auto inputs = {byte_range("x", a.x, span(ld_x)), byte_range("gamma", a.gamma, a.cols * elem),
                        byte_range("mean", a.mean, a.rows * 4), byte_range("rstd", a.rstd, a.rows * 4)};
@@ -346,10 +414,11 @@ Problem make_problem(const NormalizeBackwardArgs& a, const detail::Buckets& buck
   p.dgamma = a.dgamma != nullptr;
   p.dbeta = a.dbeta != nullptr;
   p.saved_stats = a.rstd != nullptr;
+  p.dresidual = a.dresidual_out != nullptr;
   // dgamma/dbeta are written element by element: their alignment does not limit the vectors.
-  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.dy, a.dx, a.gamma},
-                                   {a.ld_x == 0 ? a.cols : a.ld_x, a.ld_dy == 0 ? a.cols : a.ld_dy,
-                                    a.ld_dx == 0 ? a.cols : a.ld_dx});
+  const auto ld = [&a](std::int64_t v) { return v == 0 ? a.cols : v; };
+  p.align_bytes = common_alignment(p.element_bytes(), {a.x, a.dy, a.dx, a.gamma, a.dresidual_out},
+                                   {ld(a.ld_x), ld(a.ld_dy), ld(a.ld_dx), p.dresidual ? ld(a.ld_dresidual_out) : a.cols});
   return p;
 }
 
@@ -559,9 +628,10 @@ double model_bytes(const Problem& p, std::int64_t rows) {
     double bytes = 3.0 * double(rows) * double(p.cols) * elem;
     bytes += (p.gamma + p.dgamma + p.dbeta) * double(p.cols) * elem;
     if (p.saved_stats) bytes += (p.mode == NormMode::rmsnorm ? 4.0 : 8.0) * double(rows);
+    if (p.dresidual) bytes += double(rows) * double(p.cols) * elem;
     return bytes;
   }
-  double bytes = 2.0 * double(rows) * double(p.cols) * elem;
+  double bytes = (2.0 + p.residual + p.residual_out) * double(rows) * double(p.cols) * elem;
   bytes += (p.gamma + p.beta) * double(p.cols) * elem;
   bytes += (p.mean_out + p.rstd_out) * double(rows) * 4.0;
   return bytes;
@@ -583,28 +653,29 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
   if (c.splits != 1) {
     if (p.backward)
-      r.name_expressions = {fmt::format("kvt_normalize_backward_split<{}, {}, {}, {}, {}, {}, {}, {}>",
+      r.name_expressions = {fmt::format("kvt_normalize_backward_split<{}, {}, {}, {}, {}, {}, {}, {}{}>",
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
-                                        p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0)};
+                                        p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
+                                        p.dresidual ? ", 1" : "")};
     else
-      r.name_expressions = {fmt::format("{}<{}, {}, {}, {}, {}, {}, {}>",
+      r.name_expressions = {fmt::format("{}<{}, {}, {}, {}, {}, {}, {}{}>",
                                         c.cooperative ? "kvt_normalize_split_coop" : "kvt_normalize_split",
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
-                                        affine_bits(p), stats_bits(p))};
+                                        affine_bits(p), stats_bits(p), residual_argument(p))};
     return r;
   }
   if (p.backward) {
-    r.name_expressions = {fmt::format("kvt_normalize_backward<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+    r.name_expressions = {fmt::format("kvt_normalize_backward<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{}>",
                                       kernel_type(p.dtype), c.threads_per_row, c.rows_per_block, ve, c.items,
                                       static_cast<int>(c.keep), mode_index(p.mode), p.gamma ? 1 : 0,
                                       (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
-                                      full ? "true" : "false")};
+                                      full ? "true" : "false", p.dresidual ? ", 1" : "")};
     return r;
   }
-  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
+  r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
                                     c.threads_per_row, c.rows_per_block, ve, c.items, static_cast<int>(c.keep),
                                     static_cast<int>(c.stat), mode_index(p.mode), affine_bits(p), stats_bits(p),
-                                    full ? "true" : "false")};
+                                    full ? "true" : "false", residual_argument(p))};
   return r;
 }
 
@@ -641,6 +712,16 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   std::vector<std::string> parts = detail::split_key(key);
   static constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
   static constexpr NormMode kModes[] = {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm};
+  // The optional last parts: ",dres=1" (backward) and ",res=r" / ",res=rs" (forward).
+  bool dresidual = false, residual = false, residual_out = false;
+  if (parts.size() == 11 && parts[10] == "dres=1") {
+    dresidual = true;
+    parts.pop_back();
+  } else if (parts.size() == 9 && (parts[8] == "res=r" || parts[8] == "res=rs")) {
+    residual = true;
+    residual_out = parts[8] == "res=rs";
+    parts.pop_back();
+  }
   if (parts.size() == 10 && parts[0] == "normalize" && parts[3] == "backward") {
     const auto dtype = detail::key_enum(parts[1], kDTypes);
     const auto mode = detail::key_enum(parts[2], kModes);
@@ -667,6 +748,7 @@ std::optional<Problem> problem_from_key(const std::string& key) {
     p.dgamma = grads->find('g') != std::string::npos;
     p.dbeta = grads->find('b') != std::string::npos;
     p.saved_stats = *stats == "saved";
+    p.dresidual = dresidual;
     if (p.key() != key) return std::nullopt;
     return p;
   }
@@ -693,6 +775,8 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.beta = affine->find('b') != std::string::npos;
   p.mean_out = stats->find('m') != std::string::npos;
   p.rstd_out = stats->find('r') != std::string::npos;
+  p.residual = residual;
+  p.residual_out = residual_out;
   if (p.key() != key) return std::nullopt;
   return p;
 }

@@ -71,11 +71,17 @@ struct Problem {
   bool dgamma = false;       // backward: dgamma requested
   bool dbeta = false;        // backward: dbeta requested
   bool saved_stats = false;  // backward: the forward's mean/rstd are given (else recomputed)
+  // Fused residual add: the forward normalizes s = x + residual (and writes s with residual_out);
+  // the backward adds the gradient flowing into s (dresidual).
+  bool residual = false;
+  bool residual_out = false;
+  bool dresidual = false;
 
   bool operator==(const Problem& o) const;
   /// Canonical text used as the cache key, e.g.
   /// "normalize,f32,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=mr"; the backward:
   /// "normalize,f32,layernorm,backward,cols=1024,rows<=4096,align=16,gamma=g,grads=gb,stats=saved".
+  /// A residual appends ",res=r" (",res=rs" with residual_out); the backward's ",dres=1".
   std::string key() const;
   int element_bytes() const;
 };

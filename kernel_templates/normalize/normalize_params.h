@@ -25,6 +25,18 @@ struct KvtNormalizeParams {
   // The one-pass cooperative kernel (kvt_normalize_split_coop): per-row arrival counters, zero at launch.
   unsigned* row_counters;  // [rows]
 };
+// KvtNormalizeParams stays at 128 bytes: NVVM scalarizes a by-value kernel argument up to that size
+// only, and a larger one changes the code of every variant (bench/NOTES.md, "fused residual").
+
+// The forward kernels' second argument, the fused residual add (template argument RES): the rows
+// normalized are s = x + residual (rounded to the dtype); residual_out (RES == 2) receives s in the
+// output pass. Zero and unread when RES == 0.
+struct KvtResidualParams {
+  const void* residual;  // [rows x cols], ld_r
+  void* residual_out;    // [rows x cols], ld_s
+  long long ld_r;
+  long long ld_s;
+};
 
 // Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or
 // recomputed); dgamma/dbeta reduced over all rows through per-row-group partials in `workspace`
@@ -61,4 +73,7 @@ struct KvtNormalizeBackwardParams {
   int phase;
   int direct;
   int grad_groups;
+  // Fused residual add (template argument DRES): the gradient flowing into s, added to dx.
+  const void* dres;  // [rows x cols], ld_dres; may equal dx
+  long long ld_dres;
 };

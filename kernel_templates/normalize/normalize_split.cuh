@@ -177,11 +177,37 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
 }
 
+// The row's first input element (the statistics' shift): x[0], or x[0] + residual[0] rounded to T.
+template <class T, int RES>
+__device__ __forceinline__ float kvt_first_input(const KvtNormalizeParams& p, const KvtResidualParams& rp, long long row) {
+  const float x0 = kvt_to_float(static_cast<const T*>(p.x)[row * p.ld_x]);
+  if constexpr (RES != 0)
+    return kvt_to_float(kvt_from_float<T>(x0 + kvt_to_float(static_cast<const T*>(rp.residual)[row * rp.ld_r])));
+  return x0;
+}
+
+// One slice of a row's input into registers: x (`x` is the row's start), plus the residual's slice
+// when RES != 0.
+template <class T, int TPR, int VW, int ITEMS, int RES>
+__device__ __forceinline__ void kvt_load_slice(const KvtNormalizeParams& p, const KvtResidualParams& rp, const T* x,
+                                               long long row, long long begin, Vec<T, VW> (&v)[ITEMS]) {
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+    v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+  if constexpr (RES != 0) {
+    const T* r = static_cast<const T*>(rp.residual) + row * rp.ld_r;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      v[i] = kvt_add(v[i], load_masked<T, VW>(r, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols));
+  }
+}
+
 // The output of one slice from its row's merged statistics (phase 2 and the cooperative kernel):
-// y from the kept vectors, and the row's mean / rstd from its first slice.
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
-__device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const Vec<T, VW> (&v)[ITEMS],
-                                                 long long row, long long begin, float shift, const KvtMerge& m) {
+// y (and, RES == 2, residual_out) from the kept vectors, and the row's mean / rstd from its first slice.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+__device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const KvtResidualParams& rp,
+                                                 const Vec<T, VW> (&v)[ITEMS], long long row, long long begin,
+                                                 float shift, const KvtMerge& m) {
   using V = Vec<T, VW>;
   const float mean = MODE == 2 ? 0.f : (float)m.a;
   const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
@@ -192,6 +218,7 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
   for (int i = 0; i < ITEMS; ++i) {
     const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
     if (j >= p.cols) continue;
+    if constexpr (RES == 2) store_masked<T, VW>(static_cast<T*>(rp.residual_out) + row * rp.ld_s, j, p.cols, v[i]);
     V g, b, out;
     if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
     if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
@@ -210,8 +237,8 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
   }
 }
 
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
-__global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p) {
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+__global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
@@ -227,18 +254,16 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
     const long long begin = (item % p.splits) * kSlice;
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     V v[ITEMS];
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+    kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
     if (p.phase == 0) {
-      const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+      const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
       kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, p.row_partials + item * 3, scratch);
       continue;
     }
-    // In place, x[0] may already hold y[0]: the shift comes from the partials.
+    // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from the partials.
     const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
     const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
   }
 }
 
@@ -265,8 +290,8 @@ __device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsig
 // host refuses the launch otherwise). Block b always takes slice b % splits of rows b / splits,
 // b / splits + slots, ...: the blocks of a row slot wait only for each other, round after round.
 // p.row_counters[rows] are zero at launch; p.row_partials as phase 0's.
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT>
-__global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormalizeParams p) {
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+__global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
@@ -277,14 +302,12 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
   const long long split = blockIdx.x % p.splits;
   const long long begin = split * kSlice;
   for (long long row = slot; row < p.rows; row += slots) {
-    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     float* partials = p.row_partials + row * p.splits * 3;
+    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     V v[ITEMS];
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+    kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
     // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
-    const float shift = MODE != 2 ? kvt_to_float(x[0]) : 0.f;
+    const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
     if (threadIdx.x == 0) kvt_row_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
     __syncthreads();
@@ -292,7 +315,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
                                                                           merge_scratch);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT>(p, v, row, begin, shift, m);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
   }
 }
 
@@ -333,7 +356,7 @@ __device__ __forceinline__ KvtRowStats<MODE, RECOMPUTE> kvt_backward_stats(const
   return r;
 }
 
-template <class T, int TPR, int VW, int ITEMS, int MODE, int GAMMA, int GRADS, int RECOMPUTE>
+template <class T, int TPR, int VW, int ITEMS, int MODE, int GAMMA, int GRADS, int RECOMPUTE, int DRES = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_backward_split(const KvtNormalizeBackwardParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, 1>;
@@ -443,12 +466,16 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_backward_split(const KvtNor
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         if (column(i) >= p.cols) continue;
-        V out;
+        V out, vr;
+        if constexpr (DRES != 0)  // the gradient flowing into the forward's residual_out (may be dx)
+          vr = load_masked<T, VW>(static_cast<const T*>(p.dres) + row * p.ld_dres, column(i), p.cols);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
           const float d = kvt_to_float(dyr[i].v[k]);
           const float xhat = xhat_of(kvt_to_float(xr[i].v[k]));
-          out.v[k] = kvt_from_float<T>(s * (g_of(i, k) - ca) - xhat * cb);
+          float o = s * (g_of(i, k) - ca) - xhat * cb;
+          if constexpr (DRES != 0) o += kvt_to_float(vr.v[k]);
+          out.v[k] = kvt_from_float<T>(o);
           acc_g[i][k] += d * xhat;  // masked-off columns are never stored
           acc_b[i][k] += d;
         }

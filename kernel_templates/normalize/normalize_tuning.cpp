@@ -47,25 +47,32 @@ class NormalizeHarness final : public tuner::Harness {
     const std::int64_t align_elems = std::max<std::int64_t>(1, p.align_bytes / elem);
     ld_ = (p.cols + align_elems - 1) / align_elems * align_elems;
     const std::size_t plane = std::size_t(p.rows) * std::size_t(ld_) * std::size_t(elem);
+    const std::size_t planes = 2 + (p.residual ? 1 : 0) + (p.residual_out ? 1 : 0);  // per rotation slot
     std::size_t workspace_bytes = 0;
     for (const Config& c : configs_) workspace_bytes = std::max(workspace_bytes, geometry(p, c, p.rows).workspace_bytes);
-    const std::size_t reference_bytes =
-        std::size_t(p.rows) * std::size_t(p.cols) * 4 + std::size_t(p.rows) * 16 + workspace_bytes;
+    const std::size_t reference_bytes = std::size_t(p.rows) * std::size_t(p.cols) * 4 * (p.residual_out ? 2 : 1) +
+                                        std::size_t(p.rows) * 16 + workspace_bytes;
     std::size_t free_bytes = 0, total_bytes = 0;
     detail::cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
     // Tuning memory is bounded: one slot must fit in half the free memory, rotation in a quarter.
-    if (2 * plane + reference_bytes > free_bytes / 2)
+    if (planes * plane + reference_bytes > free_bytes / 2)
       throw Error(Error::Context{"normalize", p.key(), "", "", ""},
                   fmt::format("not enough free GPU memory to tune: need {} MiB, {} MiB free",
-                              (2 * plane + reference_bytes) >> 20, free_bytes >> 20));
-    std::size_t slots = std::size_t(std::ceil(2.0 * double(l2_bytes) / double(2 * plane)));
+                              (planes * plane + reference_bytes) >> 20, free_bytes >> 20));
+    std::size_t slots = std::size_t(std::ceil(2.0 * double(l2_bytes) / double(planes * plane)));
     slots = std::clamp<std::size_t>(slots, 1, 64);
-    while (slots > 1 && slots * 2 * plane + reference_bytes > free_bytes / 4) --slots;
+    while (slots > 1 && slots * planes * plane + reference_bytes > free_bytes / 4) --slots;
     for (std::size_t s = 0; s < slots; ++s) {
       x_.emplace_back(plane);
       y_.emplace_back(plane);
       fill(x_.back().get(), std::int64_t(plane / elem), 1000 + s, 0.5f, 2.0f, false, stream);
+      if (p.residual) {  // a residual stream of larger spread than the branch it is added to
+        r_.emplace_back(plane);
+        fill(r_.back().get(), std::int64_t(plane / elem), 5000 + s, -0.25f, 4.0f, false, stream);
+      }
+      if (p.residual_out) s_.emplace_back(plane);
     }
+    if (p.residual_out) ref_s_ = DeviceBuffer(std::size_t(p.rows) * std::size_t(p.cols) * 4);
     if (p.gamma) {
       gamma_ = DeviceBuffer(std::size_t(p.cols) * elem);
       fill(gamma_.get(), p.cols, 7, 1.0f, 0.5f, false, stream);
@@ -86,7 +93,10 @@ class NormalizeHarness final : public tuner::Harness {
     params.ld_y = p.cols;
     params.mean = ref_mean_.as<float>();
     params.rstd = ref_rstd_.as<float>();
-    tuner::launch_raw(kernels_[kReference], unsigned((p.rows + 127) / 128), 128, stream, {&params},
+    KvtResidualParams residual = residual_params(0);
+    residual.residual_out = ref_s_.get();
+    residual.ld_s = p.cols;
+    tuner::launch_raw(kernels_[kReference], unsigned((p.rows + 127) / 128), 128, stream, {&params, &residual},
                       "normalize reference kernel");
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (reference)");
   }
@@ -99,6 +109,10 @@ class NormalizeHarness final : public tuner::Harness {
     LaunchArgs args{params.x,    params.y,    params.gamma, params.beta, params.mean,
                     params.rstd, problem_.rows, ld_,        ld_,         1e-5f,
                     0,           workspace_.get()};
+    const KvtResidualParams residual = residual_params(slot);
+    args.residual = residual.residual;
+    args.residual_out = residual.residual_out;
+    args.ld_residual = args.ld_residual_out = ld_;
     return normalize::launch(kernel, problem_, configs_.at(static_cast<std::size_t>(c.index)), args, stream);
   }
 
@@ -106,6 +120,8 @@ class NormalizeHarness final : public tuner::Harness {
     tuner::Verdict v;
     const std::size_t plane = std::size_t(problem_.rows) * std::size_t(ld_) * std::size_t(problem_.element_bytes());
     detail::cuda_check(cudaMemsetAsync(y_[0].get(), 0xFF, plane, stream), "cudaMemsetAsync (poison)");
+    if (problem_.residual_out)
+      detail::cuda_check(cudaMemsetAsync(s_[0].get(), 0xFF, plane, stream), "cudaMemsetAsync (poison)");
     detail::cuda_check(cudaMemsetAsync(mean_.get(), 0xFF, std::size_t(problem_.rows) * 4, stream), "cudaMemsetAsync");
     detail::cuda_check(cudaMemsetAsync(rstd_.get(), 0xFF, std::size_t(problem_.rows) * 4, stream), "cudaMemsetAsync");
     if (!tuner::finish_candidate(launch(c, kernel, 0, stream), stream,
@@ -114,6 +130,9 @@ class NormalizeHarness final : public tuner::Harness {
     const long long rows = problem_.rows;
     double worst = tuner::compare_on_device(kernels_[kCompare], y_[0].get(), ld_, ref_.as<float>(), problem_.cols,
                                             rows, problem_.cols, &v.bad_elements, stream);
+    if (problem_.residual_out)
+      worst = std::max(worst, tuner::compare_on_device(kernels_[kCompare], s_[0].get(), ld_, ref_s_.as<float>(),
+                                                       problem_.cols, rows, problem_.cols, &v.bad_elements, stream));
     if (problem_.mean_out)
       worst = std::max(worst, tuner::compare_on_device(kernels_[kCompareF32], mean_.get(), 1, ref_mean_.as<float>(), 1,
                                                        rows, 1, &v.bad_elements, stream));
@@ -147,6 +166,13 @@ class NormalizeHarness final : public tuner::Harness {
     params.ddof = 0;
     return params;
   }
+  KvtResidualParams residual_params(int slot) const {
+    KvtResidualParams r{};
+    r.residual = problem_.residual ? r_[std::size_t(slot)].get() : nullptr;
+    r.residual_out = problem_.residual_out ? s_[std::size_t(slot)].get() : nullptr;
+    r.ld_r = r.ld_s = ld_;
+    return r;
+  }
 
   void fill(void* out, std::int64_t n, unsigned long long seed, float offset, float scale, bool f32,
             cudaStream_t stream) {
@@ -157,8 +183,8 @@ class NormalizeHarness final : public tuner::Harness {
   std::vector<Config> configs_;
   const std::vector<detail::LoadedKernel>& kernels_;
   std::int64_t ld_ = 0;
-  std::vector<DeviceBuffer> x_, y_;
-  DeviceBuffer gamma_, beta_, workspace_, mean_, rstd_, ref_, ref_mean_, ref_rstd_;
+  std::vector<DeviceBuffer> x_, y_, r_, s_;  // r_, s_: the residual and residual_out, when the problem has them
+  DeviceBuffer gamma_, beta_, workspace_, mean_, rstd_, ref_, ref_mean_, ref_rstd_, ref_s_;
 };
 
 // The backward's harness: rotation slots of (x, dy, dx), the forward's saved statistics and the
@@ -176,21 +202,26 @@ class NormalizeBackwardHarness final : public tuner::Harness {
     for (const Config& c : configs_) workspace_bytes = std::max(workspace_bytes, geometry(p, c, p.rows).workspace_bytes);
     const std::size_t fixed = std::size_t(p.rows) * std::size_t(p.cols) * 4 + std::size_t(p.rows) * 24 +
                               std::size_t(p.cols) * 16 + workspace_bytes;
+    const std::size_t planes = p.dresidual ? 4 : 3;  // per rotation slot
     std::size_t free_bytes = 0, total_bytes = 0;
     detail::cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-    if (3 * plane + fixed > free_bytes / 2)
+    if (planes * plane + fixed > free_bytes / 2)
       throw Error(Error::Context{"normalize", p.key(), "", "", ""},
                   fmt::format("not enough free GPU memory to tune: need {} MiB, {} MiB free",
-                              (3 * plane + fixed) >> 20, free_bytes >> 20));
-    std::size_t slots = std::size_t(std::ceil(2.0 * double(l2_bytes) / double(3 * plane)));
+                              (planes * plane + fixed) >> 20, free_bytes >> 20));
+    std::size_t slots = std::size_t(std::ceil(2.0 * double(l2_bytes) / double(planes * plane)));
     slots = std::clamp<std::size_t>(slots, 1, 64);
-    while (slots > 1 && slots * 3 * plane + fixed > free_bytes / 4) --slots;
+    while (slots > 1 && slots * planes * plane + fixed > free_bytes / 4) --slots;
     for (std::size_t s = 0; s < slots; ++s) {
       x_.emplace_back(plane);
       dy_.emplace_back(plane);
       dx_.emplace_back(plane);
       fill(x_.back().get(), std::int64_t(plane / elem), 1000 + s, 0.5f, 2.0f, false, stream);
       fill(dy_.back().get(), std::int64_t(plane / elem), 3000 + s, 0.0f, 1.0f, false, stream);
+      if (p.dresidual) {
+        ds_.emplace_back(plane);
+        fill(ds_.back().get(), std::int64_t(plane / elem), 6000 + s, 0.0f, 1.0f, false, stream);
+      }
     }
     if (p.gamma) {
       gamma_ = DeviceBuffer(std::size_t(p.cols) * elem);
@@ -240,7 +271,9 @@ class NormalizeBackwardHarness final : public tuner::Harness {
                                   ld_,
                                   ld_,
                                   1e-5f,
-                                  0};
+                                  0,
+                                  problem_.dresidual ? ds_[s].get() : nullptr,
+                                  ld_};
     return normalize::launch_backward(kernel, problem_, configs_.at(static_cast<std::size_t>(c.index)), args, stream);
   }
 
@@ -296,6 +329,8 @@ class NormalizeBackwardHarness final : public tuner::Harness {
     params.row_loop = 1;
     params.group_blocks = 1;
     params.level1_rows = 1;
+    params.dres = problem_.dresidual ? ds_[std::size_t(slot)].get() : nullptr;
+    params.ld_dres = ld_;
     return params;
   }
 
@@ -308,7 +343,7 @@ class NormalizeBackwardHarness final : public tuner::Harness {
   std::vector<Config> configs_;
   const std::vector<detail::LoadedKernel>& kernels_;
   std::int64_t ld_ = 0;
-  std::vector<DeviceBuffer> x_, dy_, dx_;
+  std::vector<DeviceBuffer> x_, dy_, dx_, ds_;  // ds_: the gradient into residual_out (problem.dresidual)
   DeviceBuffer gamma_, dgamma_, dbeta_, workspace_, mean_, rstd_, stats_, ref_dx_, ref_dgamma_, ref_dbeta_;
 };
 
@@ -349,6 +384,8 @@ KvtNormalizeBackwardParams backward_params(const Problem& problem, const Config&
   params.splits = config.splits;
   params.direct = g.direct ? 1 : 0;
   params.grad_groups = g.grad_groups;
+  params.dres = a.dresidual_out;
+  params.ld_dres = a.ld_dresidual_out;
   return params;
 }
 
@@ -369,12 +406,16 @@ KvtNormalizeParams forward_params(const Problem& problem, const LaunchArgs& a) {
   return params;
 }
 
+KvtResidualParams residual_params(const LaunchArgs& a) {
+  return KvtResidualParams{a.residual, a.residual_out, a.ld_residual, a.ld_residual_out};
+}
+
 // The one-pass cooperative split form: the counters zeroed, then one launch of as many whole row
 // slots (splits blocks each) as the device holds at once. Where not even one row's slices fit, or
 // the device has no cooperative launch, the variant is refused (never launched without the
 // co-residency guarantee: its blocks wait for each other).
 cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config& config, const Geometry& g,
-                               KvtNormalizeParams& params, cudaStream_t stream) {
+                               KvtNormalizeParams& params, const KvtResidualParams& residual, cudaStream_t stream) {
   int resident = 0;
   cudaError_t status = kernel.co_resident_blocks(g.block, 0, &resident);
   if (status != cudaSuccess) return status;
@@ -385,7 +426,7 @@ cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config&
   params.row_counters = reinterpret_cast<unsigned*>(base + g.counter_offset);
   status = cudaMemsetAsync(params.row_counters, 0, std::size_t(params.rows) * sizeof(unsigned), stream);
   if (status != cudaSuccess) return status;
-  return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params);
+  return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params, residual);
 }
 
 }  // namespace
@@ -420,33 +461,39 @@ std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector
 
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& a, cudaStream_t stream) {
   KvtNormalizeParams params = forward_params(problem, a);
+  KvtResidualParams residual = residual_params(a);
   tuner::launch_raw(tuner::support_kernels(support_request(problem, arch))[kReference], unsigned((a.rows + 127) / 128),
-                    128, stream, {&params}, "normalize reference kernel");
+                    128, stream, {&params, &residual}, "normalize reference kernel");
 }
 
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.rows);
   KvtNormalizeParams params = forward_params(problem, a);
-  if (g.phase_count == 0) return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
+  KvtResidualParams residual = residual_params(a);
+  if (g.phase_count == 0) return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params, residual);
   if (a.workspace == nullptr) return cudaErrorInvalidValue;
   auto* base = static_cast<unsigned char*>(a.workspace);
   params.row_partials = reinterpret_cast<float*>(base);
   params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
   params.splits = config.splits;
   params.direct = g.direct ? 1 : 0;
-  if (g.cooperative) return launch_cooperative(kernel, config, g, params, stream);
+  if (g.cooperative) return launch_cooperative(kernel, config, g, params, residual, stream);
   // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
   const std::size_t elem = std::size_t(problem.element_bytes());
   for (std::int64_t first = 0; first < a.rows; first += g.row_chunk) {
     params.x = static_cast<const char*>(a.x) + std::size_t(first) * std::size_t(a.ld_x) * elem;
     params.y = static_cast<char*>(a.y) + std::size_t(first) * std::size_t(a.ld_y) * elem;
+    if (a.residual != nullptr)
+      residual.residual = static_cast<const char*>(a.residual) + std::size_t(first) * std::size_t(a.ld_residual) * elem;
+    if (a.residual_out != nullptr)
+      residual.residual_out = static_cast<char*>(a.residual_out) + std::size_t(first) * std::size_t(a.ld_residual_out) * elem;
     params.mean = a.mean == nullptr ? nullptr : a.mean + first;
     params.rstd = a.rstd == nullptr ? nullptr : a.rstd + first;
     params.rows = std::min<std::int64_t>(g.row_chunk, a.rows - first);
     for (int i = 0; i < g.phase_count; ++i) {
       params.phase = g.phases[i];
-      const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params);
+      const cudaError_t s = kernel.launch(dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params, residual);
       if (s != cudaSuccess) return s;
     }
   }
@@ -496,6 +543,8 @@ void run_backward_reference(const Problem& problem, const std::string& arch, con
   params.ld_dx = a.ld_dx;
   params.eps = a.eps;
   params.ddof = a.ddof;
+  params.dres = a.dresidual_out;
+  params.ld_dres = a.ld_dresidual_out;
   DeviceBuffer stats(std::size_t(a.rows) * 16);
   double* stats_ptr = stats.as<double>();
   float* none = nullptr;

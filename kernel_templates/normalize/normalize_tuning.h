@@ -32,9 +32,13 @@ struct LaunchArgs {
   float eps;
   int ddof;
   void* workspace = nullptr;  // geometry().workspace_bytes, 256-byte aligned (split rows only)
+  const void* residual = nullptr;  // problem.residual: the rows normalized are x + residual
+  void* residual_out = nullptr;    // problem.residual_out: receives x + residual
+  std::int64_t ld_residual = 0, ld_residual_out = 0;
 };
 /// Runs the naive float64 variant on `args`: y is f32 (args.ld_y elements per row), mean/rstd
-/// optional. For verification and tests.
+/// optional; residual_out, when given, receives x + residual as f32 (args.ld_residual_out). For
+/// verification and tests.
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& args, cudaStream_t stream);
 
 /// Launches the variant: one kernel launch, or one per phase for split rows (which need
@@ -56,6 +60,8 @@ struct BackwardLaunchArgs {
   std::int64_t rows, ld_x, ld_dy, ld_dx;
   float eps;
   int ddof;
+  const void* dresidual_out = nullptr;  // problem.dresidual: added to dx
+  std::int64_t ld_dresidual_out = 0;
 };
 /// Zeroes the workspace's arrival counters (dgamma/dbeta) and launches the backward variant (one
 /// launch per phase for split rows).

@@ -130,6 +130,10 @@ kvtune::NormalizeArgs to_cpp(const kvt_normalize_args* in) {
   out.rstd = a.rstd;
   out.workspace = a.workspace;
   out.workspace_bytes = a.workspace_bytes;
+  out.residual = a.residual;
+  out.ld_residual = a.ld_residual;
+  out.residual_out = a.residual_out;
+  out.ld_residual_out = a.ld_residual_out;
   return out;
 }
 
@@ -157,6 +161,8 @@ kvtune::NormalizeBackwardArgs to_cpp(const kvt_normalize_backward_args* in) {
   out.dbeta = a.dbeta;
   out.workspace = a.workspace;
   out.workspace_bytes = a.workspace_bytes;
+  out.dresidual_out = a.dresidual_out;
+  out.ld_dresidual_out = a.ld_dresidual_out;
   return out;
 }
 

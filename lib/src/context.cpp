@@ -115,6 +115,7 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
   // Split rows only: the slices' partial statistics (normalize_workspace_size).
   const CallWorkspace workspace(*impl_, normalize::geometry(problem, entry.config, args.rows).workspace_bytes,
                                 args.workspace, args.workspace_bytes, cuda_stream, where, "normalize_workspace_size");
+  const auto ld = [&args](std::int64_t v) { return v == 0 ? args.cols : v; };
   const normalize::LaunchArgs launch_args{args.x,
                                           args.y,
                                           args.gamma,
@@ -122,11 +123,15 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
                                           args.mean,
                                           args.rstd,
                                           args.rows,
-                                          args.ld_x == 0 ? args.cols : args.ld_x,
-                                          args.ld_y == 0 ? args.cols : args.ld_y,
+                                          ld(args.ld_x),
+                                          ld(args.ld_y),
                                           args.eps,
                                           args.ddof,
-                                          workspace.get()};
+                                          workspace.get(),
+                                          args.residual,
+                                          args.residual_out,
+                                          ld(args.ld_residual),
+                                          ld(args.ld_residual_out)};
   const cudaError_t status = normalize::launch(entry.kernel, problem, entry.config, launch_args, cuda_stream);
   if (status != cudaSuccess)
     detail::cuda_check(status,
@@ -172,7 +177,9 @@ void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream strea
                                                   args.ld_dy == 0 ? args.cols : args.ld_dy,
                                                   args.ld_dx == 0 ? args.cols : args.ld_dx,
                                                   args.eps,
-                                                  args.ddof};
+                                                  args.ddof,
+                                                  args.dresidual_out,
+                                                  args.ld_dresidual_out == 0 ? args.cols : args.ld_dresidual_out};
   const cudaError_t status = normalize::launch_backward(entry.kernel, problem, entry.config, launch_args, cuda_stream);
   if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
 }

@@ -78,7 +78,7 @@ _ERROR_TYPES = {1: InvalidArgumentError, 2: NoGpuError, 3: NoGpuError, 8: Captur
 
 
 class NormalizeArgs(ctypes.Structure):
-    """kvt_normalize_args (120 bytes on LP64)."""
+    """kvt_normalize_args (152 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32),
         ("ddof", ctypes.c_int32), ("eps", ctypes.c_float), ("reserved0", ctypes.c_int32),
@@ -86,11 +86,13 @@ class NormalizeArgs(ctypes.Structure):
         ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("ld_x", ctypes.c_int64), ("ld_y", ctypes.c_int64),
         ("gamma", ctypes.c_void_p), ("beta", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("residual", ctypes.c_void_p), ("ld_residual", ctypes.c_int64),
+        ("residual_out", ctypes.c_void_p), ("ld_residual_out", ctypes.c_int64),
     ]
 
 
 class NormalizeBackwardArgs(ctypes.Structure):
-    """kvt_normalize_backward_args (144 bytes on LP64)."""
+    """kvt_normalize_backward_args (160 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32), ("mode", ctypes.c_int32),
         ("ddof", ctypes.c_int32), ("eps", ctypes.c_float), ("reserved0", ctypes.c_int32),
@@ -100,6 +102,7 @@ class NormalizeBackwardArgs(ctypes.Structure):
         ("gamma", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
         ("dgamma", ctypes.c_void_p), ("dbeta", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("dresidual_out", ctypes.c_void_p), ("ld_dresidual_out", ctypes.c_int64),
     ]
 
 

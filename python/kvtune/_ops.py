@@ -4,14 +4,17 @@
   kvtune::layer_norm(Tensor x, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor y, Tensor mean, Tensor rstd)
   kvtune::rms_norm(Tensor x, int[] normalized_shape, Tensor? weight, float eps) -> (Tensor y, Tensor mean (empty), Tensor rstd)
   kvtune::standardize(Tensor x, float eps, int ddof) -> (Tensor y, Tensor mean, Tensor rstd)
-  kvtune::norm_backward(Tensor x, Tensor dy, Tensor? weight, Tensor mean, Tensor rstd, int mode, int cols, float eps, int ddof, bool need_weight, bool need_bias) -> (Tensor dx, Tensor dweight (flat, empty unless asked), Tensor dbias (same))
+  kvtune::add_norm(Tensor x, Tensor residual, int mode, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps, int ddof) -> (Tensor y, Tensor s, Tensor mean, Tensor rstd)
+  kvtune::norm_backward(Tensor x, Tensor dy, Tensor? weight, Tensor mean, Tensor rstd, int mode, int cols, float eps, int ddof, bool need_weight, bool need_bias, Tensor? ds) -> (Tensor dx, Tensor dweight (flat, empty unless asked), Tensor dbias (same))
   kvtune::dwconv1d(Tensor x, Tensor weight, Tensor? bias, int stride, int[] padding, int dilation, bool deterministic, int activation) -> Tensor
   kvtune::causal_conv1d(Tensor x, Tensor weight, Tensor? bias, int dilation, bool deterministic, int activation) -> Tensor
   kvtune::dwconv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool deterministic, int activation) -> Tensor
   kvtune::dwconv_backward_data(Tensor dy, Tensor weight, int[] x_shape, int x_layout, int[] cfg, Tensor? x, Tensor? bias) -> Tensor
   kvtune::dwconv_backward_weight(Tensor x, Tensor dy, int[] cfg, bool with_bias, Tensor? weight, Tensor? bias) -> (Tensor dweight, Tensor dbias)
 
-mean and rstd are [rows] f32 (rows = x.numel() / prod(normalized_shape)); the dwconv outputs have
+mean and rstd are [rows] f32 (rows = x.numel() / prod(normalized_shape)); add_norm's s = x + residual
+and y = norm(s) (mode: the C ABI's kvt_norm_mode; standardize normalizes the last dimension and
+ignores normalized_shape); norm_backward's ds, when given, is added to dx; the dwconv outputs have
 x's memory format; `cfg` is kvtune.torch's convolution geometry list; `activation` the C ABI's
 kvt_activation value (0: none). With an activation the backward ops take the forward's x and bias
 (backward_data) or weight and bias (backward_weight) to recompute conv(x) + bias.
@@ -62,22 +65,63 @@ def register(kt):
     @custom_op("kvtune::norm_backward", mutates_args=())
     def norm_backward_op(x: Tensor, dy: Tensor, weight: Optional[Tensor], mean: Tensor, rstd: Tensor, mode: int,
                          cols: int, eps: float, ddof: int, need_weight: bool,
-                         need_bias: bool) -> Tuple[Tensor, Tensor, Tensor]:
+                         need_bias: bool, ds: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
         dx, dw, db = norm_backward(mode, norm_input(x, cols), cols, weight, mean, rstd, eps, ddof, dy, True,
-                                   need_weight, need_bias)
+                                   need_weight, need_bias, ds)
         empty = x.new_empty((0,))
         return dx, empty if dw is None else dw, empty.clone() if db is None else db
 
     @norm_backward_op.register_fake
-    def _(x, dy, weight, mean, rstd, mode, cols, eps, ddof, need_weight, need_bias):
+    def _(x, dy, weight, mean, rstd, mode, cols, eps, ddof, need_weight, need_bias, ds):
         return (x.new_empty(x.shape), x.new_empty((cols if need_weight and weight is not None else 0,)),
                 x.new_empty((cols if need_bias else 0,)))
 
-    def run_norm_backward(mode, ctx, x, dy, weight, mean, rstd, cols, eps, ddof, need_weight, need_bias):
+    def run_norm_backward(mode, ctx, x, dy, weight, mean, rstd, cols, eps, ddof, need_weight, need_bias, ds=None):
         need_weight = bool(need_weight and weight is not None)
         dx, dw, db = torch.ops.kvtune.norm_backward(x, dy, weight, mean, rstd, mode, cols, eps, ddof, need_weight,
-                                                    bool(need_bias))
+                                                    bool(need_bias), ds)
         return dx, dw.view(weight.shape) if need_weight else None, db if need_bias else None
+
+    def add_norm_cols(x, mode, normalized_shape):
+        if mode == _capi.STANDARDIZE:
+            if x.dim() == 0:
+                raise kt["_invalid"]("add_standardize", "x", "x must have at least one dimension")
+            return x.shape[-1]
+        return normalized_cols("add_" + kt["_OP_OF_MODE"][mode], x, normalized_shape)
+
+    @custom_op("kvtune::add_norm", mutates_args=())
+    def add_norm(x: Tensor, residual: Tensor, mode: int, normalized_shape: List[int], weight: Optional[Tensor],
+                 bias: Optional[Tensor], eps: float, ddof: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        cols = add_norm_cols(x, mode, normalized_shape)
+        y, mean, rstd, s = norm_forward(mode, norm_input(x, cols), cols, weight, bias, eps, ddof, True,
+                                        norm_input(residual, cols))
+        return y, s, mean, rstd
+
+    @add_norm.register_fake
+    def _(x, residual, mode, normalized_shape, weight, bias, eps, ddof):
+        check_tensor("add_norm", "x", x)
+        cols = add_norm_cols(x, mode, normalized_shape)
+        mean, rstd = stats_like(x, x.numel() // cols, mode != _capi.RMSNORM)
+        return x.new_empty(x.shape), x.new_empty(x.shape), mean, rstd
+
+    def add_norm_setup(ctx, inputs, output):
+        x, residual, mode, normalized_shape, weight, bias, eps, ddof = inputs
+        _, s, mean, rstd = output
+        ctx.save_for_backward(s, weight, mean, rstd)
+        ctx.mode, ctx.cols, ctx.eps, ctx.ddof = mode, add_norm_cols(x, mode, normalized_shape), eps, ddof
+        ctx.bias_shape = None if bias is None else bias.shape
+
+    def add_norm_backward(ctx, dy, ds, _dmean, _drstd):
+        s, weight, mean, rstd = ctx.saved_tensors
+        need = needs(ctx, 8)
+        if dy is None:
+            dy = torch.zeros_like(s)
+        dx, dw, db = run_norm_backward(ctx.mode, ctx, s, dy, weight, mean, rstd, ctx.cols, ctx.eps, ctx.ddof,
+                                       need[4], need[5] and ctx.bias_shape is not None, ds)
+        return (dx if need[0] else None, dx if need[1] else None, None, None, dw,
+                None if db is None else db.view(ctx.bias_shape), None, None)
+
+    add_norm.register_autograd(add_norm_backward, setup_context=add_norm_setup)
 
     @custom_op("kvtune::layer_norm", mutates_args=())
     def layer_norm(x: Tensor, normalized_shape: List[int], weight: Optional[Tensor], bias: Optional[Tensor],

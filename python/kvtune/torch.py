@@ -26,7 +26,7 @@ kvtune's backward_data and backward_weight kernels.
 """
 
 import math
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -34,7 +34,8 @@ from . import _capi
 from ._capi import InvalidArgumentError
 
 __all__ = [
-    "layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d", "causal_conv1d_update",
+    "layer_norm", "rms_norm", "standardize", "add_layer_norm", "add_rms_norm", "add_standardize",
+    "dwconv1d", "causal_conv1d", "dwconv2d", "causal_conv1d_update",
     "HAS_CUSTOM_OPS", "TORCH_VERSION",
 ]
 
@@ -152,15 +153,22 @@ def _affine(op, field, t, x, cols):
 _OP_OF_MODE = {_capi.STANDARDIZE: "standardize", _capi.LAYERNORM: "layer_norm", _capi.RMSNORM: "rms_norm"}
 
 
-def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
+def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats, residual=None):
     """Runs the kvtune forward; returns (y, mean, rstd); mean and rstd are [rows] f32 when `stats`
-    (mean is empty for rms_norm), else empty."""
-    op = _OP_OF_MODE[mode]
+    (mean is empty for rms_norm), else empty. With `residual` (x's shape, dtype and device) the rows
+    normalized are s = x + residual, and the result is (y, mean, rstd, s)."""
+    op = _OP_OF_MODE[mode] if residual is None else "add_" + _OP_OF_MODE[mode]
     _check_tensor(op, "x", x)
     weight = _affine(op, "weight", weight, x, cols)
     bias = _affine(op, "bias", bias, x, cols)
     rows = x.numel() // cols if cols else 0
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    s = None
+    if residual is not None:
+        _check_tensor(op, "residual", residual, like=x)
+        if residual.shape != x.shape:
+            raise _invalid(op, "residual", f"residual has shape {tuple(residual.shape)}, x {tuple(x.shape)}")
+        s = torch.empty_like(x, memory_format=torch.contiguous_format)
     index = x.get_device()
     if stats:
         mean = x.new_empty((rows if mode != _capi.RMSNORM else 0,), dtype=torch.float32)
@@ -170,7 +178,7 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
         if mean is None:
             mean = rstd = _EMPTY_STATS.setdefault(index, x.new_empty((0,), dtype=torch.float32))
     if rows == 0:
-        return y, mean, rstd
+        return (y, mean, rstd) if s is None else (y, mean, rstd, s)
     ld = _row_stride(op, x, cols, rows)
     a = _capi.normalize_args()
     a.dtype = _DTYPES[x.dtype]
@@ -190,11 +198,15 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats):
         if mode != _capi.RMSNORM:
             a.mean = mean.data_ptr()
         a.rstd = rstd.data_ptr()
+    if s is not None:
+        a.residual = residual.data_ptr()
+        a.ld_residual = _row_stride(op, residual, cols, rows)
+        a.residual_out = s.data_ptr()
     # Only rows of 64 KiB and more can be split across blocks, the one kind of forward variant that
     # takes a workspace: narrower rows skip the size query on the hot path.
     wide = cols * x.element_size() >= _SPLIT_ROW_BYTES
     _run(_norm_forward_wide_call if wide else _capi.normalize, a, index)
-    return y, mean, rstd
+    return (y, mean, rstd) if s is None else (y, mean, rstd, s)
 
 
 # kernel_templates/normalize/normalize_split.h, kMinRowBytes.
@@ -208,11 +220,12 @@ def _norm_forward_wide_call(a, stream):
 _EMPTY_STATS = {}
 
 
-def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, need_w, need_b):
+def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, need_w, need_b, ds=None):
     """The gradients through kvtune's tuned backward kernel, from the forward's saved statistics:
     (dx, dweight [cols] or None, dbias [cols] or None), dweight/dbias summed over the rows in a fixed
     order (deterministic). dx is computed whether or not need_x asks for it (it is the kernel's main
-    output; dweight alone is not a separate variant)."""
+    output; dweight alone is not a separate variant). With a residual, x is the forward's s and `ds`
+    (the gradient flowing into s, or None) is added to dx in the same kernel."""
     op = _OP_OF_MODE[mode] + "_backward"
     rows = x.numel() // cols if cols else 0
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -249,6 +262,13 @@ def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, nee
         a.dgamma = dw.data_ptr()
     if db is not None:
         a.dbeta = db.data_ptr()
+    if ds is not None:
+        if ds.dtype != x.dtype:
+            ds = ds.to(x.dtype)
+        if not norm_strides_supported(ds, cols):
+            ds = ds.contiguous()
+        a.dresidual_out = ds.data_ptr()
+        a.ld_dresidual_out = _row_stride(op, ds, cols, rows)
     _run(_norm_backward_call, a, x.get_device())
     return dx, dw, db
 
@@ -297,6 +317,72 @@ class _NormFunction(torch.autograd.Function):
                                     need[1], need[3], need[4] and ctx.bias_shape is not None)
         return (None, dx if need[1] else None, None, None if dw is None else dw.view(weight.shape),
                 None if db is None else db.view(ctx.bias_shape), None, None)
+
+
+class _AddNormFunction(torch.autograd.Function):
+    """(y, s) = (norm(x + residual), x + residual); x and residual get the same gradient."""
+
+    @staticmethod
+    def forward(ctx, mode, x, residual, cols, weight, bias, eps, ddof):
+        y, mean, rstd, s = _norm_forward(mode, x, cols, weight, bias, eps, ddof, True, residual)
+        ctx.save_for_backward(s, weight, mean, rstd)
+        ctx.mode, ctx.cols, ctx.eps, ctx.ddof = mode, cols, eps, ddof
+        ctx.bias_shape = None if bias is None else bias.shape
+        ctx.set_materialize_grads(False)  # an unused s sends no gradient: dx takes no zeros
+        return y, s
+
+    @staticmethod
+    def backward(ctx, dy, ds):
+        s, weight, mean, rstd = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if dy is None:
+            dy = torch.zeros_like(s)
+        dx, dw, db = _norm_backward(ctx.mode, s, ctx.cols, weight, mean, rstd, ctx.eps, ctx.ddof, dy, True,
+                                    need[4], need[5] and ctx.bias_shape is not None, ds)
+        return (None, dx if need[1] else None, dx if need[2] else None, None,
+                None if dw is None else dw.view(weight.shape), None if db is None else db.view(ctx.bias_shape),
+                None, None)
+
+
+def _add_norm(mode, x, residual, normalized_shape, weight, bias, eps, ddof):
+    """The residual forms' common path: (y, s) with s = x + residual and y = norm(s)."""
+    op = "add_" + _OP_OF_MODE[mode]
+    if _traced(x):
+        y, s, _, _ = torch.ops.kvtune.add_norm(x, residual, mode, normalized_shape, weight, bias, eps, ddof)
+        return y, s
+    if mode == _capi.STANDARDIZE:
+        if x.dim() == 0:
+            raise _invalid(op, "x", "x must have at least one dimension")
+        cols = x.shape[-1]
+    else:
+        cols = _normalized_cols(op, x, normalized_shape)
+    if _needs_grad(x, residual, weight, bias):
+        return _AddNormFunction.apply(mode, x, residual, cols, weight, bias, eps, ddof)
+    y, _, _, s = _norm_forward(mode, x, cols, weight, bias, eps, ddof, False, residual)
+    return y, s
+
+
+def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, normalized_shape: Union[int, Sequence[int]],
+                   weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                   eps: float = 1e-5) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The pre-norm residual step in one kernel: s = x + residual, y = layer_norm(s); returns (y, s).
+    Equal to ``s = x + residual; y = F.layer_norm(s, normalized_shape, weight, bias, eps)``."""
+    return _add_norm(_capi.LAYERNORM, x, residual, _shape_list(normalized_shape), weight, bias, float(eps), 0)
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, normalized_shape: Union[int, Sequence[int]],
+                 weight: Optional[torch.Tensor] = None, eps: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """s = x + residual, y = rms_norm(s) in one kernel; returns (y, s). eps None: torch.finfo(x.dtype).eps."""
+    eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    return _add_norm(_capi.RMSNORM, x, residual, _shape_list(normalized_shape), weight, None, eps, 0)
+
+
+def add_standardize(x: torch.Tensor, residual: torch.Tensor, eps: float = 1e-5,
+                    ddof: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """s = x + residual, y = standardize(s, eps, ddof) over the last dimension; returns (y, s)."""
+    if ddof not in (0, 1):
+        raise _invalid("add_standardize", "ddof", f"ddof must be 0 or 1, got {ddof}")
+    return _add_norm(_capi.STANDARDIZE, x, residual, [], None, None, float(eps), int(ddof))
 
 
 def _needs_grad(*tensors):

@@ -49,7 +49,7 @@ def test_library_loads_and_reports_its_version():
 
 
 def test_struct_layouts_match_the_header():
-    assert ctypes.sizeof(_capi.NormalizeArgs) == 120
+    assert ctypes.sizeof(_capi.NormalizeArgs) == 152
     assert _capi.NormalizeArgs.x.offset == 24 and _capi.NormalizeArgs.rstd.offset == 96
     assert ctypes.sizeof(_capi.DwConvArgs) == 216
     assert _capi.DwConvArgs.x.offset == 96 and _capi.DwConvArgs.workspace_bytes.offset == 168
@@ -57,13 +57,13 @@ def test_struct_layouts_match_the_header():
     assert _capi.DwConvArgs.initial_state.offset == 184 and _capi.DwConvArgs.seq_idx.offset == 208
     assert ctypes.sizeof(_capi.ContextOptions) == 72
     assert ctypes.sizeof(_capi.Counters) == 144
-    assert ctypes.sizeof(_capi.NormalizeBackwardArgs) == 144
+    assert ctypes.sizeof(_capi.NormalizeBackwardArgs) == 160
     assert _capi.NormalizeBackwardArgs.x.offset == 24 and _capi.NormalizeBackwardArgs.workspace_bytes.offset == 136
 
 
 def test_normalize_backward_arguments_name_the_field():
     b = _capi.normalize_backward_args()
-    assert b.struct_size == 144 and abs(b.eps - 1e-5) < 1e-12 and b.dgamma is None
+    assert b.struct_size == 160 and abs(b.eps - 1e-5) < 1e-12 and b.dgamma is None
     b.mode = _capi.LAYERNORM
     b.x, b.dy, b.dx = 0x100000, 0x200000, 0x300000
     b.rows, b.cols = 64, 128
@@ -75,7 +75,7 @@ def test_normalize_backward_arguments_name_the_field():
 
 def test_init_functions_set_the_defaults():
     a = _capi.normalize_args()
-    assert a.struct_size == 120 and abs(a.eps - 1e-5) < 1e-12 and a.x is None and a.ld_x == 0
+    assert a.struct_size == 152 and abs(a.eps - 1e-5) < 1e-12 and a.x is None and a.ld_x == 0
     d = _capi.dwconv_args()
     assert d.struct_size == 216 and d.seq_idx is None and d.activation == 0 and d.h == 1 and d.kernel_h == 1 and d.deterministic == 1 and d.layout == _capi.NCHW
 

@@ -68,6 +68,14 @@ struct NormalizeArgs {
   /// one. Null: kvtune's stream-ordered pool.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  /// Fused residual add (pre-norm transformers): with `residual`, the rows normalized are
+  /// s = x + residual (added in f32 and rounded to the dtype, as a separate add would), and
+  /// `residual_out`, when given, receives s. Both have x's dtype and shape. y and residual_out may
+  /// each equal x or residual (same leading dimension), never each other.
+  const void* residual = nullptr;
+  std::int64_t ld_residual = 0;      ///< 0 means cols
+  void* residual_out = nullptr;      ///< optional s = x + residual (needs residual)
+  std::int64_t ld_residual_out = 0;  ///< 0 means cols
 };
 
 /// Arguments of tuned_normalize_backward: the gradients of tuned_normalize with the same x, dtype,
@@ -99,6 +107,12 @@ struct NormalizeBackwardArgs {
   /// 256-byte aligned, used in stream order. Null: kvtune's stream-ordered pool.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  /// Fused residual add: after a forward with a residual, x here is its s = x + residual (what it
+  /// normalized), and dx is the gradient of both x and residual. `dresidual_out`, when given, is
+  /// the gradient flowing into s from its other uses (the forward's residual_out), added to dx.
+  /// It has x's dtype and shape and may equal dx (same leading dimension).
+  const void* dresidual_out = nullptr;
+  std::int64_t ld_dresidual_out = 0;  ///< 0 means cols
 };
 
 /// Depthwise convolution layouts: 1D (NCL, NLC) and 2D (NCHW, NHWC). Tensors are dense.

@@ -123,6 +123,12 @@ typedef struct kvt_normalize_args {
   void* workspace;          /**< optional caller scratch (kvt_normalize_workspace_size bytes, 256-byte
                                  aligned; only variants that split wide rows use it); NULL: kvtune's pool */
   size_t workspace_bytes;
+  /* Fused residual add (appended in 0.1; older callers' smaller struct_size leaves them NULL). */
+  const void* residual;     /**< optional: the rows normalized are s = x + residual (x's dtype) */
+  int64_t ld_residual;      /**< 0: cols */
+  void* residual_out;       /**< optional output s (needs residual); y and residual_out may each equal
+                                 x or residual (same leading dimension), never each other */
+  int64_t ld_residual_out;  /**< 0: cols */
 } kvt_normalize_args;
 
 /** Arguments of kvt_normalize_backward (kvtune::NormalizeBackwardArgs). */
@@ -149,6 +155,10 @@ typedef struct kvt_normalize_backward_args {
   void* workspace;          /**< optional caller scratch (kvt_normalize_backward_workspace_size bytes,
                                  256-byte aligned); NULL: kvtune's own pool */
   size_t workspace_bytes;
+  /* Fused residual add: x is the forward's s = x + residual, dx the gradient of both. */
+  const void* dresidual_out; /**< optional gradient flowing into the forward's residual_out, added
+                                  to dx (may equal dx, same leading dimension) */
+  int64_t ld_dresidual_out;  /**< 0: cols */
 } kvt_normalize_backward_args;
 
 /** Arguments of kvt_dwconv (kvtune::DwConvArgs). */
