@@ -563,6 +563,35 @@ TEST_CASE("tools: backward shapes entries, their suite and their checks", "[tool
   CHECK_THAT(r.out, Catch::Contains("layernorm backward"));
 }
 
+TEST_CASE("tools: shapes entries of the fused residual add round-trip and are checked", "[tools][residual]") {
+  TempDir dir;
+  const auto shapes = shapes_file(dir, R"({"problems": [
+    {"op": "normalize", "rows": 4096, "cols": 1024, "dtype": "bf16", "mode": "layernorm", "gamma": true,
+     "beta": true, "residual": true, "residual_out": true},
+    {"op": "normalize", "rows": 4, "cols": 1048576, "mode": "rmsnorm", "residual": true},
+    {"op": "normalize", "direction": "backward", "rows": 4096, "cols": 1024, "dtype": "bf16", "mode": "layernorm",
+     "gamma": true, "dgamma": true, "saved": true, "dresidual": true}]})");
+  const auto problems = kvtune::tools::load_shapes(shapes);
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0]->key() == "normalize,bf16,layernorm,cols=1024,rows<=4096,align=16,affine=gb,stats=,res=rs");
+  CHECK(problems[1]->key() == "normalize,f32,rmsnorm,cols=1048576,rows<=4,align=16,affine=,stats=,res=r");
+  CHECK(problems[2]->key() ==
+        "normalize,bf16,layernorm,backward,cols=1024,rows<=4096,align=16,gamma=g,grads=g,stats=saved,dres=1");
+  for (const auto& p : problems) {
+    const auto again = kvtune::tools::parse_entries(json::array({p->to_json()}), "again");
+    CHECK(again.front()->key() == p->key());
+    CHECK(again.front()->to_json() == p->to_json());
+    CHECK(p->space().tuned > 0);
+  }
+  const auto bad = [&](const std::string& text, const std::string& what) {
+    INFO(text);
+    CHECK_THROWS_WITH(kvtune::tools::parse_entries(json::parse(text), "shapes"), Catch::Contains(what));
+  };
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "residual_out": true}])", "residual_out needs residual");
+  bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "dresidual": true}])", "backward field");
+  bad(R"([{"op": "normalize", "direction": "backward", "rows": 8, "cols": 8, "residual": true}])", "forward field");
+}
+
 TEST_CASE("tools: the wide suite's rows of 2^20 and more have spaces of split rows", "[tools][wide]") {
   const Run r = tune({"--suite", "wide", "--dry-run", "--json"});
   check_ok(r);

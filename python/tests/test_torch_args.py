@@ -27,6 +27,18 @@ def test_cpu_tensors_are_refused_naming_the_argument():
         kt.causal_conv1d(torch.randn(1, 3, 8), torch.randn(3, 1, 4))
 
 
+def test_residual_forms_refuse_cpu_tensors_and_mismatches_naming_the_argument():
+    with pytest.raises(kvtune.InvalidArgumentError, match="CUDA tensors only") as e:
+        kt.add_layer_norm(torch.randn(4, 8), torch.randn(4, 8), 8)
+    assert e.value.field == "x"
+    with pytest.raises(kvtune.InvalidArgumentError, match="CUDA tensors only"):
+        kt.add_rms_norm(torch.randn(4, 8), torch.randn(4, 8), [8])
+    with pytest.raises(kvtune.InvalidArgumentError, match="ddof must be 0 or 1") as e:
+        kt.add_standardize(torch.randn(4, 8), torch.randn(4, 8), ddof=3)
+    assert e.value.field == "ddof"
+    assert {"add_layer_norm", "add_rms_norm", "add_standardize"} <= set(kt.__all__)
+
+
 def test_unsupported_dtypes_are_refused():
     with pytest.raises(kvtune.InvalidArgumentError, match=r"float64: kvtune supports float32, float16 and bfloat16"):
         kt.layer_norm(torch.randn(4, 8, dtype=torch.float64), 8)
@@ -196,8 +208,8 @@ def test_patch_leaves_float64_modules():
 def test_ops_are_registered_when_torch_has_custom_op():
     if not kt.HAS_CUSTOM_OPS:
         pytest.skip(f"needs torch >= 2.4 for torch.library.custom_op, found {torch.__version__}")
-    for name in ("layer_norm", "rms_norm", "standardize", "dwconv1d", "causal_conv1d", "dwconv2d",
-                 "dwconv_backward_data", "dwconv_backward_weight"):
+    for name in ("layer_norm", "rms_norm", "standardize", "add_norm", "norm_backward", "dwconv1d", "causal_conv1d",
+                 "dwconv2d", "dwconv_backward_data", "dwconv_backward_weight"):
         assert hasattr(torch.ops.kvtune, name)
 
 
@@ -215,4 +227,6 @@ def test_fake_kernels_give_shapes_and_strides_without_a_gpu():
         assert y1.shape == (4, 16, 30) and y1.stride() == (480, 1, 16)
         n = kt.layer_norm(torch.empty(3, 5, 64, device="cuda"), 64)
         assert n.shape == (3, 5, 64)
+        y2, s2 = kt.add_rms_norm(torch.empty(3, 5, 64, device="cuda"), torch.empty(3, 5, 64, device="cuda"), 64)
+        assert y2.shape == s2.shape == (3, 5, 64)
     del mode

@@ -51,6 +51,12 @@ def close(actual, expected, tol, what=""):
     torch.testing.assert_close(actual.double(), expected.double(), rtol=rtol, atol=atol * scale, msg=lambda m: f"{what}: {m}")
 
 
+def rel(actual, expected, tol, what=""):
+    """Relative L2 error of actual against a float64 reference."""
+    err = ((actual.double() - expected.double()).norm() / expected.double().norm().clamp_min(1e-30)).item()
+    assert err < tol, f"{what}: relative error {err:.3g} (tolerance {tol:.3g})"
+
+
 def leaf(t, dtype=None):
     t = t.detach().clone() if dtype is None else t.detach().to(dtype)
     return t.requires_grad_(True)
@@ -134,6 +140,67 @@ def test_wide_rows_split_across_blocks_match_torch(shape, dtype):
     compare(lambda x, w, b: kt.layer_norm(x, cols, w, b), lambda x, w, b: F.layer_norm(x, (cols,), w, b, eps=1e-5),
             [x, w, b], dtype)
     compare(lambda x, w: kt.rms_norm(x, cols, w, 1e-6), lambda x, w: F.rms_norm(x, (cols,), w, 1e-6), [x, w], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "standardize"])
+@pytest.mark.parametrize("shape", [(64, 768), (3, 7, 300), (5, 3), (2, 1 << 20)])
+def test_residual_forms_match_the_add_then_norm_pair_with_gradients(op, shape, dtype):
+    dt = getattr(torch, dtype)
+    cols = shape[-1]
+    x = (torch.randn(shape, device="cuda") * 2 + 0.5).to(dt)
+    r = (torch.randn(shape, device="cuda") * 4).to(dt)
+    w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(dt)
+    b = (torch.randn(cols, device="cuda") * 0.5).to(dt)
+    dy, ds = torch.randn(shape, device="cuda").to(dt), torch.randn(shape, device="cuda").to(dt)
+    xl, rl, wl, bl = (t.clone().requires_grad_() for t in (x, r, w, b))
+    if op == "layer_norm":
+        y, s = kt.add_layer_norm(xl, rl, cols, wl, bl)
+    elif op == "rms_norm":
+        y, s = kt.add_rms_norm(xl, rl, [cols], wl, 1e-5)
+    else:
+        y, s = kt.add_standardize(xl, rl, 1e-5, 1)
+    assert torch.equal(s, x + r)  # the same rounding as a separate add
+    torch.autograd.backward([y, s], [dy, ds])
+    xd, rd, wd, bd = (t.double().requires_grad_() for t in (x, r, w, b))
+    sd = (x + r).double().requires_grad_()
+    if op == "layer_norm":
+        yd = F.layer_norm(sd, (cols,), wd, bd, 1e-5)
+        leaves = [sd, wd, bd]
+    elif op == "rms_norm":
+        yd = F.rms_norm(sd, (cols,), wd, 1e-5)
+        leaves = [sd, wd]
+    else:
+        yd = (sd - sd.mean(-1, keepdim=True)) / (sd.std(-1, keepdim=True) + 1e-5)
+        leaves = [sd]
+    grads = torch.autograd.grad(yd, leaves, dy.double(), allow_unused=True)
+    tol = {"float32": 1e-4, "float16": 3e-3, "bfloat16": 2e-2}[dtype]
+    rel(y, yd, tol, "y")
+    rel(xl.grad, grads[0] + ds.double(), tol, "dx")
+    assert torch.equal(xl.grad, rl.grad)
+    if op != "standardize":
+        rel(wl.grad, grads[1], tol, "dweight")
+    if op == "layer_norm":
+        rel(bl.grad, grads[2], tol, "dbias")
+
+
+def test_residual_form_without_grad_and_with_s_unused():
+    x = torch.randn(32, 256, device="cuda")
+    r = torch.randn(32, 256, device="cuda")
+    y, s = kt.add_layer_norm(x, r, 256)
+    close(y, F.layer_norm(x + r, (256,)), (1e-5, 1e-5))
+    xl = x.clone().requires_grad_()
+    y, _ = kt.add_layer_norm(xl, r, 256)  # s unused: its gradient is None, dx has no ds term
+    y.square().sum().backward()
+    xr = x.clone().requires_grad_()
+    F.layer_norm(xr + r, (256,)).square().sum().backward()
+    close(xl.grad, xr.grad, (1e-4, 1e-4))
+    with pytest.raises(kvtune.InvalidArgumentError) as e:
+        kt.add_layer_norm(x, r[:, :128], 256)
+    assert e.value.field == "residual"
+    with pytest.raises(kvtune.InvalidArgumentError) as e:
+        kt.add_layer_norm(x, r.half(), 256)
+    assert e.value.field == "residual"
 
 
 def test_rms_norm_default_eps_is_torchs():
@@ -366,6 +433,7 @@ def op_samples():
         (torch.ops.kvtune.layer_norm, (xn, [64], None, None, 1e-5)),
         (torch.ops.kvtune.rms_norm, (xn, [64], g, 1e-6)),
         (torch.ops.kvtune.standardize, (xn, 1e-5, 1)),
+        (torch.ops.kvtune.add_norm, (xn, xn.detach().clone().requires_grad_(), 1, [64], g, None, 1e-5, 0)),
         (torch.ops.kvtune.dwconv2d, (x4, w2, b, [1, 1], [1, 1, 1, 1], [1, 1], True, 0)),
         (torch.ops.kvtune.dwconv2d, (x4cl, w2, None, [2, 2], [1, 1, 1, 1], [1, 1], True, 0)),
         (torch.ops.kvtune.dwconv1d, (x3, w1, b, 1, [2, 1], 1, True, 0)),
@@ -375,7 +443,7 @@ def op_samples():
     ]
 
 
-@pytest.mark.parametrize("index", range(10))
+@pytest.mark.parametrize("index", range(11))
 def test_opcheck(index):
     op, args = op_samples()[index]
     torch.library.opcheck(op, args)
@@ -408,7 +476,8 @@ class Mixed(torch.nn.Module):
         s = y.flatten(1, 2).transpose(1, 2)  # [N, C, H*W] channels-last 1D
         s = F.silu(self.conv1(s))
         s = self.rms(s.transpose(1, 2))
-        return self.proj(s) + kt.standardize(s)
+        y, t = kt.add_rms_norm(self.proj(s), s, [s.shape[-1]], None, 1e-6)
+        return y + t + kt.standardize(s)
 
 
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
