@@ -512,4 +512,8 @@ TEST_CASE("fused residual: keys, round trips, validation and the aliasing rules"
   b.dresidual_out = fake_ptr(1 << 18);
   b.ld_dresidual_out = 5;
   CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field ld_dresidual_out]"));
+  b.ld_dresidual_out = 0;
+  b.gamma = fake_ptr(1 << 19);
+  b.dgamma = fake_ptr((1 << 18) + 256);  // inside dresidual_out, which other blocks still read
+  CHECK_THROWS_WITH(normalize::validate(b), Catch::Contains("[field dgamma]"));
 }

@@ -281,8 +281,8 @@ struct NormalizeSide {
 
   static std::string fields() {
     return "rows, cols (required), dtype (f32|f16|bf16), mode (standardize|layernorm|rmsnorm), gamma, beta, mean, "
-           "rstd (booleans), align (2|4|8|16), eps, ddof, direction (forward|backward; backward: gamma, dgamma, "
-           "dbeta, saved), layout (row_major)";
+           "rstd, residual, residual_out (booleans), align (2|4|8|16), eps, ddof, direction (forward|backward; "
+           "backward: gamma, dgamma, dbeta, saved, dresidual), layout (row_major)";
   }
 
   static SpaceSize space(const nz::Problem& p) {
@@ -363,8 +363,9 @@ struct NormalizeSide {
     const nz::Problem& p = e.problem;
     const auto [ld, offset, plane, vector_bytes] = row_layout(p, e.rows);
     DeviceMemory x(plane, 0), dy(plane, 0), dx(plane, 0), stats(static_cast<std::size_t>(e.rows) * 8, 0);
-    std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta;
+    std::unique_ptr<DeviceMemory> gamma, dgamma, dbeta, dresidual;
     if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
+    if (p.dresidual) dresidual = std::make_unique<DeviceMemory>(plane, 0);
     if (p.dgamma) dgamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
     if (p.dbeta) dbeta = std::make_unique<DeviceMemory>(vector_bytes, 0);
     NormalizeBackwardArgs args;
@@ -381,6 +382,8 @@ struct NormalizeSide {
     args.gamma = gamma ? gamma->bytes() + offset : nullptr;
     args.dgamma = dgamma ? dgamma->bytes() : nullptr;
     args.dbeta = dbeta ? dbeta->bytes() : nullptr;
+    args.dresidual_out = dresidual ? dresidual->bytes() + offset : nullptr;
+    args.ld_dresidual_out = ld;
     if (p.saved_stats) {
       args.rstd = reinterpret_cast<const float*>(stats.bytes());
       if (p.mode != NormMode::rmsnorm) args.mean = reinterpret_cast<const float*>(stats.bytes() + e.rows * 4);
@@ -396,7 +399,9 @@ struct NormalizeSide {
     const nz::Problem& p = e.problem;
     const auto [ld, offset, plane, vector_bytes] = row_layout(p, e.rows);
     DeviceMemory x(plane, 0), y(plane, 0);
-    std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd;
+    std::unique_ptr<DeviceMemory> gamma, beta, mean, rstd, residual, residual_out;
+    if (p.residual) residual = std::make_unique<DeviceMemory>(plane, 0);
+    if (p.residual_out) residual_out = std::make_unique<DeviceMemory>(plane, 0);
     if (p.gamma) gamma = std::make_unique<DeviceMemory>(vector_bytes, 0);
     if (p.beta) beta = std::make_unique<DeviceMemory>(vector_bytes, 0);
     if (p.mean_out) mean = std::make_unique<DeviceMemory>(static_cast<std::size_t>(e.rows) * 4, 0);
@@ -417,6 +422,9 @@ struct NormalizeSide {
     args.beta = beta ? beta->bytes() + offset : nullptr;
     args.mean = mean ? reinterpret_cast<float*>(mean->bytes()) : nullptr;
     args.rstd = rstd ? reinterpret_cast<float*>(rstd->bytes()) : nullptr;
+    args.residual = residual ? residual->bytes() + offset : nullptr;
+    args.residual_out = residual_out ? residual_out->bytes() + offset : nullptr;
+    args.ld_residual = args.ld_residual_out = ld;
     nz::validate(args);
     return call_library(
         self, nz::make_problem(args, detail::Buckets::parse(self.buckets())).key(),

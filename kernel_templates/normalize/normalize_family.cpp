@@ -401,7 +401,7 @@ void validate(const NormalizeBackwardArgs& a) {
   for (const auto& out : {byte_range("dgamma", a.dgamma, a.cols * elem), byte_range("dbeta", a.dbeta, a.cols * elem)}) {
     for (const auto& other : inputs)
       if (out.overlaps(other)) throw invalid(out.field, fmt::format("{} overlaps {}", out.field, other.field));
-    for (const auto& other : {dx, dy})
+    for (const auto& other : {dx, dy, ds})
       if (out.overlaps(other)) throw invalid(out.field, fmt::format("{} overlaps {}", out.field, other.field));
   }
   if (byte_range("dgamma", a.dgamma, a.cols * elem).overlaps(byte_range("dbeta", a.dbeta, a.cols * elem)))

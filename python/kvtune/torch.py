@@ -25,6 +25,7 @@ forward saves (dx, and dweight/dbias summed deterministically); depthwise convol
 kvtune's backward_data and backward_weight kernels.
 """
 
+import ctypes
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -111,8 +112,8 @@ def _normalized_cols(op, x, normalized_shape):
     return math.prod(ns)
 
 
-def _row_stride(op, x, cols, rows):
-    """The leading dimension of x seen as [rows, cols] (unit stride along cols), or an error."""
+def _row_stride(op, x, cols, rows, field="x"):
+    """The leading dimension of x seen as [rows, cols] (unit stride along cols), or an error naming `field`."""
     if x.is_contiguous():
         return cols
     try:
@@ -120,8 +121,8 @@ def _row_stride(op, x, cols, rows):
     except RuntimeError:
         v = None
     if v is None or v.stride(1) != 1 or (rows > 1 and v.stride(0) < cols):
-        raise _invalid(op, "x", f"x with shape {list(x.shape)} and strides {list(x.stride())} is not rows of "
-                       "unit-stride elements with one row stride: call .contiguous() first")
+        raise _invalid(op, field, f"{field} with shape {list(x.shape)} and strides {list(x.stride())} is not rows "
+                       "of unit-stride elements with one row stride: call .contiguous() first")
     return v.stride(0) if rows > 1 else cols
 
 
@@ -199,8 +200,11 @@ def _norm_forward(mode, x, cols, weight, bias, eps, ddof, stats, residual=None):
             a.mean = mean.data_ptr()
         a.rstd = rstd.data_ptr()
     if s is not None:
+        # The full struct size: a library older than the residual fields refuses them instead of
+        # ignoring them ("use a newer libkvtune").
+        a.struct_size = ctypes.sizeof(_capi.NormalizeArgs)
         a.residual = residual.data_ptr()
-        a.ld_residual = _row_stride(op, residual, cols, rows)
+        a.ld_residual = _row_stride(op, residual, cols, rows, "residual")
         a.residual_out = s.data_ptr()
     # Only rows of 64 KiB and more can be split across blocks, the one kind of forward variant that
     # takes a workspace: narrower rows skip the size query on the hot path.
@@ -267,8 +271,9 @@ def _norm_backward(mode, x, cols, weight, mean, rstd, eps, ddof, dy, need_x, nee
             ds = ds.to(x.dtype)
         if not norm_strides_supported(ds, cols):
             ds = ds.contiguous()
+        a.struct_size = ctypes.sizeof(_capi.NormalizeBackwardArgs)  # as the forward's residual fields
         a.dresidual_out = ds.data_ptr()
-        a.ld_dresidual_out = _row_stride(op, ds, cols, rows)
+        a.ld_dresidual_out = _row_stride(op, ds, cols, rows, "ds")
     _run(_norm_backward_call, a, x.get_device())
     return dx, dw, db
 
