@@ -91,7 +91,7 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
   std::set<std::string> ids;
   const auto all = suite("all", false);
   CHECK(all.size() >= 30);
-  CHECK(all.size() <= 60);  // the --suite all runtime budget: ~7-10 s of tuning per problem (decode steps: ~1 s)
+  CHECK(all.size() <= 64);  // the --suite all runtime budget: ~7-10 s of tuning per problem (decode steps: ~1 s)
   for (const auto& p : all) {
     INFO(p.id);
     CHECK(ids.insert(p.id).second);
@@ -306,6 +306,20 @@ TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow o
   CHECK(*wide_rows.begin() <= 4);
   CHECK(*wide_rows.rbegin() >= 128);
   for (const auto& p : suite("large-kernel", false)) CHECK(p.dwconv().kernel_w == 31);
+  // normalize-residual: every row reads x and the residual and writes y and s (four planes), and
+  // its listing tells the peers so (they run the add, then the norm).
+  const auto residual = suite("normalize-residual", false);
+  CHECK(residual.size() >= 4);
+  for (const auto& p : residual) {
+    const NormalizeArgs& a = p.normalize();
+    INFO(p.id);
+    CHECK((a.residual != nullptr && a.residual_out != nullptr));
+    const double plane = double(a.rows) * double(a.cols) * (a.dtype == DType::f32 ? 4 : 2);
+    CHECK(p.model_bytes() >= 4 * plane);
+    CHECK(p.model_bytes() < 4 * plane + 1e6);
+  }
+  const auto listing = suite_document("normalize-residual", false).at("problems");
+  for (const auto& j : listing) CHECK((j.at("residual") == true && j.at("residual_out") == true));
 }
 
 TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, no GPU needed", "[bench-cli]") {

@@ -590,6 +590,11 @@ TEST_CASE("tools: shapes entries of the fused residual add round-trip and are ch
   bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "residual_out": true}])", "residual_out needs residual");
   bad(R"([{"op": "normalize", "rows": 8, "cols": 8, "dresidual": true}])", "backward field");
   bad(R"([{"op": "normalize", "direction": "backward", "rows": 8, "cols": 8, "residual": true}])", "forward field");
+  // kvtune-tune's residual suite: forward with s and backward with ds, sized without a GPU.
+  const auto r = tune({"--suite", "residual", "--dry-run"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains(",res=rs") && Catch::Contains(",dres=1"));
 }
 
 TEST_CASE("tools: the wide suite's rows of 2^20 and more have spaces of split rows", "[tools][wide]") {

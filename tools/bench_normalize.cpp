@@ -62,6 +62,23 @@ std::vector<BenchSuite> bench_suites<detail::NormalizeFamily>() {
                                      norm(name, 262144, 32, f16, NormMode::rmsnorm, src),
                                      norm(name, 1048576, 16, f32, NormMode::layernorm, src)};
   }});
+  out.push_back({"normalize-residual", [=] {
+    const std::string name = "normalize-residual";
+    const std::string src = "pre-norm transformer steps: s = x + residual written, y = norm(s) (issue 25); the "
+                            "peers run the add and the norm";
+    std::vector<BenchProblem> v = {norm(name, 16384, 1024, bf16, NormMode::layernorm, src),
+                                   norm(name, 16384, 2048, bf16, NormMode::rmsnorm, src),
+                                   norm(name, 8192, 1024, f32, NormMode::layernorm, src),
+                                   norm(name, 1024, 1024, bf16, NormMode::layernorm, src)};
+    for (BenchProblem& p : v) {
+      auto& a = std::get<NormalizeArgs>(p.call);
+      a.residual = passed();
+      a.residual_out = passed();
+      p.id += "+res";
+      p.what += " + residual";
+    }
+    return v;
+  }});
   out.push_back({"normalize-wide", [=] {
     const std::string name = "normalize-wide";
     const std::string src = "rows of 2^20 and 2^22 columns (per-sample normalization of a whole image or "

@@ -1,7 +1,7 @@
 // kvtune-bench suites: the registry's families' suites (tools/bench_<family>.cpp), their listing and
-// JSON form, and each row's bytes and FLOPs model. Sizes are chosen so that `--suite all` tunes about
-// 60 problems and every problem but the seed's small normalize shapes and the decode steps moves
-// more than twice an H100/H200 L2 per call.
+// JSON form, and each row's bytes and FLOPs model. Sizes are chosen so that `--suite all` tunes at
+// most 64 problems and every problem but the small normalize shapes and the decode steps moves more
+// than twice an H100/H200 L2 per call.
 #include "tools/bench_suite.h"
 
 #include <algorithm>
@@ -89,6 +89,8 @@ void add_fields(nlohmann::json& j, const NormalizeArgs& a) {
   j["ddof"] = a.ddof;
   j["gamma"] = a.gamma != nullptr;
   j["beta"] = a.beta != nullptr;
+  if (a.residual != nullptr) j["residual"] = true;  // y = norm(x + residual); also written: residual_out
+  if (a.residual_out != nullptr) j["residual_out"] = true;
 }
 
 void add_fields(nlohmann::json& j, const DwConvArgs& a) {

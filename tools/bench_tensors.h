@@ -57,6 +57,8 @@ inline void each_tensor(NormalizeArgs& a, V&& v) {
   v(a.y, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
   if (a.gamma != nullptr) v(a.gamma, TensorSpec{cols, e, false, Fill::values, 1.0f, 0.25f});
   if (a.beta != nullptr) v(a.beta, TensorSpec{cols, e, false, Fill::values, 0.0f, 0.25f});
+  if (a.residual != nullptr) v(a.residual, TensorSpec{n, e, true, Fill::values, 0.0f, 2.0f});
+  if (a.residual_out != nullptr) v(a.residual_out, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
 }
 
 template <class V>

@@ -185,7 +185,7 @@ struct NormalizeSide {
   static std::string describe(const nz::Problem& p, std::int64_t rows) { return describe_problem(p, rows); }
   static Entry parse(const nlohmann::json& entry, const std::string& where) { return parse_entry(entry, where); }
   static std::string seed_label(const nz::Problem& p) { return nz::seed_config(p).label(); }
-  static std::vector<std::string> suite_names() { return {"ids", "large", "narrow", "backward", "wide"}; }
+  static std::vector<std::string> suite_names() { return {"ids", "large", "narrow", "backward", "wide", "residual"}; }
   static nlohmann::json entry_of(const Entry& e) {
     const nz::Problem& p = e.problem;
     nlohmann::json j = {{"op", "normalize"}, {"rows", e.rows},          {"cols", p.cols},
@@ -264,6 +264,22 @@ struct NormalizeSide {
               backward_entry(4096, 1024, "f32", "rmsnorm", true, true, false, false),
               backward_entry(16384, 128, "f32", "standardize", false, false, false, false),
               backward_entry(1024, 128, "f32", "standardize", false, false, false, true)};
+    }
+    if (name == "residual") {
+      // The fused residual add of pre-norm transformers: s = x + residual written and normalized, and
+      // the backward with the gradient flowing into s.
+      std::vector<nlohmann::json> out = {entry(16384, 1024, "bf16", "layernorm", true, true),
+                                         entry(8192, 4096, "bf16", "layernorm", true, true),
+                                         entry(16384, 2048, "bf16", "rmsnorm", true),
+                                         entry(16384, 128, "f32", "standardize"),
+                                         entry(4, 1 << 20, "f32", "rmsnorm", true)};
+      for (auto& e : out) e["residual"] = e["residual_out"] = true;
+      for (auto e : {backward_entry(16384, 1024, "bf16", "layernorm", true, true, true, true),
+                     backward_entry(16384, 2048, "bf16", "rmsnorm", true, true, false, true)}) {
+        e["dresidual"] = true;
+        out.push_back(e);
+      }
+      return out;
     }
     if (name == "wide") {
       // Rows one block cannot hold or few rows one block per row would leave the GPU idle: split rows

@@ -147,7 +147,7 @@ def normalize_case(p, l2_bytes):
     dtype = DTYPES[p["dtype"]]
     mode = p["mode"]
     esize = torch.tensor([], dtype=dtype).element_size()
-    slots = rotation_slots(2 * rows * cols * esize, l2_bytes)
+    slots = rotation_slots((4 if p.get("residual") else 2) * rows * cols * esize, l2_bytes)
     xs = [random_tensor((rows, cols), dtype) for _ in range(slots)]
     gamma = random_tensor((cols,), dtype, 1.0, 0.25) if p.get("gamma") else None
     beta = random_tensor((cols,), dtype, 0.0, 0.25) if p.get("beta") else None
@@ -168,6 +168,18 @@ def normalize_case(p, l2_bytes):
 
         def fn(x):
             return (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)
+
+    if p.get("residual"):  # the pre-norm step: s = x + r, y = norm(s); both written
+        rs = [random_tensor((rows, cols), dtype, 0.0, 2.0) for _ in range(slots)]
+        norm, op = fn, "x + r, then " + op
+
+        def fn(x, r):
+            s = x + r
+            return norm(s), s
+
+        def make(f):
+            return lambda slot: f(xs[slot], rs[slot])
+        return op, fn, make, slots
 
     def make(f):
         return lambda slot: f(xs[slot])
