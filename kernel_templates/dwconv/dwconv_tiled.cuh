@@ -120,6 +120,20 @@ template <class T, int N> __device__ __forceinline__ void kvt_zero_vec(Vec<T, N>
   for (int u = 0; u < N; ++u) v.v[u] = kvt_from_float<T>(0.f);
 }
 
+// Rows per thread (RH > 1): window row i of the register sliding window (input row `row`) lands on
+// every output row rh and tap kh that read it, skipping rows outside the input. The channel-first
+// and channel-last windows (kvt_first_pipelined, kvt_last_pipelined) share it.
+template <class S, class Accumulate>
+__device__ __forceinline__ void kvt_land_row(int i, long long row, long long src_h, const Accumulate& accumulate) {
+  using AH = typename S::AH;
+  if (row >= 0 && row < src_h)
+#pragma unroll
+    for (int rh = 0; rh < S::RH; ++rh)
+#pragma unroll
+      for (int kh = 0; kh < S::KH; ++kh)
+        if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) accumulate(rh, kh);
+}
+
 #include "dwconv_tiled_first.cuh"
 #include "dwconv_tiled_last.cuh"
 

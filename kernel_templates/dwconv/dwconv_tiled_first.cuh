@@ -382,13 +382,8 @@ __device__ __forceinline__ void kvt_first_pipelined(const KvtDwConvParams& p, co
       else window.load(row_base + AH::next_used(i + 1), next);
     }
     if constexpr (kShuffle) window.finish(raw, win);
-    const long long row = row_base + i;
-    if (row >= 0 && row < p.src_h)
-#pragma unroll
-      for (int rh = 0; rh < S::RH; ++rh)
-#pragma unroll
-        for (int kh = 0; kh < S::KH; ++kh)
-          if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) kvt_first_accumulate<S>(acc, win, rh, kh, taps);
+    kvt_land_row<S>(i, row_base + i, p.src_h,
+                    [&](int rh, int kh) { kvt_first_accumulate<S>(acc, win, rh, kh, taps); });
     if constexpr (kShuffle) {
 #pragma unroll
       for (int v = 0; v < W::kVecs; ++v) raw[v] = raw_next[v];

@@ -339,13 +339,8 @@ __device__ __forceinline__ void kvt_last_pipelined(const KvtDwConvParams& p, con
   for (int i = 0; i < AH::kWindow; ++i) {
     if (!AH::used(i)) continue;
     if (AH::next_used(i + 1) < AH::kWindow) window.load(row_base + AH::next_used(i + 1), next, true);
-    const long long row = row_base + i;
-    if (row >= 0 && row < p.src_h)
-#pragma unroll
-      for (int rh = 0; rh < S::RH; ++rh)
-#pragma unroll
-        for (int kh = 0; kh < S::KH; ++kh)
-          if (AH::valid(rh, kh) && AH::offset(rh, kh) == i) kvt_last_accumulate<S>(acc, win, rh, kh, taps);
+    kvt_land_row<S>(i, row_base + i, p.src_h,
+                    [&](int rh, int kh) { kvt_last_accumulate<S>(acc, win, rh, kh, taps); });
 #pragma unroll
     for (int j = 0; j < S::kWin; ++j) win[j] = next[j];
   }
