@@ -1,18 +1,22 @@
-// Digests of the PTX each dwconv variant compiles to, for refactoring a kernel template without
-// changing its code: run it before and after the change and compare the two outputs (bench/NOTES.md,
-// "tiled kernel in parts"). Variants with the same instructions (in any order) differ at most in
-// scheduling, which ptxas redoes; those whose instructions changed need the GPU A/B.
-//   kvtune_ptx_digest [--every K] [--kernel tiled|direct|wgrad|mma|all] [--arch compute_90] [--source DIR]
+// Digests of the PTX (or, with --sass, the machine code) each variant compiles to, for refactoring a
+// kernel template without changing its code: run it before and after the change and compare the two
+// outputs (bench/NOTES.md, "tiled kernel in parts", "the row-landing duplicate", "the fused residual
+// add"). Variants with the same PTX instructions (in any order) differ at most in scheduling, which
+// ptxas redoes; --sass compiles cubins (ptxas included, default arch sm_90) and digests each kernel's
+// .text section byte for byte: equal digests are the same machine code, no GPU A/B needed.
+//   kvtune_ptx_digest [--family dwconv|normalize] [--every K] [--kernel tiled|direct|wgrad|mma|all]
+//                     [--arch compute_90|sm_90] [--sass] [--source DIR]
 // --source DIR compiles DIR/dwconv.cu and whichever of its headers DIR holds instead of the
 // embedded copies, so one build digests two trees (e.g. DIR = a `git worktree` of the old commit's
 // kernel_templates/dwconv; common.cuh is looked for in DIR and DIR/..).
 // Problems: forward and backward_data (backward_weight with --kernel wgrad or all) x the four layouts x
 // f32/f16/bf16, with kernel sizes 3, 4, 7 and 31 rotating, stride and dilation 1 or 2, bias, and the
-// SiLU epilogue on some forward problems; every K-th variant of each (default 1: all). Prints one
-// line a variant: "<digest of its PTX instructions> <instruction count> <name expression>" (see
-// instruction_digest: order and register numbers do not count), and each program's NVRTC time and
-// the count on stderr.
-// NVRTC only (PTX, no ptxas): runs without a GPU.
+// SiLU epilogue on some forward problems; every K-th variant of each (default 1: all). --family
+// normalize: forward and backward of f32/f16/bf16 x the three modes x widths 1 to 2^20 (one-block,
+// split and cooperative kernels; --kernel is ignored). Prints one line a variant: "<digest>
+// <instruction count> <name expression>" (PTX: see instruction_digest, order and register numbers do
+// not count; SASS: 16-byte instructions), and each program's NVRTC time and the count on stderr.
+// NVRTC only: runs without a GPU.
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -20,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -31,6 +36,7 @@
 #include "core/hash.h"
 #include "core/nvrtc.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/normalize/normalize_family.h"
 #include "kvtune/kvtune.h"
 
 using namespace kvtune;
@@ -94,6 +100,52 @@ std::pair<std::uint64_t, std::size_t> instruction_digest(std::string_view entry)
   return {h, total};
 }
 
+// The bytes of the ELF64 section named `name` of a cubin (the machine code of kernel K is ".text.K").
+std::string_view elf_section(std::string_view elf, const std::string& name) {
+  const auto read = [&](std::size_t at, int bytes) {
+    if (at + std::size_t(bytes) > elf.size()) throw Error("truncated cubin");
+    std::uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(elf[at + std::size_t(i)]);
+    return std::size_t(v);
+  };
+  if (elf.substr(0, 4) != "\x7f" "ELF" || elf.size() < 64 || elf[4] != 2) throw Error("not an ELF64 cubin");
+  const std::size_t shoff = read(0x28, 8), shentsize = read(0x3A, 2), shnum = read(0x3C, 2), shstrndx = read(0x3E, 2);
+  const std::size_t strings = read(shoff + shstrndx * shentsize + 0x18, 8);
+  for (std::size_t i = 0; i < shnum; ++i) {
+    const std::size_t header = shoff + i * shentsize;
+    const std::size_t at = strings + read(header, 4);
+    if (elf.compare(at, name.size() + 1, std::string_view(name.c_str(), name.size() + 1)) == 0)
+      return elf.substr(read(header + 0x18, 8), read(header + 0x20, 8));
+  }
+  throw Error("no section " + name + " in the cubin");
+}
+
+std::pair<std::uint64_t, std::size_t> sass_digest(std::string_view cubin, const std::string& lowered) {
+  const std::string_view text = elf_section(cubin, ".text." + lowered);
+  return {detail::hash64(text, detail::kFnvOffset), text.size() / 16};
+}
+
+// Name expressions of the normalize family's variants (every K-th of each problem's space).
+std::vector<detail::CompileRequest> normalize_requests(std::size_t every, const std::string& arch) {
+  std::vector<detail::CompileRequest> out;
+  std::size_t n = 0;
+  for (DType d : {DType::f32, DType::f16, DType::bf16})
+    for (NormMode m : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+      for (std::int64_t cols : {1, 37, 128, 1000, 4097, 16384, 65536, 1 << 20})
+        for (bool backward : {false, true}) {
+          normalize::Problem p;
+          p.dtype = d, p.mode = m, p.cols = cols, p.rows = cols >= (1 << 20) ? 8 : 4096;
+          p.gamma = m != NormMode::standardize;
+          p.beta = m == NormMode::layernorm && !backward;
+          p.rstd_out = !backward;
+          p.mean_out = !backward && m != NormMode::rmsnorm;
+          p.backward = backward, p.dgamma = backward && p.gamma, p.saved_stats = backward && cols % 2 == 0;
+          for (const auto& c : normalize::enumerate(p))
+            if (n++ % every == 0) out.push_back(normalize::compile_request(p, c, arch));
+        }
+  return out;
+}
+
 // The PTX of one entry: from ".entry NAME(" to the next entry's comment, or the end.
 std::string_view entry_ptx(std::string_view ptx, const std::string& lowered) {
   const auto start = ptx.find(".entry " + lowered + "(");
@@ -131,17 +183,28 @@ void use_sources(detail::CompileRequest& request, const std::string& dir) {
 
 int main(int argc, char** argv) {
   std::size_t every = 1;
-  std::string kernel = "tiled", arch = "compute_90", source_dir;
+  std::string kernel = "tiled", arch, source_dir, family = "dwconv";
+  bool sass = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--every" && i + 1 < argc) every = std::max(1l, std::strtol(argv[++i], nullptr, 10));
     else if (arg == "--kernel" && i + 1 < argc) kernel = argv[++i];
     else if (arg == "--arch" && i + 1 < argc) arch = argv[++i];
     else if (arg == "--source" && i + 1 < argc) source_dir = argv[++i];
+    else if (arg == "--family" && i + 1 < argc) family = argv[++i];
+    else if (arg == "--sass") sass = true;
     else {
-      std::fprintf(stderr, "usage: %s [--every K] [--kernel tiled|direct|wgrad|mma|all] [--arch compute_90] [--source DIR]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--family dwconv|normalize] [--every K] [--kernel tiled|direct|wgrad|mma|all] "
+                   "[--arch compute_90|sm_90] [--sass] [--source DIR]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (arch.empty()) arch = sass ? "sm_90" : "compute_90";
+  if (family != "dwconv" && family != "normalize") {
+    std::fprintf(stderr, "--family: dwconv or normalize\n");
+    return 2;
   }
   const auto keep = [&](const dwconv::Config& c) {
     return kernel == "all" || kernel == dwconv::to_string(c.kernel());
@@ -151,23 +214,29 @@ int main(int argc, char** argv) {
 
   // One program a problem's kept variants (64 at most): the front end runs once per program.
   std::vector<detail::CompileRequest> programs;
+  std::set<std::string> seen;  // a name expression once (problems of one key size share variants)
+  const auto add = [&](detail::CompileRequest request) {
+    if (!seen.insert(request.name_expressions.at(0)).second) return;
+    if (!source_dir.empty()) use_sources(request, source_dir);
+    if (programs.empty() || programs.back().name_expressions.size() == 64 ||
+        programs.back().source.data() != request.source.data() || programs.back().program_name != request.program_name ||
+        programs.back().extra_options != request.extra_options) {
+      programs.push_back(std::move(request));
+    } else {
+      programs.back().name_expressions.push_back(request.name_expressions.at(0));
+    }
+  };
+  if (family == "normalize")
+    for (auto& request : normalize_requests(every, arch)) add(std::move(request));
   int i = 0;
-  for (DwDirection d : directions)
+  for (DwDirection d : family == "dwconv" ? directions : std::vector<DwDirection>{})
     for (DwLayout l : {DwLayout::ncl, DwLayout::nlc, DwLayout::nchw, DwLayout::nhwc})
       for (DType t : {DType::f32, DType::f16, DType::bf16}) {
         const auto problem = dwconv::make_problem(problem_args(d, l, t, i++));
         std::size_t n = 0;
         for (const auto& c : dwconv::enumerate(problem)) {
           if (!keep(c) || n++ % every != 0) continue;
-          auto request = dwconv::compile_request(problem, c, arch);
-          if (!source_dir.empty()) use_sources(request, source_dir);
-          if (programs.empty() || programs.back().name_expressions.size() == 64 ||
-              programs.back().source.data() != request.source.data() || programs.back().program_name != request.program_name ||
-              programs.back().extra_options != request.extra_options) {
-            programs.push_back(std::move(request));
-          } else {
-            programs.back().name_expressions.push_back(request.name_expressions.at(0));
-          }
+          add(dwconv::compile_request(problem, c, arch));
         }
       }
 
@@ -179,7 +248,8 @@ int main(int argc, char** argv) {
       try {
         const auto result = detail::nvrtc_compile(programs[b]);
         for (std::size_t k = 0; k < result.lowered_names.size(); ++k) {
-          const auto [digest, count] = instruction_digest(entry_ptx(result.cubin, result.lowered_names[k]));
+          const auto [digest, count] = sass ? sass_digest(result.cubin, result.lowered_names[k])
+                                            : instruction_digest(entry_ptx(result.cubin, result.lowered_names[k]));
           lines[b].push_back(fmt::format("{:016x} {:6d} {}", digest, count, programs[b].name_expressions[k]));
         }
         std::fprintf(stderr, "program %zu: %zu kernels, NVRTC %.1f s\n", b, result.lowered_names.size(), result.seconds);
