@@ -45,6 +45,10 @@ template <class T, int N> struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 
+// The block's dynamic shared memory, 16-byte aligned (a macro: the host emulation of the tests,
+// tests/emulation/common.cuh, gives it another definition).
+#define KVT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
 // Asynchronous 16-byte copies global -> shared (sm_80+): `full` false writes 16 zero bytes instead
 // (src must still be a valid address). Copies issued since the last commit form one group;
 // kvt_cp_async_wait<N>() waits until at most N groups are in flight (the caller then syncs the block).

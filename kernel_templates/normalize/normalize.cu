@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   static_assert(!FULL || KEEP == 0, "FULL needs the row in registers");
   constexpr long long kStride = (long long)TPR * VW;  // elements between a thread's vectors
   __shared__ float scratch[3 * Group::kScratch];
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  KVT_DYNAMIC_SMEM(dynamic_smem);
 
   const int group = threadIdx.x / TPR;
   const int lane = threadIdx.x % TPR;
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   constexpr int kGrads = (GRADS & 1) + ((GRADS >> 1) & 1);
   __shared__ float scratch[3 * Group::kScratch];
   __shared__ unsigned ticket;
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  KVT_DYNAMIC_SMEM(dynamic_smem);
 
   const int group = threadIdx.x / TPR;
   const int lane = threadIdx.x % TPR;

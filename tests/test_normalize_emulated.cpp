@@ -1,0 +1,302 @@
+// The normalize kernels (kernel_templates/normalize/normalize.cu and normalize_split.cuh) compiled as
+// host C++ and run on emulated CUDA threads (tests/emulation/common.cuh: f32 only, a block's threads
+// as host threads meeting at barriers, a warp's shuffles through an exchange, blocks in turn), against
+// the float64 reference: the fused residual add (s = x + residual, written in place over an input or
+// apart) and its backward with the gradient into s, in every keep (registers, FULL, shared, re-read),
+// in the phased split-row kernels and in the backward's dgamma/dbeta reduction. It checks the kernels'
+// logic on machines without a GPU; the [gpu] tests check the compiled kernels in every dtype. (The
+// cooperative split kernel needs co-resident blocks and is not emulated.)
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_reference.h"
+#include "kernel_templates/normalize/normalize_split.h"
+
+// CUDA's host headers (through the family's) define these for the host compiler: here they mean nothing.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __shared__
+#undef __align__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __shared__ static  // one block at a time: a function's statics are its block's shared memory
+#define __align__(n) alignas(n)
+#include "kernel_templates/normalize/normalize.cu"
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __shared__
+#undef __align__
+
+using namespace kvtune;
+using normalize::Config;
+using normalize::Keep;
+using normalize::Problem;
+using normalize::Stat;
+
+namespace {
+
+// Runs body() on grid x block emulated threads, one block after another.
+template <class Body>
+void emulate(unsigned grid, unsigned block, const Body& body) {
+  REQUIRE(block >= 32);
+  REQUIRE(block % 32 == 0);
+  gridDim.x = grid;
+  blockDim.x = block;
+  pthread_barrier_init(&kvt_emulated_barrier, nullptr, block);
+  kvt_emulated_warps_init(block);
+  for (unsigned b = 0; b < grid; ++b) {
+    blockIdx.x = b;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+      threads.emplace_back([&body, t] {
+        threadIdx.x = t;
+        body();
+      });
+    for (auto& t : threads) t.join();
+  }
+  kvt_emulated_warps_destroy(block);
+  pthread_barrier_destroy(&kvt_emulated_barrier);
+}
+
+std::vector<float> random_rows(std::size_t n, unsigned seed, float offset, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = offset + scale * u(rng);
+  return v;
+}
+
+std::vector<double> widened(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+double relative_error(const std::vector<float>& out, const std::vector<double>& ref) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    err += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(err / std::max(norm, 1e-300));
+}
+
+Problem forward_problem(NormMode mode, std::int64_t cols, std::int64_t rows, bool affine, bool residual_out) {
+  Problem p;
+  p.mode = mode;
+  p.cols = cols;
+  p.rows = rows;
+  p.gamma = affine;
+  p.beta = affine && mode != NormMode::rmsnorm;
+  p.rstd_out = true;
+  p.mean_out = mode != NormMode::rmsnorm;
+  p.residual = true;
+  p.residual_out = residual_out;
+  return p;
+}
+
+enum class Where { apart, over_x, over_r };  // where residual_out (s) goes
+
+// One forward call of `kernel` (a kvt_normalize or kvt_normalize_split instantiation matching
+// `config`), emulated, against the float64 reference of the rounded sum; s bit for bit.
+template <class Kernel>
+void check_forward(Kernel kernel, const Problem& p, const Config& config, Where where) {
+  std::string why;
+  INFO(p.key() << " " << config.label() << " s " << (where == Where::apart ? "apart" : where == Where::over_x ? "over x" : "over residual"));
+  const bool runnable = normalize::is_runnable(p, config, &why);
+  INFO(why);
+  REQUIRE(runnable);
+  const std::int64_t rows = p.rows, cols = p.cols, n = rows * cols;
+  auto x = random_rows(std::size_t(n), 1, 0.5f, 2.f), r = random_rows(std::size_t(n), 2, -0.25f, 4.f);
+  const auto gamma = random_rows(std::size_t(cols), 3, 1.f, 0.5f), beta = random_rows(std::size_t(cols), 4, 0.f, 0.5f);
+  std::vector<float> s_expected(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < s_expected.size(); ++i) s_expected[i] = x[i] + r[i];
+  std::vector<float> y(static_cast<std::size_t>(n), NAN), s_apart(static_cast<std::size_t>(n), NAN);
+  std::vector<float> mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
+  float* s = where == Where::apart ? s_apart.data() : where == Where::over_x ? x.data() : r.data();
+
+  KvtNormalizeParams params{};
+  params.x = x.data();
+  params.y = y.data();
+  params.gamma = p.gamma ? gamma.data() : nullptr;
+  params.beta = p.beta ? beta.data() : nullptr;
+  params.mean = p.mean_out ? mean.data() : nullptr;
+  params.rstd = rstd.data();
+  params.rows = rows;
+  params.cols = cols;
+  params.ld_x = params.ld_y = cols;
+  params.eps = 1e-5f;
+  params.ddof = p.mode == NormMode::standardize ? 1 : 0;
+  const KvtResidualParams residual{r.data(), p.residual_out ? s : nullptr, cols, cols};
+  const normalize::Geometry g = normalize::geometry(p, config, rows);
+  REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
+  std::vector<float> workspace(g.workspace_bytes / 4 + 1);
+  if (g.phase_count == 0) {
+    emulate(g.grid, g.block, [&] { kernel(params, residual); });
+  } else {  // the phases, as normalize::launch runs them (one chunk: every row)
+    REQUIRE(g.row_chunk >= rows);
+    auto* base = reinterpret_cast<unsigned char*>(workspace.data());
+    params.row_partials = workspace.data();
+    params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
+    params.splits = config.splits;
+    params.direct = g.direct ? 1 : 0;
+    for (int i = 0; i < g.phase_count; ++i) {
+      params.phase = g.phases[i];
+      emulate(g.phase_grid[i], g.block, [&] { kernel(params, residual); });
+    }
+  }
+  const auto ref = normalize::reference(widened(s_expected), rows, cols, cols, p.mode, 1e-5, params.ddof,
+                                        p.gamma ? widened(gamma) : std::vector<double>{},
+                                        p.beta ? widened(beta) : std::vector<double>{});
+  CHECK(relative_error(y, ref.y) < 1e-5);
+  CHECK(relative_error(rstd, ref.rstd) < 1e-4);
+  if (p.mean_out) CHECK(relative_error(mean, ref.mean) < 1e-5);
+  if (p.residual_out) CHECK(std::memcmp(s, s_expected.data(), s_expected.size() * 4) == 0);
+}
+
+// One backward call: x is s, and the gradient into s (ds) is added to dx (dx may be ds itself).
+template <class Kernel>
+void check_backward(Kernel kernel, const Problem& p, const Config& config, bool dx_is_ds) {
+  std::string why;
+  INFO(p.key() << " " << config.label() << (dx_is_ds ? " dx == ds" : ""));
+  const bool runnable = normalize::is_runnable(p, config, &why);
+  INFO(why);
+  REQUIRE(runnable);
+  const std::int64_t rows = p.rows, cols = p.cols, n = rows * cols;
+  const auto s = random_rows(std::size_t(n), 5, 0.5f, 2.f), dy = random_rows(std::size_t(n), 6, 0.f, 1.f);
+  auto ds = random_rows(std::size_t(n), 7, 0.f, 1.f);
+  const auto ds_in = ds;
+  const auto gamma = random_rows(std::size_t(cols), 8, 1.f, 0.5f);
+  std::vector<float> dx_apart(std::size_t(n), NAN), dgamma(std::size_t(cols), NAN), dbeta(std::size_t(cols), NAN);
+  float* dx = dx_is_ds ? ds.data() : dx_apart.data();
+
+  KvtNormalizeBackwardParams params{};
+  params.x = s.data();
+  params.dy = dy.data();
+  params.dx = dx;
+  params.gamma = p.gamma ? gamma.data() : nullptr;
+  params.dgamma = p.dgamma ? dgamma.data() : nullptr;
+  params.dbeta = p.dbeta ? dbeta.data() : nullptr;
+  params.rows = rows;
+  params.cols = cols;
+  params.ld_x = params.ld_dy = params.ld_dx = params.ld_dres = cols;
+  params.eps = 1e-5f;
+  params.ddof = p.mode == NormMode::standardize ? 1 : 0;
+  params.row_loop = config.row_loop;
+  params.dres = ds.data();
+  const normalize::Geometry g = normalize::geometry(p, config, rows);
+  REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
+  std::vector<float> workspace(g.workspace_bytes / 4 + 1, 0.f);
+  auto* base = reinterpret_cast<unsigned char*>(workspace.data());
+  params.group_blocks = g.group_blocks;
+  params.level1_rows = g.level1_rows;
+  if (g.phase_count == 0) {
+    params.partials = workspace.data();
+    params.level1 = reinterpret_cast<float*>(base + g.level1_offset);
+    params.counters = reinterpret_cast<unsigned*>(base + g.counter_offset);  // zero
+    emulate(g.grid, g.block, [&] { kernel(params); });
+  } else {
+    params.stat_partials = workspace.data();
+    params.stat_final = reinterpret_cast<float*>(base + g.stat_final_offset);
+    params.sum_partials = reinterpret_cast<float*>(base + g.sum_partials_offset);
+    params.sum_final = reinterpret_cast<float*>(base + g.sum_final_offset);
+    params.partials = reinterpret_cast<float*>(base + g.grad_partials_offset);
+    params.splits = config.splits;
+    params.direct = g.direct ? 1 : 0;
+    params.grad_groups = g.grad_groups;
+    for (int i = 0; i < g.phase_count; ++i) {
+      params.phase = g.phases[i];
+      emulate(g.phase_grid[i], g.block, [&] { kernel(params); });
+    }
+  }
+  auto ref = normalize::reference_backward(widened(s), widened(dy), rows, cols, cols, p.mode, 1e-5, params.ddof,
+                                           p.gamma ? widened(gamma) : std::vector<double>{});
+  for (std::size_t i = 0; i < ref.dx.size(); ++i) ref.dx[i] += double(ds_in[i]);
+  CHECK(relative_error(std::vector<float>(dx, dx + n), ref.dx) < 1e-4);
+  if (p.dgamma) CHECK(relative_error(dgamma, ref.dgamma) < 1e-4);
+  if (p.dbeta) CHECK(relative_error(dbeta, ref.dbeta) < 1e-4);
+}
+
+Config one_block(int tpr, int rpb, int vector_bytes, int items, Keep keep, Stat stat) {
+  Config c;
+  c.threads_per_row = tpr;
+  c.rows_per_block = rpb;
+  c.vector_bytes = vector_bytes;
+  c.items = items;
+  c.keep = keep;
+  c.stat = stat;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("emulated: the fused residual add in every keep, s apart and over an input", "[normalize][residual][emulated]") {
+  // Registers, masked (1000 columns: 8 vectors of 4 a thread, the last partly past the row).
+  const Problem ln = forward_problem(NormMode::layernorm, 1000, 9, true, true);
+  const auto reg = &kvt_normalize<float, 32, 4, 4, 8, 0, 0, 1, 3, 3, false, 2>;
+  for (Where w : {Where::apart, Where::over_x, Where::over_r})
+    check_forward(reg, ln, one_block(32, 4, 16, 8, Keep::registers, Stat::two_pass), w);
+  // Registers, FULL (1024 columns exactly), rmsnorm with gamma.
+  const Problem rms = forward_problem(NormMode::rmsnorm, 1024, 5, true, true);
+  check_forward(&kvt_normalize<float, 32, 4, 4, 8, 0, 0, 2, 1, 2, true, 2>, rms,
+                one_block(32, 4, 16, 8, Keep::registers, Stat::two_pass), Where::over_r);
+  // Shared memory, Welford, standardize (ddof 1), s over x.
+  const Problem st = forward_problem(NormMode::standardize, 777, 6, false, true);
+  check_forward(&kvt_normalize<float, 64, 2, 2, 0, 1, 1, 0, 0, 3, false, 2>, st,
+                one_block(64, 2, 8, 0, Keep::shared, Stat::welford), Where::over_x);
+  // Re-read: the output pass reads x + residual again; without residual_out (RES 1).
+  const Problem rr = forward_problem(NormMode::layernorm, 3000, 3, true, false);
+  check_forward(&kvt_normalize<float, 128, 1, 4, 0, 2, 0, 1, 3, 3, false, 1>, rr,
+                one_block(128, 1, 16, 0, Keep::reread, Stat::two_pass), Where::apart);
+}
+
+TEST_CASE("emulated: the fused residual add on rows split across blocks", "[normalize][residual][emulated]") {
+  // 40000 f32 columns: slices of 256 threads x 4 vectors of 4 (4096 columns), 10 slices a row.
+  for (Where w : {Where::apart, Where::over_x}) {
+    const Problem p = forward_problem(NormMode::layernorm, 40000, 3, true, true);
+    const Config c = normalize::split_rows::make(p, 256, 16, 4, 1, false);
+    REQUIRE(c.splits == 10);
+    check_forward(&kvt_normalize_split<float, 256, 4, 4, 1, 3, 3, 2>, p, c, w);
+  }
+  const Problem rms = forward_problem(NormMode::rmsnorm, 20000, 2, false, false);
+  check_forward(&kvt_normalize_split<float, 128, 4, 8, 2, 0, 2, 1>, rms, normalize::split_rows::make(rms, 128, 16, 8, 1, false),
+                Where::apart);
+}
+
+TEST_CASE("emulated: the backward adds the gradient into s, one block a row and split rows", "[normalize][residual][emulated]") {
+  Problem p;
+  p.backward = true;
+  p.mode = NormMode::layernorm;
+  p.cols = 1000;
+  p.rows = 37;
+  p.gamma = p.dgamma = p.dbeta = true;
+  p.dresidual = true;
+  Config c = one_block(64, 2, 16, 4, Keep::registers, Stat::two_pass);
+  c.recompute = true;
+  for (bool dx_is_ds : {false, true})
+    check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 0, 1, 1, 3, 1, false, 1>, p, c, dx_is_ds);
+  Config shared = one_block(64, 2, 16, 0, Keep::shared, Stat::two_pass);
+  shared.recompute = true;
+  check_backward(&kvt_normalize_backward<float, 64, 2, 4, 0, 1, 1, 1, 3, 1, false, 1>, p, shared, false);
+
+  Problem wide;
+  wide.backward = true;
+  wide.mode = NormMode::rmsnorm;
+  wide.cols = 20000;
+  wide.rows = 3;
+  wide.gamma = wide.dgamma = true;
+  wide.dresidual = true;
+  const Config split = normalize::split_rows::make(wide, 256, 16, 4, 1, true);
+  for (bool dx_is_ds : {false, true})
+    check_backward(&kvt_normalize_backward_split<float, 256, 4, 4, 2, 1, 1, 1, 1>, wide, split, dx_is_ds);
+}
