@@ -260,6 +260,57 @@ TEST_CASE("emulated: the fused residual add in every keep, s apart and over an i
                 one_block(128, 1, 16, 0, Keep::reread, Stat::two_pass), Where::apart);
 }
 
+TEST_CASE("emulated: the bf16 residual sum is rounded once, as a separate add writes it", "[normalize][residual][emulated]") {
+  const Problem p = [] {
+    Problem q = forward_problem(NormMode::layernorm, 1000, 5, true, true);
+    q.dtype = DType::bf16;
+    return q;
+  }();
+  const Config c = one_block(32, 4, 16, 4, Keep::registers, Stat::two_pass);
+  std::string why;
+  REQUIRE(normalize::is_runnable(p, c, &why));
+  const std::size_t n = std::size_t(p.rows * p.cols);
+  const auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<kvt_bf16> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = kvt_from_float<kvt_bf16>(v[i]);
+    return out;
+  };
+  auto x = to_bf16(random_rows(n, 11, 0.5f, 2.f)), r = to_bf16(random_rows(n, 12, -0.25f, 40.f));
+  const auto gamma = to_bf16(random_rows(std::size_t(p.cols), 13, 1.f, 0.5f));
+  const auto beta = to_bf16(random_rows(std::size_t(p.cols), 14, 0.f, 0.5f));
+  std::vector<kvt_bf16> s_expected(n), y(n);
+  std::vector<double> s_values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    s_expected[i] = kvt_from_float<kvt_bf16>(kvt_to_float(x[i]) + kvt_to_float(r[i]));
+    s_values[i] = kvt_to_float(s_expected[i]);
+  }
+  std::vector<float> mean(std::size_t(p.rows)), rstd(std::size_t(p.rows));
+  KvtNormalizeParams params{};
+  params.x = x.data();
+  params.y = y.data();
+  params.gamma = gamma.data();
+  params.beta = beta.data();
+  params.mean = mean.data();
+  params.rstd = rstd.data();
+  params.rows = p.rows;
+  params.cols = p.cols;
+  params.ld_x = params.ld_y = p.cols;
+  params.eps = 1e-5f;
+  const KvtResidualParams residual{r.data(), r.data(), p.cols, p.cols};  // s over the residual stream
+  const normalize::Geometry g = normalize::geometry(p, c, p.rows);
+  emulate(g.grid, g.block, [&] { kvt_normalize<kvt_bf16, 32, 4, 8, 4, 0, 0, 1, 3, 3, false, 2>(params, residual); });
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += r[i].bits != s_expected[i].bits;
+  CHECK(wrong == 0);
+  std::vector<double> gv(gamma.size()), bv(beta.size());
+  for (std::size_t j = 0; j < gv.size(); ++j) gv[j] = kvt_to_float(gamma[j]), bv[j] = kvt_to_float(beta[j]);
+  const auto ref = normalize::reference(s_values, p.rows, p.cols, p.cols, p.mode, 1e-5, 0, gv, bv);
+  std::vector<float> yf(n);
+  for (std::size_t i = 0; i < n; ++i) yf[i] = kvt_to_float(y[i]);
+  CHECK(relative_error(yf, ref.y) < 1e-2);
+  CHECK(relative_error(mean, ref.mean) < 1e-5);
+}
+
 TEST_CASE("emulated: the fused residual add on rows split across blocks", "[normalize][residual][emulated]") {
   // 40000 f32 columns: slices of 256 threads x 4 vectors of 4 (4096 columns), 10 slices a row.
   for (Where w : {Where::apart, Where::over_x}) {

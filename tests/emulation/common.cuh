@@ -59,6 +59,23 @@ template <class T, int N> struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
 template <class T> inline T kvt_from_float(float f) { return f; }
+// bf16 storage as the device converts it: the upper half of the f32, rounded to nearest even.
+struct kvt_bf16 {
+  unsigned short bits;
+};
+inline float kvt_to_float(kvt_bf16 v) {
+  const unsigned u = unsigned(v.bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+template <> inline kvt_bf16 kvt_from_float<kvt_bf16>(float f) {
+  unsigned u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<unsigned short>((u >> 16) | 0x40u)};  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<unsigned short>(u >> 16)};
+}
 inline float __expf(float v) { return std::exp(v); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
