@@ -14,26 +14,9 @@
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
 #include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
 
-// CUDA's host headers (through the tuner's) define these for the host compiler: here they mean nothing.
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __shared__
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(x)
-#define __shared__ static  // one block at a time: a function's statics are its block's shared memory
+#include "emulation/kernel_begin.h"
 #include "kernel_templates/dwconv_states/dwconv_states.cu"
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __shared__
+#include "emulation/kernel_end.h"
 
 using namespace kvtune;
 

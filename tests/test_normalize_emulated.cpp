@@ -17,29 +17,9 @@
 #include "kernel_templates/normalize/normalize_reference.h"
 #include "kernel_templates/normalize/normalize_split.h"
 
-// CUDA's host headers (through the family's) define these for the host compiler: here they mean nothing.
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __shared__
-#undef __align__
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(x)
-#define __shared__ static  // one block at a time: a function's statics are its block's shared memory
-#define __align__(n) alignas(n)
+#include "emulation/kernel_begin.h"
 #include "kernel_templates/normalize/normalize.cu"
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __shared__
-#undef __align__
+#include "emulation/kernel_end.h"
 
 using namespace kvtune;
 using normalize::Config;
