@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   // small, so rows with |mean| >> std lose no precision (the shift cancels exactly in x - mean).
   const float shift =
       (MODE != 2 && cols > 0)
-          ? (RES != 0 ? kvt_to_float(kvt_from_float<T>(kvt_to_float(x[0]) + kvt_to_float(res[RES != 0 ? 0 : 0])))
+          ? (RES != 0 ? kvt_to_float(kvt_from_float<T>(kvt_to_float(x[0]) + kvt_to_float(res[0])))
                       : kvt_to_float(x[0]))
           : 0.f;
 
