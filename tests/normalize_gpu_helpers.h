@@ -17,9 +17,20 @@
 
 namespace kvtune::test_normalize {
 
+// Random rows as stored (encoded) and as the reference sees them (decoded, so the reference sees
+// exactly the rounded inputs).
+struct HostTensor {
+  std::vector<unsigned char> bytes;
+  std::vector<double> values;
+};
+
 struct Buffer {
   void* ptr = nullptr;
   explicit Buffer(std::size_t bytes) { detail::cuda_check(cudaMalloc(&ptr, std::max<std::size_t>(bytes, 16)), "cudaMalloc"); }
+  /// A device copy of the tensor's stored bytes.
+  explicit Buffer(const HostTensor& t) : Buffer(t.bytes.size()) {
+    detail::cuda_check(cudaMemcpy(ptr, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
   ~Buffer() { cudaFree(ptr); }
   Buffer(const Buffer&) = delete;
   template <class T> T* as(std::size_t byte_offset = 0) const {
@@ -41,12 +52,6 @@ inline double decode(DType d, const void* in) {
   return __bfloat162float(*static_cast<const __nv_bfloat16*>(in));
 }
 
-// Random rows as stored (encoded) and as the reference sees them (decoded, so the reference sees
-// exactly the rounded inputs).
-struct HostTensor {
-  std::vector<unsigned char> bytes;
-  std::vector<double> values;
-};
 inline HostTensor random_tensor(DType d, std::size_t count, std::uint64_t seed, double offset, double scale) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);

@@ -81,12 +81,7 @@ void check_forward(Context& context, DType d, const Mode& m, std::int64_t rows, 
   const auto g = random_tensor(d, std::size_t(cols), 303, 1.0, 0.5);
   const auto b = random_tensor(d, std::size_t(cols), 304, 0.0, 0.5);
   const auto s = rounded_sum(d, x, r);
-  Buffer bx(x.bytes.size()), br(r.bytes.size()), by(x.bytes.size()), bs(x.bytes.size()), bg(g.bytes.size()),
-      bb(b.bytes.size()), bstats(std::size_t(rows) * 8);
-  cudaMemcpy(bx.ptr, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(br.ptr, r.bytes.data(), r.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(bb.ptr, b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice);
+  Buffer bx(x), br(r), by(x.bytes.size()), bs(x.bytes.size()), bg(g), bb(b), bstats(std::size_t(rows) * 8);
   NormalizeArgs a;
   a.x = bx.ptr;
   a.residual = br.ptr;
@@ -128,12 +123,7 @@ void check_backward(Context& context, DType d, const Mode& m, std::int64_t rows,
   const auto dy = random_tensor(d, std::size_t(rows * cols), 312 + cols, 0.0, 1.0);
   const auto ds = random_tensor(d, std::size_t(rows * cols), 313 + cols, 0.0, 1.0);
   const auto g = random_tensor(d, std::size_t(cols), 314, 1.0, 0.5);
-  Buffer bs(s.bytes.size()), bdy(dy.bytes.size()), bds(ds.bytes.size()), bdx(s.bytes.size()), bg(g.bytes.size()),
-      bdg(g.bytes.size());
-  cudaMemcpy(bs.ptr, s.bytes.data(), s.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(bdy.ptr, dy.bytes.data(), dy.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(bds.ptr, ds.bytes.data(), ds.bytes.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(bg.ptr, g.bytes.data(), g.bytes.size(), cudaMemcpyHostToDevice);
+  Buffer bs(s), bdy(dy), bds(ds), bdx(s.bytes.size()), bg(g), bdg(g.bytes.size());
   NormalizeBackwardArgs a;
   a.x = bs.ptr;
   a.dy = bdy.ptr;

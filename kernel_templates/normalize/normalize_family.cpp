@@ -215,11 +215,10 @@ void check_rows(DType dtype, NormMode mode, std::int64_t rows, std::int64_t cols
   if (ddof != 0 && mode != NormMode::standardize) throw invalid("ddof", "ddof applies to standardize only");
 }
 
-// The fused residual's outputs: y and residual_out may each be x or residual itself (same leading
-// dimension: each element is read before it is written, by the thread that writes it) or lie apart
-// from both; never a part of one, and never each other.
-void validate_residual(const NormalizeArgs& a, std::int64_t elem) {
-  if (a.residual == nullptr) return;
+// The outputs y and residual_out may each be an input (x, residual) itself, with the same leading
+// dimension (each element is read before it is written, by the thread that writes it), or lie apart
+// from every input; never a part of one, and never each other.
+void validate_aliasing(const NormalizeArgs& a, std::int64_t elem) {
   using detail::byte_range;
   const auto ld = [&a](std::int64_t v) { return v == 0 ? a.cols : v; };
   const auto range = [&](const char* field, const void* p, std::int64_t ld_p) {
@@ -237,6 +236,7 @@ void validate_residual(const NormalizeArgs& a, std::int64_t elem) {
   for (const Operand& out : outputs) {
     if (out.pointer == nullptr) continue;
     for (const Operand& in : inputs) {
+      if (in.pointer == nullptr) continue;
       if (out.pointer == in.pointer) {
         if (out.ld != in.ld)
           throw invalid(a, out.ld_field, fmt::format("{} == {} needs {} == {}", out.field, in.field, out.ld_field, in.ld_field));
@@ -246,8 +246,7 @@ void validate_residual(const NormalizeArgs& a, std::int64_t elem) {
       }
     }
   }
-  if (a.residual_out != nullptr &&
-      range("y", a.y, ld(a.ld_y)).overlaps(range("residual_out", a.residual_out, ld(a.ld_residual_out))))
+  if (range("y", a.y, ld(a.ld_y)).overlaps(range("residual_out", a.residual_out, ld(a.ld_residual_out))))
     throw invalid(a, "residual_out", "residual_out overlaps y (two outputs)");
 }
 
@@ -260,8 +259,6 @@ void validate(const NormalizeArgs& a) {
              fail);
   if (a.x == nullptr) throw invalid(a, "x", "x is a null pointer");
   if (a.y == nullptr) throw invalid(a, "y", "y is a null pointer");
-  const std::int64_t ld_x = a.ld_x == 0 ? a.cols : a.ld_x;
-  const std::int64_t ld_y = a.ld_y == 0 ? a.cols : a.ld_y;
   const std::int64_t elem = a.dtype == DType::f32 ? 4 : 2;
   if (a.workspace != nullptr && address(a.workspace) % 256 != 0)
     throw invalid(a, "workspace", "workspace must be aligned to 256 bytes");
@@ -281,26 +278,17 @@ void validate(const NormalizeArgs& a) {
   check_aligned(a.residual_out, elem, "residual_out");
   if (a.residual_out != nullptr && a.residual == nullptr)
     throw invalid(a, "residual_out", "residual_out (s = x + residual) needs a residual");
-  validate_residual(a, elem);
-  // y may be x itself (same leading dimension) but must not partially overlap it.
-  const std::uintptr_t x0 = address(a.x), y0 = address(a.y);
-  const std::uintptr_t x1 = x0 + static_cast<std::uintptr_t>(((a.rows - 1) * ld_x + a.cols) * elem);
-  const std::uintptr_t y1 = y0 + static_cast<std::uintptr_t>(((a.rows - 1) * ld_y + a.cols) * elem);
-  if (x0 == y0) {
-    if (ld_x != ld_y) throw invalid(a, "ld_y", "in-place normalization needs ld_y == ld_x");
-  } else if (x0 < y1 && y0 < x1) {
-    throw invalid(a, "y", "y partially overlaps x (only y == x is allowed)");
-  }
-  // The statistics overlap neither x, y, gamma, beta nor each other; gamma and beta are inputs:
-  // they may share memory with each other or with x, not with y.
+  validate_aliasing(a, elem);
+  // The statistics overlap neither x, y, gamma, beta, the residual nor each other; gamma and beta
+  // are inputs: they may share memory with each other or with x, not with an output.
   using detail::byte_range;
-  const auto y_range = byte_range("y", a.y, std::int64_t(y1 - y0));
   const auto span = [&](std::int64_t ld) { return ((a.rows - 1) * (ld == 0 ? a.cols : ld) + a.cols) * elem; };
+  const auto y_range = byte_range("y", a.y, span(a.ld_y));
   const auto r_range = byte_range("residual", a.residual, span(a.ld_residual));
   const auto s_range = byte_range("residual_out", a.residual_out, span(a.ld_residual_out));
   if (const auto hit = detail::first_overlap(
           {byte_range("mean", a.mean, a.rows * 4), byte_range("rstd", a.rstd, a.rows * 4)},
-          {byte_range("x", a.x, std::int64_t(x1 - x0)), y_range, byte_range("gamma", a.gamma, a.cols * elem),
+          {byte_range("x", a.x, span(a.ld_x)), y_range, byte_range("gamma", a.gamma, a.cols * elem),
            byte_range("beta", a.beta, a.cols * elem), r_range, s_range}))
     throw invalid(a, hit->first.field, fmt::format("{} overlaps {}", hit->first.field, hit->second.field));
   if (const auto hit = detail::first_overlap(
