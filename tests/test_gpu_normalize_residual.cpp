@@ -167,6 +167,7 @@ TEST_CASE("residual: a sample of forward and backward variants matches the float
         normalize::Problem p;
         p.dtype = d;
         p.mode = m.mode;
+        p.rows = 300;  // the candidates' geometry needs rows; the loop below sets each
         p.cols = cols;
         p.align_bytes = 16;
         p.gamma = m.gamma;

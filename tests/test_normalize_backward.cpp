@@ -238,6 +238,19 @@ TEST_CASE("backward workspace: partials, level-1 rows and counters laid out with
   }
 }
 
+TEST_CASE("backward geometry of zero rows: an empty grid, no division by zero", "[normalize][backward]") {
+  // A Problem whose rows are not yet set (rows 0) once made geometry() divide by zero blocks per group.
+  for (const std::int64_t cols : {1, 1000, 300000}) {
+    const Problem p = backward_problem(DType::f32, NormMode::layernorm, cols, 0, true, true);
+    for (const auto& c : normalize::enumerate(p)) {
+      const auto g = normalize::geometry(p, c, 0);
+      INFO(c.label());
+      CHECK(g.group_blocks >= 1);
+      if (c.splits == 1) CHECK(g.grid == 0);
+    }
+  }
+}
+
 TEST_CASE("backward argument validation names the field", "[normalize][backward]") {
   struct Case {
     const char* field;

@@ -600,7 +600,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   if (p.backward && (p.dgamma || p.dbeta)) {
     const auto align256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
     const std::size_t grads = std::size_t(p.dgamma) + std::size_t(p.dbeta);
-    g.group_blocks = static_cast<int>(std::ceil(std::sqrt(double(blocks))));
+    g.group_blocks = std::max(1, static_cast<int>(std::ceil(std::sqrt(double(blocks)))));  // rows = 0: no blocks
     g.level1_rows = static_cast<int>(ceil_div(blocks, g.group_blocks));
     const std::size_t partial_rows = std::size_t(blocks) * std::size_t(c.rows_per_block);
     g.level1_offset = align256(grads * partial_rows * std::size_t(p.cols) * 4);
