@@ -178,6 +178,8 @@ void time_others(kb::ProblemResult& r, const kvtune::NormalizeArgs&, const Slots
   const auto args = [&](int slot) { return bound<kvtune::NormalizeArgs>(r.problem, s, slot); };
   kb::Timing seed = attempt([&] {
     const auto problem = kvtune::normalize::make_problem(args(0));
+    if (problem.residual)  // its LaunchArgs below carry no residual: the kernel would read a null one
+      throw std::runtime_error("unsupported: the seed design has no residual add");
     const auto config = kvtune::normalize::seed_config(problem);
     std::string why;
     if (!kvtune::normalize::is_runnable(problem, config, &why))

@@ -468,6 +468,9 @@ void run_reference(const Problem& problem, const std::string& arch, const Launch
 
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& a, cudaStream_t stream) {
+  // The kernel was compiled for the problem's residual form: a missing tensor would be read as null.
+  if (problem.residual != (a.residual != nullptr) || problem.residual_out != (a.residual_out != nullptr))
+    return cudaErrorInvalidValue;
   const Geometry g = geometry(problem, config, a.rows);
   KvtNormalizeParams params = forward_params(problem, a);
   KvtResidualParams residual = residual_params(a);
@@ -506,6 +509,7 @@ namespace kvtune::normalize {
 
 cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                             const BackwardLaunchArgs& a, cudaStream_t stream) {
+  if (problem.dresidual != (a.dresidual_out != nullptr)) return cudaErrorInvalidValue;
   const Geometry g = geometry(problem, config, a.rows);
   KvtNormalizeBackwardParams params = backward_params(problem, config, g, a);
   if (g.phase_count > 0) {
