@@ -320,6 +320,18 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
   shared.recompute = true;
   check_backward(&kvt_normalize_backward<float, 64, 2, 4, 0, 1, 1, 1, 3, 1, false, 1>, p, shared, false);
 
+  // The dgamma/dbeta level sums in both widths: 999 columns (one float a thread and column) and
+  // 1000 (16-byte loads), 75 blocks in 9 groups with a row loop.
+  for (const std::int64_t cols : {999, 1000}) {
+    Problem many = p;
+    many.cols = cols;
+    many.rows = 300;
+    Config looped = one_block(64, 1, 4, 16, Keep::registers, Stat::two_pass);
+    looped.recompute = true;
+    looped.row_loop = 4;
+    check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1>, many, looped, false);
+  }
+
   Problem wide;
   wide.backward = true;
   wide.mode = NormMode::rmsnorm;

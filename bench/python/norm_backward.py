@@ -16,7 +16,7 @@ Columns (microseconds per call, median of --repeats; inputs rotate over sets who
                overhead included): kvtune.torch, torch eager, torch.compile
 Every kvtune gradient is checked against PyTorch's float64 autograd first.
 
-usage: python3 bench/python/norm_backward.py [--json OUT.json] [--markdown OUT.md]
+usage: python3 bench/python/norm_backward.py [--json OUT.json] [--markdown OUT.md] [--no-steps] [--only OPS]
 """
 
 import argparse
@@ -193,10 +193,12 @@ def measure(op, dtype_name, rows, cols, bandwidth, args):
             y.backward(dys[i])
         return run
 
-    compiled = torch.compile(lambda op_, x, w_, b_: forward_ref(op_, x, w_, b_), dynamic=False)
-    step_ours = eager_us(step(forward_ours), count, args.calls, args.repeats)
-    step_eager = eager_us(step(forward_ref), count, args.calls, args.repeats)
-    step_compiled = eager_us(step(lambda o, x, w_, b_: compiled(o, x, w_, b_)), count, args.calls, args.repeats)
+    step_ours = step_eager = step_compiled = float("nan")
+    if not args.no_steps:
+        compiled = torch.compile(lambda op_, x, w_, b_: forward_ref(op_, x, w_, b_), dynamic=False)
+        step_ours = eager_us(step(forward_ours), count, args.calls, args.repeats)
+        step_eager = eager_us(step(forward_ref), count, args.calls, args.repeats)
+        step_compiled = eager_us(step(lambda o, x, w_, b_: compiled(o, x, w_, b_)), count, args.calls, args.repeats)
 
     floor_bytes = 3 * rows * cols * elem + (2 if op != "rms_norm" else 1) * rows * 4
     floor_bytes += (0 if w is None else 2 * cols * elem) + (0 if b is None else cols * elem)
@@ -218,6 +220,7 @@ def main():
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--rotate-mib", type=float, default=200)
     p.add_argument("--only", help="comma-separated ops")
+    p.add_argument("--no-steps", action="store_true", help="the backward kernels only: skip the step_* columns")
     args = p.parse_args()
     torch.manual_seed(0)
     bandwidth = copy_bandwidth()

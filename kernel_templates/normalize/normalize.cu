@@ -396,6 +396,82 @@ __device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride
   return t;
 }
 
+template <int N>
+struct KvtIntConstant {
+  static constexpr int value = N;
+};
+
+// The column sums of a level of the dgamma/dbeta reduction: for each of `grads` slabs (slab g at
+// src + g * slab) and each column j < cols, the sum of rows [0, n) (row stride `stride`) in row order
+// — the bits of kvt_sum_rows — handed to store(g, j, sum). The block's threads share the columns, W
+// adjacent ones a thread (one 16-byte load when W = 4) and kUnits of them with kRows rows in flight:
+// 32 loads a thread per L2 round trip instead of 8, so one block's serial sum of a level is bound by
+// bandwidth rather than by latency. W = 4 needs cols % 4 == 0 and 16-byte aligned slabs and rows.
+template <int W, class Store>
+__device__ __forceinline__ void kvt_sum_columns(const float* src, long long slab, long long stride, long long cols,
+                                                int grads, long long n, Store store) {
+  constexpr int kUnits = W == 4 ? 2 : 8;
+  constexpr int kRows = 4;
+  const long long per_grad = cols / W;
+  const long long units = grads * per_grad;
+  for (long long u0 = threadIdx.x; u0 < units; u0 += (long long)kUnits * blockDim.x) {
+    const float* base[kUnits];
+    int grad[kUnits];
+    long long col[kUnits];
+    float t[kUnits][W];
+#pragma unroll
+    for (int c = 0; c < kUnits; ++c) {
+      const long long u = u0 + (long long)c * blockDim.x;
+      grad[c] = u < units ? static_cast<int>(u / per_grad) : 0;
+      col[c] = u < units ? (u - grad[c] * per_grad) * W : 0;
+      base[c] = u < units ? src + grad[c] * slab + col[c] : nullptr;
+#pragma unroll
+      for (int k = 0; k < W; ++k) t[c][k] = 0.f;
+    }
+    auto add_rows = [&](long long r, auto rows) {
+      constexpr int kR = decltype(rows)::value;
+      float v[kR][kUnits][W];
+#pragma unroll
+      for (int q = 0; q < kR; ++q)
+#pragma unroll
+        for (int c = 0; c < kUnits; ++c) {
+          if (base[c] == nullptr) {
+#pragma unroll
+            for (int k = 0; k < W; ++k) v[q][c][k] = 0.f;
+          } else if constexpr (W == 4) {
+            const float4 f = __ldcg(reinterpret_cast<const float4*>(base[c] + (r + q) * stride));
+            v[q][c][0] = f.x, v[q][c][1] = f.y, v[q][c][2] = f.z, v[q][c][3] = f.w;
+          } else {
+            v[q][c][0] = __ldcg(base[c] + (r + q) * stride);
+          }
+        }
+#pragma unroll
+      for (int q = 0; q < kR; ++q)
+#pragma unroll
+        for (int c = 0; c < kUnits; ++c)
+#pragma unroll
+          for (int k = 0; k < W; ++k) t[c][k] += v[q][c][k];
+    };
+    long long r = 0;
+    for (; r + kRows <= n; r += kRows) add_rows(r, KvtIntConstant<kRows>{});
+    for (; r < n; ++r) add_rows(r, KvtIntConstant<1>{});
+#pragma unroll
+    for (int c = 0; c < kUnits; ++c)
+      if (base[c] != nullptr)
+#pragma unroll
+        for (int k = 0; k < W; ++k) store(grad[c], col[c] + k, t[c][k]);
+  }
+}
+
+// Both widths: W = 4 where the layout allows it.
+template <class Store>
+__device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long slab, long long stride,
+                                                    long long cols, int grads, long long n, Store store) {
+  const bool wide = cols % 4 == 0 && reinterpret_cast<unsigned long long>(src) % 16 == 0;
+  if (wide) kvt_sum_columns<4>(src, slab, stride, cols, grads, n, store);
+  else kvt_sum_columns<1>(src, slab, stride, cols, grads, n, store);
+}
+
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
           bool FULL = false, int DRES = 0>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
@@ -641,11 +717,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     if (ticket != static_cast<unsigned>(members - 1)) return;
     __threadfence();
     const long long slab1 = (long long)p.level1_rows * p.cols;
-    for (int grad = 0; grad < kGrads; ++grad)
-      for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
-        const float* src = p.partials + grad * slab + (long long)first * RPB * p.cols + j;
-        p.level1[grad * slab1 + (long long)level1 * p.cols + j] = kvt_sum_rows(src, p.cols, (long long)members * RPB);
-      }
+    float* level1_row = p.level1 + (long long)level1 * p.cols;
+    kvt_sum_columns_any(p.partials + (long long)first * RPB * p.cols, slab, p.cols, p.cols, kGrads,
+                        (long long)members * RPB,
+                        [&](int grad, long long j, float sum) { level1_row[grad * slab1 + j] = sum; });
     // Level 2: the last level-1 block sums the level-1 rows into dgamma / dbeta.
     __threadfence();
     __syncthreads();
@@ -653,12 +728,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     __syncthreads();
     if (ticket != static_cast<unsigned>(p.level1_rows - 1)) return;
     __threadfence();
-    for (int grad = 0; grad < kGrads; ++grad) {
-      T* out = static_cast<T*>(grad == 0 && (GRADS & 1) != 0 ? p.dgamma : p.dbeta);
-      for (long long j = threadIdx.x; j < p.cols; j += blockDim.x) {
-        out[j] = kvt_from_float<T>(kvt_sum_rows(p.level1 + grad * slab1 + j, p.cols, p.level1_rows));
-      }
-    }
+    T* const outs[2] = {static_cast<T*>((GRADS & 1) != 0 ? p.dgamma : p.dbeta), static_cast<T*>(p.dbeta)};
+    kvt_sum_columns_any(p.level1, slab1, p.cols, p.cols, kGrads, p.level1_rows,
+                        [&](int grad, long long j, float sum) { outs[grad][j] = kvt_from_float<T>(sum); });
   }
 }
 

@@ -5,6 +5,7 @@
 // barriers of its lanes, blocks one after another).
 #pragma once
 #include <pthread.h>
+#include <vector_types.h>  // float4, as the device code names it
 
 #include <algorithm>
 #include <atomic>
