@@ -396,70 +396,48 @@ __device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride
   return t;
 }
 
-template <int N>
-struct KvtIntConstant {
-  static constexpr int value = N;
-};
-
 // The column sums of a level of the dgamma/dbeta reduction: for each of `grads` slabs (slab g at
 // src + g * slab) and each column j < cols, the sum of rows [0, n) (row stride `stride`) in row order
 // — the bits of kvt_sum_rows — handed to store(g, j, sum). The block's threads share the columns, W
-// adjacent ones a thread (one 16-byte load when W = 4) and kUnits of them with kRows rows in flight:
-// 32 loads a thread per L2 round trip instead of 8, so one block's serial sum of a level is bound by
-// bandwidth rather than by latency. W = 4 needs cols % 4 == 0 and 16-byte aligned slabs and rows.
-template <int W, class Store>
+// adjacent ones a thread (one 16-byte load when W = 4), R rows in flight: 32 (W = 4) or 16 floats a
+// thread per L2 round trip instead of 8, in about as many registers as the kernel's main loop (an
+// earlier form with several column groups in flight doubled the kernel's registers and lost more in
+// occupancy than it gained). W = 4 needs cols % 4 == 0 and 16-byte aligned slabs and rows.
+template <int W, int R, class Store>
 __device__ __forceinline__ void kvt_sum_columns(const float* src, long long slab, long long stride, long long cols,
                                                 int grads, long long n, Store store) {
-  constexpr int kUnits = W == 4 ? 2 : 8;
-  constexpr int kRows = 4;
   const long long per_grad = cols / W;
   const long long units = grads * per_grad;
-  for (long long u0 = threadIdx.x; u0 < units; u0 += (long long)kUnits * blockDim.x) {
-    const float* base[kUnits];
-    int grad[kUnits];
-    long long col[kUnits];
-    float t[kUnits][W];
+  for (long long u = threadIdx.x; u < units; u += blockDim.x) {
+    const int grad = static_cast<int>(u / per_grad);
+    const long long col = (u - grad * per_grad) * W;
+    const float* base = src + grad * slab + col;
+    float t[W];
 #pragma unroll
-    for (int c = 0; c < kUnits; ++c) {
-      const long long u = u0 + (long long)c * blockDim.x;
-      grad[c] = u < units ? static_cast<int>(u / per_grad) : 0;
-      col[c] = u < units ? (u - grad[c] * per_grad) * W : 0;
-      base[c] = u < units ? src + grad[c] * slab + col[c] : nullptr;
-#pragma unroll
-      for (int k = 0; k < W; ++k) t[c][k] = 0.f;
-    }
-    auto add_rows = [&](long long r, auto rows) {
-      constexpr int kR = decltype(rows)::value;
-      float v[kR][kUnits][W];
-#pragma unroll
-      for (int q = 0; q < kR; ++q)
-#pragma unroll
-        for (int c = 0; c < kUnits; ++c) {
-          if (base[c] == nullptr) {
-#pragma unroll
-            for (int k = 0; k < W; ++k) v[q][c][k] = 0.f;
-          } else if constexpr (W == 4) {
-            const float4 f = __ldcg(reinterpret_cast<const float4*>(base[c] + (r + q) * stride));
-            v[q][c][0] = f.x, v[q][c][1] = f.y, v[q][c][2] = f.z, v[q][c][3] = f.w;
-          } else {
-            v[q][c][0] = __ldcg(base[c] + (r + q) * stride);
-          }
-        }
-#pragma unroll
-      for (int q = 0; q < kR; ++q)
-#pragma unroll
-        for (int c = 0; c < kUnits; ++c)
-#pragma unroll
-          for (int k = 0; k < W; ++k) t[c][k] += v[q][c][k];
-    };
+    for (int k = 0; k < W; ++k) t[k] = 0.f;
     long long r = 0;
-    for (; r + kRows <= n; r += kRows) add_rows(r, KvtIntConstant<kRows>{});
-    for (; r < n; ++r) add_rows(r, KvtIntConstant<1>{});
+    for (; r + R <= n; r += R) {
+      float v[R][W];
 #pragma unroll
-    for (int c = 0; c < kUnits; ++c)
-      if (base[c] != nullptr)
+      for (int q = 0; q < R; ++q) {
+        if constexpr (W == 4) {
+          const float4 f = __ldcg(reinterpret_cast<const float4*>(base + (r + q) * stride));
+          v[q][0] = f.x, v[q][1] = f.y, v[q][2] = f.z, v[q][3] = f.w;
+        } else {
+          v[q][0] = __ldcg(base + (r + q) * stride);
+        }
+      }
 #pragma unroll
-        for (int k = 0; k < W; ++k) store(grad[c], col[c] + k, t[c][k]);
+      for (int q = 0; q < R; ++q)
+#pragma unroll
+        for (int k = 0; k < W; ++k) t[k] += v[q][k];
+    }
+    for (; r < n; ++r) {
+#pragma unroll
+      for (int k = 0; k < W; ++k) t[k] += __ldcg(base + r * stride + k);
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) store(grad, col + k, t[k]);
   }
 }
 
@@ -468,17 +446,19 @@ template <class Store>
 __device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long slab, long long stride,
                                                     long long cols, int grads, long long n, Store store) {
   const bool wide = cols % 4 == 0 && reinterpret_cast<unsigned long long>(src) % 16 == 0;
-  if (wide) kvt_sum_columns<4>(src, slab, stride, cols, grads, n, store);
-  else kvt_sum_columns<1>(src, slab, stride, cols, grads, n, store);
+  if (wide) kvt_sum_columns<4, 8>(src, slab, stride, cols, grads, n, store);
+  else kvt_sum_columns<1, 16>(src, slab, stride, cols, grads, n, store);
 }
 
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
-          bool FULL = false, int DRES = 0>
+          bool FULL = false, int DRES = 0, int PREFETCH = 0>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
   static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
   static_assert(!FULL || KEEP == 0, "FULL needs the row in registers");
+  static_assert(PREFETCH == 0 || KEEP == 0, "the next row is prefetched into registers");
+  constexpr bool kPrefetch = PREFETCH != 0;
   constexpr long long kStride = (long long)TPR * VW;
   constexpr int kKept = KEEP == 0 ? ITEMS : 1;
   constexpr int kAcc = (KEEP == 0 && GRADS != 0) ? ITEMS : 1;
@@ -514,8 +494,33 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         }
   }
 
+  // PREFETCH (a row loop with the row in registers): the next row's x and dy are loaded before this
+  // row's reductions, so that their latency overlaps this row's work instead of following it.
+  auto row_of = [&](int it) { return ((long long)blockIdx.x * p.row_loop + it) * RPB + group; };
+  V xp[kPrefetch ? kKept : 1], dyp[kPrefetch ? kKept : 1];
+  auto prefetch_row = [&](long long r) {
+    const bool on = r < p.rows;
+    const long long n = on ? p.cols : 0;
+    const T* xs = static_cast<const T*>(p.x) + (on ? r : 0) * p.ld_x;
+    const T* dys = static_cast<const T*>(p.dy) + (on ? r : 0) * p.ld_dy;
+#pragma unroll
+    for (int i = 0; i < (kPrefetch ? kKept : 0); ++i) {
+      const long long j = lane * (long long)VW + i * kStride;
+      if constexpr (FULL) {
+        if (on) xp[i] = *reinterpret_cast<const V*>(xs + j), dyp[i] = *reinterpret_cast<const V*>(dys + j);
+#pragma unroll
+        for (int k = 0; k < VW; ++k)
+          if (!on) xp[i].v[k] = dyp[i].v[k] = kvt_from_float<T>(0.f);
+      } else {
+        xp[i] = load_masked<T, VW>(xs, j, n);
+        dyp[i] = load_masked<T, VW>(dys, j, n);
+      }
+    }
+  };
+  if constexpr (kPrefetch) prefetch_row(row_of(0));
+
   for (int it = 0; it < p.row_loop; ++it) {
-    const long long row = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+    const long long row = row_of(it);
     const bool active = row < p.rows;
     const long long cols = active ? p.cols : 0;
     const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
@@ -524,6 +529,11 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     // DRES: the gradient flowing into the forward's residual_out, added to dx (may be dx itself).
     const T* dres = DRES != 0 ? static_cast<const T*>(p.dres) + (active ? row : 0) * p.ld_dres : nullptr;
     V xr[kKept], dyr[kKept];
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int i = 0; i < kKept; ++i) xr[i] = xp[i], dyr[i] = dyp[i];
+      if (it + 1 < p.row_loop) prefetch_row(row_of(it + 1));
+    }
     auto for_each_vector = [&](auto&& visit) {
       if constexpr (KEEP == 0) {
 #pragma unroll
@@ -563,8 +573,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     float sum = 0.f;
     if constexpr (KEEP != 2 || RECOMPUTE) {
       for_each_vector([&](int i, long long j) {
-        const V vx = load(x, j);
-        if constexpr (KEEP == 0) {
+        V vx;
+        if constexpr (kPrefetch) vx = xr[i];
+        else vx = load(x, j);
+        if constexpr (KEEP == 0 && !kPrefetch) {
           xr[i] = vx;
           dyr[i] = load(dy, j);
         }
