@@ -329,17 +329,17 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
     Config looped = one_block(64, 1, 4, 16, Keep::registers, Stat::two_pass);
     looped.recompute = true;
     looped.row_loop = 4;
-    check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1, 1>, many, looped, false);
+    check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1>, many, looped, false);
   }
-  // The next row prefetched with the row exactly in registers (FULL), the last group's last row
-  // past the end: 1024 columns, 299 rows, a loop of 4.
+  // A row loop with the row exactly in registers (FULL), the last group's last row past the end:
+  // 1024 columns, 299 rows, a loop of 4.
   Problem full = p;
   full.cols = 1024;
   full.rows = 299;
   Config looped = one_block(64, 1, 16, 4, Keep::registers, Stat::two_pass);
   looped.recompute = true;
   looped.row_loop = 4;
-  check_backward(&kvt_normalize_backward<float, 64, 1, 4, 4, 0, 1, 1, 3, 1, true, 1, 1>, full, looped, false);
+  check_backward(&kvt_normalize_backward<float, 64, 1, 4, 4, 0, 1, 1, 3, 1, true, 1>, full, looped, false);
 
   Problem wide;
   wide.backward = true;

@@ -451,14 +451,12 @@ __device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long 
 }
 
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
-          bool FULL = false, int DRES = 0, int PREFETCH = 0>
+          bool FULL = false, int DRES = 0>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
   static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
   static_assert(!FULL || KEEP == 0, "FULL needs the row in registers");
-  static_assert(PREFETCH == 0 || KEEP == 0, "the next row is prefetched into registers");
-  constexpr bool kPrefetch = PREFETCH != 0;
   constexpr long long kStride = (long long)TPR * VW;
   constexpr int kKept = KEEP == 0 ? ITEMS : 1;
   constexpr int kAcc = (KEEP == 0 && GRADS != 0) ? ITEMS : 1;
@@ -494,33 +492,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         }
   }
 
-  // PREFETCH (a row loop with the row in registers): the next row's x and dy are loaded before this
-  // row's reductions, so that their latency overlaps this row's work instead of following it.
-  auto row_of = [&](int it) { return ((long long)blockIdx.x * p.row_loop + it) * RPB + group; };
-  V xp[kPrefetch ? kKept : 1], dyp[kPrefetch ? kKept : 1];
-  auto prefetch_row = [&](long long r) {
-    const bool on = r < p.rows;
-    const long long n = on ? p.cols : 0;
-    const T* xs = static_cast<const T*>(p.x) + (on ? r : 0) * p.ld_x;
-    const T* dys = static_cast<const T*>(p.dy) + (on ? r : 0) * p.ld_dy;
-#pragma unroll
-    for (int i = 0; i < (kPrefetch ? kKept : 0); ++i) {
-      const long long j = lane * (long long)VW + i * kStride;
-      if constexpr (FULL) {
-        if (on) xp[i] = *reinterpret_cast<const V*>(xs + j), dyp[i] = *reinterpret_cast<const V*>(dys + j);
-#pragma unroll
-        for (int k = 0; k < VW; ++k)
-          if (!on) xp[i].v[k] = dyp[i].v[k] = kvt_from_float<T>(0.f);
-      } else {
-        xp[i] = load_masked<T, VW>(xs, j, n);
-        dyp[i] = load_masked<T, VW>(dys, j, n);
-      }
-    }
-  };
-  if constexpr (kPrefetch) prefetch_row(row_of(0));
-
   for (int it = 0; it < p.row_loop; ++it) {
-    const long long row = row_of(it);
+    const long long row = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
     const bool active = row < p.rows;
     const long long cols = active ? p.cols : 0;
     const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
@@ -529,11 +502,6 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     // DRES: the gradient flowing into the forward's residual_out, added to dx (may be dx itself).
     const T* dres = DRES != 0 ? static_cast<const T*>(p.dres) + (active ? row : 0) * p.ld_dres : nullptr;
     V xr[kKept], dyr[kKept];
-    if constexpr (kPrefetch) {
-#pragma unroll
-      for (int i = 0; i < kKept; ++i) xr[i] = xp[i], dyr[i] = dyp[i];
-      if (it + 1 < p.row_loop) prefetch_row(row_of(it + 1));
-    }
     auto for_each_vector = [&](auto&& visit) {
       if constexpr (KEEP == 0) {
 #pragma unroll
@@ -573,10 +541,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     float sum = 0.f;
     if constexpr (KEEP != 2 || RECOMPUTE) {
       for_each_vector([&](int i, long long j) {
-        V vx;
-        if constexpr (kPrefetch) vx = xr[i];
-        else vx = load(x, j);
-        if constexpr (KEEP == 0 && !kPrefetch) {
+        const V vx = load(x, j);
+        if constexpr (KEEP == 0) {
           xr[i] = vx;
           dyr[i] = load(dy, j);
         }

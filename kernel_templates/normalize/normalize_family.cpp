@@ -653,14 +653,11 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
     return r;
   }
   if (p.backward) {
-    // A row loop with the row in registers prefetches the next row (kernel argument PREFETCH).
-    const bool prefetch = c.keep == Keep::registers && c.row_loop > 1;
-    const std::string tail = prefetch ? fmt::format(", {}, 1", p.dresidual ? 1 : 0) : p.dresidual ? ", 1" : "";
     r.name_expressions = {fmt::format("kvt_normalize_backward<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{}>",
                                       kernel_type(p.dtype), c.threads_per_row, c.rows_per_block, ve, c.items,
                                       static_cast<int>(c.keep), mode_index(p.mode), p.gamma ? 1 : 0,
                                       (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
-                                      full ? "true" : "false", tail)};
+                                      full ? "true" : "false", p.dresidual ? ", 1" : "")};
     return r;
   }
   r.name_expressions = {fmt::format("kvt_normalize<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
