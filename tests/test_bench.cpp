@@ -91,7 +91,7 @@ TEST_CASE("bench suites: ids unique, models positive, shapes valid", "[bench-cli
   std::set<std::string> ids;
   const auto all = suite("all", false);
   CHECK(all.size() >= 30);
-  CHECK(all.size() <= 64);  // the --suite all runtime budget: ~7-10 s of tuning per problem (decode steps: ~1 s)
+  CHECK(all.size() <= 70);  // the --suite all runtime budget: ~7-10 s of tuning per problem (decode steps: ~1 s)
   for (const auto& p : all) {
     INFO(p.id);
     CHECK(ids.insert(p.id).second);
@@ -131,6 +131,7 @@ TEST_CASE("bench suites: every registered family has rows in `--list-suite all`,
 
 namespace {
 void check_call(const NormalizeArgs& a) { normalize::validate(a); }
+void check_call(const NormalizeBackwardArgs& a) { normalize::validate(a); }
 void check_call(const DwConvArgs& a) {
   dwconv::validate(a);
   dwconv_states::validate(a);
@@ -140,7 +141,14 @@ void check_call(const DwConvDecodeArgs& a) { dwconv_decode::validate(a); }
 bool is_marker(const void* ptr) { return ptr == passed(); }
 bool has_marker(const NormalizeArgs& a) {
   return is_marker(a.x) || is_marker(a.y) || is_marker(a.gamma) || is_marker(a.beta) || is_marker(a.mean) ||
-         is_marker(a.rstd);
+         is_marker(a.rstd) || is_marker(a.residual) || is_marker(a.residual_out);
+}
+bool has_marker(const NormalizeBackwardArgs& a) {
+  for (const void* ptr : {a.x, a.dy, static_cast<const void*>(a.dx), a.gamma, static_cast<const void*>(a.mean),
+                          static_cast<const void*>(a.rstd), static_cast<const void*>(a.dgamma),
+                          static_cast<const void*>(a.dbeta), a.dresidual_out})
+    if (is_marker(ptr)) return true;
+  return false;
 }
 bool has_marker(const DwConvArgs& a) {
   for (const void* ptr : {a.x, a.weight, a.bias, static_cast<const void*>(a.y), a.dy, static_cast<const void*>(a.dx),
@@ -322,6 +330,26 @@ TEST_CASE("bench suites: the large normalize suite moves >= 256 MB, the narrow o
   for (const auto& j : listing) CHECK((j.at("residual") == true && j.at("residual_out") == true));
 }
 
+TEST_CASE("bench suites: normalize-backward times dx, dgamma and dbeta from saved statistics", "[bench-cli]") {
+  const auto problems = suite("normalize-backward", false);
+  REQUIRE(problems.size() >= 4);
+  std::set<NormMode> modes;
+  for (const auto& p : problems) {
+    INFO(p.id);
+    const NormalizeBackwardArgs& a = p.normalize_backward();
+    CHECK(p.group == "normalize backward");
+    CHECK(a.gamma != nullptr);
+    CHECK(a.dgamma != nullptr);
+    CHECK((a.dbeta != nullptr) == (a.mode == NormMode::layernorm));
+    CHECK(a.rstd != nullptr);
+    CHECK((a.mean != nullptr) == (a.mode != NormMode::rmsnorm));
+    // x and dy read, dx written: three planes, more than twice the L2 but for the small row.
+    CHECK(p.model_bytes() >= 3.0 * double(a.rows * a.cols) * element_bytes(a.dtype));
+    modes.insert(a.mode);
+  }
+  CHECK(modes == std::set<NormMode>{NormMode::layernorm, NormMode::rmsnorm});
+}
+
 TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, no GPU needed", "[bench-cli]") {
   const auto dir = temp_dir();
   const auto a = dir / "suite-a.json", b = dir / "suite-b.json";
@@ -341,6 +369,9 @@ TEST_CASE("kvtune-bench --list-suite: well-formed JSON, identical across runs, n
     const std::string call = p.at("call");
     if (call == "normalize") {
       for (const char* field : {"rows", "cols", "mode", "dtype", "eps", "ddof", "gamma", "beta"}) CHECK(p.contains(field));
+    } else if (call == "normalize_backward") {
+      for (const char* field : {"rows", "cols", "mode", "dtype", "eps", "ddof", "gamma", "saved", "dgamma", "dbeta"})
+        CHECK(p.contains(field));
     } else if (call == "dwconv") {
       for (const char* field : {"direction", "layout", "n", "c", "h", "w", "kernel_h", "kernel_w", "stride_h",
                                 "stride_w", "dilation_h", "dilation_w", "pad_top", "pad_bottom", "pad_left",

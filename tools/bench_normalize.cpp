@@ -1,5 +1,5 @@
 // kvtune-bench's normalize suites: the seed study's packet shapes, large transformer activations,
-// narrow rows and rows split across blocks.
+// narrow rows, rows split across blocks, the fused residual add and the backward.
 #include <fmt/format.h>
 
 #include "lib/src/families.h"
@@ -29,6 +29,33 @@ BenchProblem norm(const std::string& suite, std::int64_t rows, std::int64_t cols
   p.call = a;
   p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(mode), to_string(dtype), rows, cols);
   p.what = fmt::format("{} x {} {} {}", rows, cols, to_string(mode), to_string(dtype));
+  return p;
+}
+
+// The backward of a training step: dx, dgamma and dbeta (dbeta with layernorm) from x, dy, gamma and
+// the forward's saved mean/rstd, as PyTorch's layer_norm backward reads them.
+BenchProblem norm_backward(const std::string& suite, std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode,
+                           const std::string& source) {
+  BenchProblem p;
+  p.suite = suite;
+  p.family = detail::NormalizeFamily::kOp;
+  p.group = "normalize backward";
+  p.source = source;
+  NormalizeBackwardArgs a;
+  a.rows = rows;
+  a.cols = cols;
+  a.dtype = dtype;
+  a.mode = mode;
+  a.eps = 1e-5f;
+  a.ddof = mode == NormMode::standardize ? 1 : 0;
+  a.gamma = mode == NormMode::standardize ? nullptr : passed();
+  a.dgamma = a.gamma != nullptr ? passed() : nullptr;
+  a.dbeta = mode == NormMode::layernorm ? passed() : nullptr;
+  a.mean = mode == NormMode::rmsnorm ? nullptr : static_cast<const float*>(passed());
+  a.rstd = static_cast<const float*>(passed());
+  p.call = a;
+  p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(mode), to_string(dtype), rows, cols);
+  p.what = fmt::format("{} x {} {} {} backward", rows, cols, to_string(mode), to_string(dtype));
   return p;
 }
 
@@ -78,6 +105,17 @@ std::vector<BenchSuite> bench_suites<detail::NormalizeFamily>() {
       p.what += " + residual";
     }
     return v;
+  }});
+  out.push_back({"normalize-backward", [=] {
+    const std::string name = "normalize-backward";
+    const std::string src = "a training step's LayerNorm/RMSNorm backward from saved statistics, dgamma and dbeta "
+                            "included (issue 25); bench/python/norm_backward.py's rows";
+    return std::vector<BenchProblem>{norm_backward(name, 8192, 4096, bf16, NormMode::layernorm, src),
+                                     norm_backward(name, 8192, 1024, f32, NormMode::layernorm, src),
+                                     norm_backward(name, 4096, 1024, bf16, NormMode::layernorm, src),
+                                     norm_backward(name, 1024, 1024, bf16, NormMode::layernorm, src),
+                                     norm_backward(name, 8192, 4096, bf16, NormMode::rmsnorm, src),
+                                     norm_backward(name, 4096, 1024, f32, NormMode::rmsnorm, src)};
   }});
   out.push_back({"normalize-wide", [=] {
     const std::string name = "normalize-wide";

@@ -1,6 +1,6 @@
 // kvtune-bench suites: the registry's families' suites (tools/bench_<family>.cpp), their listing and
 // JSON form, and each row's bytes and FLOPs model. Sizes are chosen so that `--suite all` tunes at
-// most 64 problems and every problem but the small normalize shapes and the decode steps moves more
+// most 70 problems and every problem but the small normalize shapes and the decode steps moves more
 // than twice an H100/H200 L2 per call.
 #include "tools/bench_suite.h"
 
@@ -41,6 +41,19 @@ double bytes_of(NormalizeArgs a) {
 double flops_of(NormalizeArgs a) {
   a.x = fake_pointer(1);
   a.y = fake_pointer(2);
+  return normalize::model_flops(normalize::make_problem(a), a.rows);
+}
+
+// The backward: x and dy read, dx written, gamma, the saved statistics and dgamma/dbeta (the
+// partial rows of the dgamma/dbeta reduction are workspace, not counted).
+double bytes_of(NormalizeBackwardArgs a) {
+  a.x = a.dy = fake_pointer(1);
+  a.dx = fake_pointer(2);
+  return normalize::model_bytes(normalize::make_problem(a), a.rows);
+}
+double flops_of(NormalizeBackwardArgs a) {
+  a.x = a.dy = fake_pointer(1);
+  a.dx = fake_pointer(2);
   return normalize::model_flops(normalize::make_problem(a), a.rows);
 }
 
@@ -91,6 +104,21 @@ void add_fields(nlohmann::json& j, const NormalizeArgs& a) {
   j["beta"] = a.beta != nullptr;
   if (a.residual != nullptr) j["residual"] = true;  // y = norm(x + residual); also written: residual_out
   if (a.residual_out != nullptr) j["residual_out"] = true;
+}
+
+void add_fields(nlohmann::json& j, const NormalizeBackwardArgs& a) {
+  j["call"] = "normalize_backward";
+  j["dtype"] = to_string(a.dtype);
+  j["mode"] = to_string(a.mode);
+  j["rows"] = a.rows;
+  j["cols"] = a.cols;
+  j["eps"] = a.eps;
+  j["ddof"] = a.ddof;
+  j["gamma"] = a.gamma != nullptr;
+  j["saved"] = a.rstd != nullptr;  // the forward's mean/rstd read (else recomputed)
+  j["dgamma"] = a.dgamma != nullptr;
+  j["dbeta"] = a.dbeta != nullptr;
+  if (a.dresidual_out != nullptr) j["dresidual"] = true;
 }
 
 void add_fields(nlohmann::json& j, const DwConvArgs& a) {

@@ -20,7 +20,7 @@ namespace kvtune::bench {
 
 /// The public call a row times, its tensors null: a non-null optional tensor (bias, gamma,
 /// seq_idx, state_indices, ...) is a marker meaning "the call passes it"; the bench allocates it.
-using BenchCall = std::variant<NormalizeArgs, DwConvArgs, DwConvDecodeArgs>;
+using BenchCall = std::variant<NormalizeArgs, NormalizeBackwardArgs, DwConvArgs, DwConvDecodeArgs>;
 
 /// The marker of an optional tensor the call passes (never dereferenced).
 void* passed();
@@ -40,6 +40,7 @@ struct BenchProblem {
   int sequences = 0;   // packed sequences per row when the call passes seq_idx
 
   const NormalizeArgs& normalize() const { return std::get<NormalizeArgs>(call); }
+  const NormalizeBackwardArgs& normalize_backward() const { return std::get<NormalizeBackwardArgs>(call); }
   const DwConvArgs& dwconv() const { return std::get<DwConvArgs>(call); }
   const DwConvDecodeArgs& decode() const { return std::get<DwConvDecodeArgs>(call); }
   /// Bytes the call must move (kvtune's model: each input read once, each output written once).

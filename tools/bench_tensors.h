@@ -27,6 +27,7 @@ inline std::int64_t cudnn_out_w(const DwConvArgs& a) {
 // How one tensor of a call is filled.
 enum class Fill {
   values,     // offset + scale * U[-1, 1) in the call's dtype
+  floats,     // offset + scale * U[-1, 1) in f32 whatever the call's dtype (saved statistics)
   slots,      // int32 0, 1, ..., count - 1 (state indices: row i uses slot i)
   positions,  // int32 positions of a circular state, spread over 0..4095
   sequences,  // int32 [n, w], `sequences` runs of equal length a row (seq_idx)
@@ -59,6 +60,23 @@ inline void each_tensor(NormalizeArgs& a, V&& v) {
   if (a.beta != nullptr) v(a.beta, TensorSpec{cols, e, false, Fill::values, 0.0f, 0.25f});
   if (a.residual != nullptr) v(a.residual, TensorSpec{n, e, true, Fill::values, 0.0f, 2.0f});
   if (a.residual_out != nullptr) v(a.residual_out, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
+}
+
+// The backward: x as the forward saw it, dy, and the forward's statistics where the call reads them
+// (mean around 0.5, rstd around 1: the statistics of x's values, so dx stays of order dy).
+template <class V>
+inline void each_tensor(NormalizeBackwardArgs& a, V&& v) {
+  const int e = element_bytes(a.dtype);
+  const std::size_t n = std::size_t(a.rows * a.cols), cols = std::size_t(a.cols), rows = std::size_t(a.rows);
+  v(a.x, TensorSpec{n, e, true, Fill::values, 0.5f, 1.0f});
+  v(a.dy, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
+  v(a.dx, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.gamma != nullptr) v(a.gamma, TensorSpec{cols, e, false, Fill::values, 1.0f, 0.25f});
+  if (a.mean != nullptr) v(a.mean, TensorSpec{rows, 4, true, Fill::floats, 0.5f, 0.05f});
+  if (a.rstd != nullptr) v(a.rstd, TensorSpec{rows, 4, true, Fill::floats, 1.7f, 0.1f});
+  if (a.dgamma != nullptr) v(a.dgamma, TensorSpec{cols, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.dbeta != nullptr) v(a.dbeta, TensorSpec{cols, e, true, Fill::values, 0.0f, 1.0f});
+  if (a.dresidual_out != nullptr) v(a.dresidual_out, TensorSpec{n, e, true, Fill::values, 0.0f, 1.0f});
 }
 
 template <class V>

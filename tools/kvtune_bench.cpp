@@ -121,9 +121,9 @@ Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerpr
       s.memory.emplace_back(bytes);
       void* ptr = s.memory.back().get();
       s.sets[std::size_t(i)].push_back(ptr);
-      if (spec.fill == Fill::values) {
-        support.fill(ptr, (long long)spec.elements, dtype, 1000ull * unsigned(i + 1) + t, spec.offset, spec.scale,
-                     stream);
+      if (spec.fill == Fill::values || spec.fill == Fill::floats) {
+        support.fill(ptr, (long long)spec.elements, spec.fill == Fill::floats ? DType::f32 : dtype,
+                     1000ull * unsigned(i + 1) + t, spec.offset, spec.scale, stream);
       } else {
         const auto values = index_values(spec.fill, spec.elements, p);
         kb::check(cudaMemcpyAsync(ptr, values.data(), values.size() * 4, cudaMemcpyHostToDevice, stream),
@@ -164,11 +164,15 @@ kvtune::detail::LoadedKernel load_variant(const kvtune::detail::CompileRequest& 
 std::string variant(kvtune::Context& c, const kvtune::NormalizeArgs& a, cudaStream_t s) {
   return c.normalize_variant(a, s);
 }
+std::string variant(kvtune::Context& c, const kvtune::NormalizeBackwardArgs& a, cudaStream_t s) {
+  return c.normalize_backward_variant(a, s);
+}
 std::string variant(kvtune::Context& c, const kvtune::DwConvArgs& a, cudaStream_t s) { return c.dwconv_variant(a, s); }
 std::string variant(kvtune::Context& c, const kvtune::DwConvDecodeArgs& a, cudaStream_t s) {
   return c.dwconv_decode_variant(a, s);
 }
 void call(kvtune::Context& c, const kvtune::NormalizeArgs& a, cudaStream_t s) { c.normalize(a, s); }
+void call(kvtune::Context& c, const kvtune::NormalizeBackwardArgs& a, cudaStream_t s) { c.normalize_backward(a, s); }
 void call(kvtune::Context& c, const kvtune::DwConvArgs& a, cudaStream_t s) { c.dwconv(a, s); }
 void call(kvtune::Context& c, const kvtune::DwConvDecodeArgs& a, cudaStream_t s) { c.dwconv_decode(a, s); }
 
@@ -255,6 +259,11 @@ void time_others(kb::ProblemResult& r, const kvtune::DwConvArgs& plain, const Sl
     return t;
   });
 }
+
+// The backward has no seed design (the seed kernel is forward only) and cuDNN no normalization:
+// PyTorch's backward is its peer.
+void time_others(kb::ProblemResult&, const kvtune::NormalizeBackwardArgs&, const Slots&,
+                 const kvtune::detail::DeviceFingerprint&, cudaStream_t, const Settings&) {}
 
 // The decode step has no seed study and no cuDNN counterpart: PyTorch's composition is its peer.
 void time_others(kb::ProblemResult&, const kvtune::DwConvDecodeArgs&, const Slots&, const kvtune::detail::DeviceFingerprint&,

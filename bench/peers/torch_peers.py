@@ -9,6 +9,8 @@ Per problem:
   normalize, layernorm:   F.layer_norm(x, (cols,), weight, bias, eps)
   normalize, standardize: (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)
   normalize, rmsnorm:     F.rms_norm(x, (cols,), weight, eps)
+  normalize with residual: s = x + r, then the norm of s (both returned; torch.compile fuses them)
+  normalize_backward:     torch.autograd.grad(y, (x, weight[, bias]), dy) of F.layer_norm / F.rms_norm
   dwconv forward:         F.conv1d / F.conv2d with groups = C (causal 1D: padding K - 1, output
                           sliced to L, as PyTorch users write it)
   dwconv backward_data:   torch.autograd.grad(y, x, dy) through the same function
@@ -35,11 +37,14 @@ import math
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # --check reads the listing only
+    torch = F = None
 
 SCHEMA = "kvtune-bench-peers/1"
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16} if torch is not None else {}
 
 
 def log(message):
@@ -183,6 +188,40 @@ def normalize_case(p, l2_bytes):
 
     def make(f):
         return lambda slot: f(xs[slot])
+
+    return op, fn, make, slots
+
+
+def normalize_backward_case(p, l2_bytes):
+    """The backward of F.layer_norm / F.rms_norm through autograd, as the dwconv backward rows: one
+    retained forward graph per slot (eager, or torch.compile's forward whose backward graph Inductor
+    compiles too); each timed call is one autograd.grad for x, the weight and the bias."""
+    rows, cols, eps = p["rows"], p["cols"], float(p["eps"])
+    dtype = DTYPES[p["dtype"]]
+    mode = p["mode"]
+    esize = torch.tensor([], dtype=dtype).element_size()
+    slots = rotation_slots(3 * rows * cols * esize, l2_bytes)
+    xs = [random_tensor((rows, cols), dtype).requires_grad_(True) for _ in range(slots)]
+    gamma = random_tensor((cols,), dtype, 1.0, 0.25).requires_grad_(p.get("dgamma", False)) if p.get("gamma") else None
+    beta = random_tensor((cols,), dtype, 0.0, 0.25).requires_grad_(True) if p.get("dbeta") else None
+    if mode == "layernorm":
+        op = "F.layer_norm backward (autograd: x, weight, bias grads)"
+
+        def fn(x):
+            return F.layer_norm(x, (cols,), gamma, beta, eps)
+    elif mode == "rmsnorm":
+        op = "F.rms_norm backward (autograd: x, weight grads)"
+
+        def fn(x):
+            return F.rms_norm(x, (cols,), gamma, eps)
+    else:
+        raise ValueError("the standardize backward has no PyTorch peer in the suites")
+    wrt = [t for t in (gamma if p.get("dgamma") else None, beta) if t is not None]
+
+    def make(f):
+        ys = [f(xs[slot]) for slot in range(slots)]
+        dys = [random_tensor((rows, cols), dtype, 0.0, 1.0) for _ in range(slots)]
+        return lambda slot: torch.autograd.grad(ys[slot], [xs[slot]] + wrt, dys[slot], retain_graph=True)
 
     return op, fn, make, slots
 
@@ -333,9 +372,14 @@ def decode_case(p, l2_bytes):
     return op, step, make, slots
 
 
+# The peer of each call kind of the suite listing ("call"); --check fails for a kind missing here.
+CASES = {"normalize": normalize_case, "normalize_backward": normalize_backward_case, "dwconv": dwconv_case,
+         "dwconv_decode": decode_case}
+
+
 def run_problem(p, args, l2_bytes, compile_state):
     results = []
-    case = {"normalize": normalize_case, "dwconv": dwconv_case, "dwconv_decode": decode_case}[p.get("call", p["family"])]
+    case = CASES[p.get("call", p["family"])]
     try:
         op, fn, make, slots = case(p, l2_bytes)
     except Exception as e:
@@ -373,7 +417,9 @@ def run_problem(p, args, l2_bytes, compile_state):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite-json", required=True, help="output of kvtune-bench --list-suite NAME --json FILE")
-    parser.add_argument("--out", required=True, help="peers JSON to write (kvtune-bench --peers FILE)")
+    parser.add_argument("--out", help="peers JSON to write (kvtune-bench --peers FILE)")
+    parser.add_argument("--check", action="store_true",
+                        help="no GPU needed: check that every problem's call kind has a peer, and exit")
     parser.add_argument("--samples", type=int, default=21)
     parser.add_argument("--warmup-ms", type=float, default=2.0)
     parser.add_argument("--batch-ms", type=float, default=1.0)
@@ -389,6 +435,17 @@ def main():
         suite = json.load(f)
     if suite.get("schema") != "kvtune-bench-suite/1":
         sys.exit(f"{args.suite_json}: not a kvtune-bench suite listing (schema {suite.get('schema')!r})")
+    if args.check:
+        kinds = sorted({p.get("call", p["family"]) for p in suite["problems"]})
+        missing = [k for k in kinds if k not in CASES]
+        if missing:
+            sys.exit(f"torch_peers.py: no peer for the call kinds {missing}")
+        print(f"torch_peers.py: {len(suite['problems'])} problems, call kinds {kinds}: every one has a peer")
+        return
+    if args.out is None:
+        sys.exit("torch_peers.py: --out is required")
+    if torch is None:
+        sys.exit("torch_peers.py: PyTorch is not installed")
     if not torch.cuda.is_available():
         sys.exit("torch_peers.py: no CUDA device visible to PyTorch")
 
