@@ -8,55 +8,53 @@
 namespace kvtune::bench {
 namespace {
 
-BenchProblem norm(const std::string& suite, std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode,
-                  const std::string& source) {
-  BenchProblem p;
-  p.suite = suite;
-  p.family = detail::NormalizeFamily::kOp;
-  p.group = "normalize";
-  p.source = source;
-  NormalizeArgs a;
+// The fields both directions share: shape, dtype, eps and, as the PyTorch peers run them (F.layer_norm
+// with weight, F.rms_norm with weight, the three-op standardize with torch.std's default ddof = 1),
+// ddof and gamma.
+template <class Args>
+Args norm_args(std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode) {
+  Args a;
   a.rows = rows;
   a.cols = cols;
   a.dtype = dtype;
   a.mode = mode;
   a.eps = 1e-5f;
-  // The PyTorch peers: F.layer_norm with weight and bias, F.rms_norm with weight, and the three-op
-  // standardize with torch.std's default ddof = 1.
   a.ddof = mode == NormMode::standardize ? 1 : 0;
   a.gamma = mode == NormMode::standardize ? nullptr : passed();
-  a.beta = mode == NormMode::layernorm ? passed() : nullptr;
+  return a;
+}
+
+template <class Args>
+BenchProblem norm_row(const std::string& suite, const std::string& group, const std::string& source, const Args& a,
+                      const char* what_suffix) {
+  BenchProblem p;
+  p.suite = suite;
+  p.family = detail::NormalizeFamily::kOp;
+  p.group = group;
+  p.source = source;
   p.call = a;
-  p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(mode), to_string(dtype), rows, cols);
-  p.what = fmt::format("{} x {} {} {}", rows, cols, to_string(mode), to_string(dtype));
+  p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(a.mode), to_string(a.dtype), a.rows, a.cols);
+  p.what = fmt::format("{} x {} {} {}{}", a.rows, a.cols, to_string(a.mode), to_string(a.dtype), what_suffix);
   return p;
+}
+
+BenchProblem norm(const std::string& suite, std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode,
+                  const std::string& source) {
+  auto a = norm_args<NormalizeArgs>(rows, cols, dtype, mode);
+  a.beta = mode == NormMode::layernorm ? passed() : nullptr;  // F.layer_norm's bias
+  return norm_row(suite, "normalize", source, a, "");
 }
 
 // The backward of a training step: dx, dgamma and dbeta (dbeta with layernorm) from x, dy, gamma and
 // the forward's saved mean/rstd, as PyTorch's layer_norm backward reads them.
 BenchProblem norm_backward(const std::string& suite, std::int64_t rows, std::int64_t cols, DType dtype, NormMode mode,
                            const std::string& source) {
-  BenchProblem p;
-  p.suite = suite;
-  p.family = detail::NormalizeFamily::kOp;
-  p.group = "normalize backward";
-  p.source = source;
-  NormalizeBackwardArgs a;
-  a.rows = rows;
-  a.cols = cols;
-  a.dtype = dtype;
-  a.mode = mode;
-  a.eps = 1e-5f;
-  a.ddof = mode == NormMode::standardize ? 1 : 0;
-  a.gamma = mode == NormMode::standardize ? nullptr : passed();
+  auto a = norm_args<NormalizeBackwardArgs>(rows, cols, dtype, mode);
   a.dgamma = a.gamma != nullptr ? passed() : nullptr;
   a.dbeta = mode == NormMode::layernorm ? passed() : nullptr;
   a.mean = mode == NormMode::rmsnorm ? nullptr : static_cast<const float*>(passed());
   a.rstd = static_cast<const float*>(passed());
-  p.call = a;
-  p.id = fmt::format("{}/{}-{}-{}x{}", suite, to_string(mode), to_string(dtype), rows, cols);
-  p.what = fmt::format("{} x {} {} {} backward", rows, cols, to_string(mode), to_string(dtype));
-  return p;
+  return norm_row(suite, "normalize backward", source, a, " backward");
 }
 
 }  // namespace

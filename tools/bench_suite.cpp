@@ -92,8 +92,10 @@ dwconv_decode::Problem decode_problem(DwConvDecodeArgs a) {
 double bytes_of(const DwConvDecodeArgs& a) { return dwconv_decode::model_bytes(decode_problem(a), a.batch); }
 double flops_of(const DwConvDecodeArgs& a) { return dwconv_decode::model_flops(decode_problem(a), a.batch); }
 
-void add_fields(nlohmann::json& j, const NormalizeArgs& a) {
-  j["call"] = "normalize";
+// The fields both normalize calls share.
+template <class Args>
+void add_norm_fields(nlohmann::json& j, const char* call, const Args& a) {
+  j["call"] = call;
   j["dtype"] = to_string(a.dtype);
   j["mode"] = to_string(a.mode);
   j["rows"] = a.rows;
@@ -101,20 +103,17 @@ void add_fields(nlohmann::json& j, const NormalizeArgs& a) {
   j["eps"] = a.eps;
   j["ddof"] = a.ddof;
   j["gamma"] = a.gamma != nullptr;
+}
+
+void add_fields(nlohmann::json& j, const NormalizeArgs& a) {
+  add_norm_fields(j, "normalize", a);
   j["beta"] = a.beta != nullptr;
   if (a.residual != nullptr) j["residual"] = true;  // y = norm(x + residual); also written: residual_out
   if (a.residual_out != nullptr) j["residual_out"] = true;
 }
 
 void add_fields(nlohmann::json& j, const NormalizeBackwardArgs& a) {
-  j["call"] = "normalize_backward";
-  j["dtype"] = to_string(a.dtype);
-  j["mode"] = to_string(a.mode);
-  j["rows"] = a.rows;
-  j["cols"] = a.cols;
-  j["eps"] = a.eps;
-  j["ddof"] = a.ddof;
-  j["gamma"] = a.gamma != nullptr;
+  add_norm_fields(j, "normalize_backward", a);
   j["saved"] = a.rstd != nullptr;  // the forward's mean/rstd read (else recomputed)
   j["dgamma"] = a.dgamma != nullptr;
   j["dbeta"] = a.dbeta != nullptr;

@@ -147,32 +147,28 @@ def random_tensor(shape, dtype, offset=0.5, scale=1.0, memory_format=None):
     return t
 
 
+def norm_function(p, cols, gamma, beta, eps):
+    """The peer's normalization of p["mode"]: its description and a function of x."""
+    mode = p["mode"]
+    if mode == "layernorm":
+        return "F.layer_norm", lambda x: F.layer_norm(x, (cols,), gamma, beta, eps)
+    if mode == "rmsnorm":
+        return "F.rms_norm", lambda x: F.rms_norm(x, (cols,), gamma, eps)
+    if p.get("ddof", 1) != 1:
+        raise ValueError("the three-op standardize peer uses torch.std's ddof = 1")
+    return ("(x - x.mean(1)) / (x.std(1) + eps)",
+            lambda x: (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps))
+
+
 def normalize_case(p, l2_bytes):
     rows, cols, eps = p["rows"], p["cols"], float(p["eps"])
     dtype = DTYPES[p["dtype"]]
-    mode = p["mode"]
     esize = torch.tensor([], dtype=dtype).element_size()
     slots = rotation_slots((4 if p.get("residual") else 2) * rows * cols * esize, l2_bytes)
     xs = [random_tensor((rows, cols), dtype) for _ in range(slots)]
     gamma = random_tensor((cols,), dtype, 1.0, 0.25) if p.get("gamma") else None
     beta = random_tensor((cols,), dtype, 0.0, 0.25) if p.get("beta") else None
-    if mode == "layernorm":
-        op = "F.layer_norm"
-
-        def fn(x):
-            return F.layer_norm(x, (cols,), gamma, beta, eps)
-    elif mode == "rmsnorm":
-        op = "F.rms_norm"
-
-        def fn(x):
-            return F.rms_norm(x, (cols,), gamma, eps)
-    else:
-        op = "(x - x.mean(1)) / (x.std(1) + eps)"
-        if p.get("ddof", 1) != 1:
-            raise ValueError("the three-op standardize peer uses torch.std's ddof = 1")
-
-        def fn(x):
-            return (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + eps)
+    op, fn = norm_function(p, cols, gamma, beta, eps)
 
     if p.get("residual"):  # the pre-norm step: s = x + r, y = norm(s); both written
         rs = [random_tensor((rows, cols), dtype, 0.0, 2.0) for _ in range(slots)]
@@ -198,25 +194,17 @@ def normalize_backward_case(p, l2_bytes):
     compiles too); each timed call is one autograd.grad for x, the weight and the bias."""
     rows, cols, eps = p["rows"], p["cols"], float(p["eps"])
     dtype = DTYPES[p["dtype"]]
-    mode = p["mode"]
+    if p["mode"] == "standardize":
+        raise ValueError("the standardize backward has no PyTorch peer in the suites")
     esize = torch.tensor([], dtype=dtype).element_size()
     slots = rotation_slots(3 * rows * cols * esize, l2_bytes)
     xs = [random_tensor((rows, cols), dtype).requires_grad_(True) for _ in range(slots)]
     gamma = random_tensor((cols,), dtype, 1.0, 0.25).requires_grad_(p.get("dgamma", False)) if p.get("gamma") else None
     beta = random_tensor((cols,), dtype, 0.0, 0.25).requires_grad_(True) if p.get("dbeta") else None
-    if mode == "layernorm":
-        op = "F.layer_norm backward (autograd: x, weight, bias grads)"
-
-        def fn(x):
-            return F.layer_norm(x, (cols,), gamma, beta, eps)
-    elif mode == "rmsnorm":
-        op = "F.rms_norm backward (autograd: x, weight grads)"
-
-        def fn(x):
-            return F.rms_norm(x, (cols,), gamma, eps)
-    else:
-        raise ValueError("the standardize backward has no PyTorch peer in the suites")
+    op, fn = norm_function(p, cols, gamma, beta, eps)
     wrt = [t for t in (gamma if p.get("dgamma") else None, beta) if t is not None]
+    op += " backward (autograd.grad of x" + (", weight" if p.get("dgamma") else "") + \
+        (", bias" if p.get("dbeta") else "") + ")"
 
     def make(f):
         ys = [f(xs[slot]) for slot in range(slots)]
