@@ -808,8 +808,11 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double chain = kLatency * (c.keep == Keep::reread ? 2 : 1) + reductions * reduction +
                        double(iterations) * kIteration * (c.stat == Stat::welford ? kWelford : 1.0) +
                        (c.keep == Keep::shared ? kSharedPass : 0);
-  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows (eight
-  // L2 loads in flight per column) over the columns its threads cover.
+  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows over the
+  // columns its threads cover. Calibrated on the earlier level sums (eight loads of one column in
+  // flight); the current ones take four columns a load where cols % 4 == 0, so this overestimates the
+  // tail about 4x there. Left as is until a GPU run can check a recalibration against the tuned
+  // winners (the budgeted search ranks candidates by this model).
   double tail = 0;
   if (p.backward && (p.dgamma || p.dbeta)) {
     const double group = std::ceil(std::sqrt(blocks));
