@@ -253,9 +253,11 @@ def main():
             f.write("\n".join(lines) + "\n")
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "kvtune": kvtune.version(),
            "copy_bandwidth": bandwidth, "rows": rows, "geomean_speedup_bwd": geo}
-    if args.json:
+    if args.json:  # columns not measured (--no-steps) as null, not NaN (not JSON)
+        out["rows"] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}
+                       for m in rows]
         with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+            json.dump(out, f, indent=1, allow_nan=False)
 
 
 if __name__ == "__main__":
