@@ -27,19 +27,14 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import kvtune  # noqa: E402
 import kvtune.torch as kt  # noqa: E402
-from kvtune import _capi  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from norm_backward import copy_bandwidth, graph_us  # noqa: E402
-
-EPS = 1e-5
-DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-MODE = {"layer_norm": _capi.LAYERNORM, "rms_norm": _capi.RMSNORM, "standardize": _capi.STANDARDIZE}
+from norm_backward import (DT, EPS, MODE, copy_bandwidth, forward_ours as norm_ours,  # noqa: E402
+                           forward_ref as norm_ref, graph_us, params)
 
 PROBLEMS = [
     ("layer_norm", "bf16", 16384, 1024), ("layer_norm", "bf16", 8192, 4096), ("layer_norm", "f32", 8192, 1024),
@@ -49,37 +44,12 @@ PROBLEMS = [
 ]
 
 
-def params(op, cols, dtype):
-    if op == "standardize":
-        return None, None
-    w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(dtype)
-    b = (torch.randn(cols, device="cuda") * 0.5).to(dtype) if op == "layer_norm" else None
-    return w, b
-
-
-def norm_ref(op, s, w, b):
-    cols = s.shape[-1]
-    if op == "layer_norm":
-        return F.layer_norm(s, (cols,), w, b, EPS)
-    if op == "rms_norm":
-        return F.rms_norm(s, (cols,), w, EPS)
-    return (s - s.mean(-1, keepdim=True)) / (s.std(-1, keepdim=True) + EPS)
-
-
 def fused(op, x, r, w, b):
     if op == "layer_norm":
         return kt.add_layer_norm(x, r, x.shape[-1], w, b, EPS)
     if op == "rms_norm":
         return kt.add_rms_norm(x, r, x.shape[-1], w, EPS)
     return kt.add_standardize(x, r, EPS, 1)
-
-
-def norm_ours(op, s, w, b):
-    if op == "layer_norm":
-        return kt.layer_norm(s, s.shape[-1], w, b, EPS)
-    if op == "rms_norm":
-        return kt.rms_norm(s, s.shape[-1], w, EPS)
-    return kt.standardize(s, EPS, 1)
 
 
 def ddof(op):
