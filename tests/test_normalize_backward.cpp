@@ -230,7 +230,9 @@ TEST_CASE("backward workspace: partials, level-1 rows and counters laid out with
     const std::size_t blocks = g.grid;
     CHECK(std::size_t(g.group_blocks) * std::size_t(g.level1_rows) >= blocks);
     CHECK(std::size_t(g.group_blocks) * std::size_t(g.level1_rows - 1) < blocks);
-    CHECK(g.level1_offset >= 2 * blocks * std::size_t(c.rows_per_block) * 1000 * 4);
+    const std::size_t per_block = std::size_t(normalize::partial_rows_per_block(p, c));
+    CHECK(per_block == (c.keep == normalize::Keep::registers && c.rows_per_block > 1 ? 1u : std::size_t(c.rows_per_block)));
+    CHECK(g.level1_offset >= 2 * blocks * per_block * 1000 * 4);
     CHECK(g.counter_offset >= g.level1_offset + 2 * std::size_t(g.level1_rows) * 1000 * 4);
     CHECK(g.workspace_bytes >= g.counter_offset + std::size_t(g.level1_rows + 1) * 4);
     CHECK(g.level1_offset % 256 == 0);

@@ -331,6 +331,14 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
     looped.row_loop = 4;
     check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1>, many, looped, false);
   }
+  // Eight row groups a block folding their dgamma/dbeta accumulators on chip, a row shorter than
+  // the group's stride (37 columns of 48), the last block's rows partly past the end.
+  Problem narrow = p;
+  narrow.cols = 37;
+  narrow.rows = 300;
+  Config eight = one_block(16, 8, 4, 3, Keep::registers, Stat::two_pass);
+  eight.recompute = true;
+  check_backward(&kvt_normalize_backward<float, 16, 8, 1, 3, 0, 1, 1, 3, 1, false, 1>, narrow, eight, false);
   // A row loop with the row exactly in registers (FULL), the last group's last row past the end:
   // 1024 columns, 299 rows, a loop of 4.
   Problem full = p;

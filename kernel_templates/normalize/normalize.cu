@@ -464,6 +464,11 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   __shared__ float scratch[3 * Group::kScratch];
   __shared__ unsigned ticket;
   KVT_DYNAMIC_SMEM(dynamic_smem);
+  // Row groups kept in registers fold their dgamma/dbeta accumulators into one partial row a block
+  // (normalize::partial_rows_per_block): RPB times fewer partial rows to write and to sum.
+  constexpr bool kFold = KEEP == 0 && RPB > 1 && GRADS != 0;
+  constexpr int kPartialRows = kFold ? 1 : RPB;
+  __shared__ float fold[kFold ? RPB * kStride : 1];
 
   const int group = threadIdx.x / TPR;
   const int lane = threadIdx.x % TPR;
@@ -473,8 +478,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   const T* gamma = static_cast<const T*>(p.gamma);
   const float n_cols = static_cast<float>(p.cols);
   // This group's partial rows: dgamma in slab 0, dbeta in the next (or slab 0 without dgamma).
-  const long long slab = (long long)gridDim.x * RPB * p.cols;
-  float* part_g = p.partials + ((long long)blockIdx.x * RPB + group) * p.cols;
+  const long long slab = (long long)gridDim.x * kPartialRows * p.cols;
+  float* part_g = p.partials + ((long long)blockIdx.x * kPartialRows + (kFold ? 0 : group)) * p.cols;
   float* part_b = part_g + ((GRADS & 1) != 0 ? slab : 0);
 
   float acc_g[kAcc][VW], acc_b[kAcc][VW];
@@ -672,7 +677,27 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   }
 
   if constexpr (GRADS != 0) {
-    if constexpr (KEEP == 0) {
+    if constexpr (kFold) {
+      // One item (kStride columns) and gradient at a time: each group's accumulators into shared
+      // memory, then the block sums the RPB groups in group order (deterministic) into its row.
+      const auto fold_into = [&](const float (&acc)[kAcc][VW], int i, float* part) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) fold[group * kStride + lane * VW + k] = acc[i][k];
+        __syncthreads();
+        for (int e = threadIdx.x; e < kStride; e += blockDim.x) {
+          float t = 0.f;
+#pragma unroll
+          for (int g = 0; g < RPB; ++g) t += fold[g * kStride + e];
+          if (i * kStride + e < p.cols) part[i * kStride + e] = t;
+        }
+        __syncthreads();
+      };
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        if constexpr ((GRADS & 1) != 0) fold_into(acc_g, i, part_g);
+        if constexpr ((GRADS & 2) != 0) fold_into(acc_b, i, part_b);
+      }
+    } else if constexpr (KEEP == 0) {
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         const long long j = lane * (long long)VW + i * kStride;
@@ -696,8 +721,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     __threadfence();
     const long long slab1 = (long long)p.level1_rows * p.cols;
     float* level1_row = p.level1 + (long long)level1 * p.cols;
-    kvt_sum_columns_any(p.partials + (long long)first * RPB * p.cols, slab, p.cols, p.cols, kGrads,
-                        (long long)members * RPB,
+    kvt_sum_columns_any(p.partials + (long long)first * kPartialRows * p.cols, slab, p.cols, p.cols, kGrads,
+                        (long long)members * kPartialRows,
                         [&](int grad, long long j, float sum) { level1_row[grad * slab1 + j] = sum; });
     // Level 2: the last level-1 block sums the level-1 rows into dgamma / dbeta.
     __threadfence();

@@ -583,6 +583,11 @@ Config heuristic_config(const Problem& p, int cc_major, const std::string& gpu_m
   throw Error(Error::Context{"normalize", p.key(), "", "", ""}, "no valid variant for this problem");
 }
 
+int partial_rows_per_block(const Problem& p, const Config& c) {
+  const bool fold = p.backward && (p.dgamma || p.dbeta) && c.keep == Keep::registers && c.rows_per_block > 1;
+  return fold ? 1 : c.rows_per_block;
+}
+
 Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   Geometry g;
   if (c.splits != 1) {
@@ -602,7 +607,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
     const std::size_t grads = std::size_t(p.dgamma) + std::size_t(p.dbeta);
     g.group_blocks = std::max(1, static_cast<int>(std::ceil(std::sqrt(double(blocks)))));  // rows = 0: no blocks
     g.level1_rows = static_cast<int>(ceil_div(blocks, g.group_blocks));
-    const std::size_t partial_rows = std::size_t(blocks) * std::size_t(c.rows_per_block);
+    const std::size_t partial_rows = std::size_t(blocks) * std::size_t(partial_rows_per_block(p, c));
     g.level1_offset = align256(grads * partial_rows * std::size_t(p.cols) * 4);
     g.counter_offset = align256(g.level1_offset + grads * std::size_t(g.level1_rows) * std::size_t(p.cols) * 4);
     g.workspace_bytes = align256(g.counter_offset + std::size_t(g.level1_rows + 1) * 4);
@@ -797,7 +802,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
   if (p.backward && c.keep != Keep::registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
   if (p.backward && (p.dgamma || p.dbeta))
-    bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) * c.rows_per_block;
+    bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) *
+             partial_rows_per_block(p, c);
   const double unrolled = c.keep == Keep::registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
   const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
@@ -808,17 +814,17 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double chain = kLatency * (c.keep == Keep::reread ? 2 : 1) + reductions * reduction +
                        double(iterations) * kIteration * (c.stat == Stat::welford ? kWelford : 1.0) +
                        (c.keep == Keep::shared ? kSharedPass : 0);
-  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows over the
-  // columns its threads cover. Calibrated on the earlier level sums (eight loads of one column in
-  // flight); the current ones take four columns a load where cols % 4 == 0, so this overestimates the
-  // tail about 4x there. Left as is until a GPU run can check a recalibration against the tuned
-  // winners (the budgeted search ranks candidates by this model).
+  // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows (eight
+  // rows of four columns in flight a thread) over the columns its threads cover; folding the row
+  // groups on chip costs two block syncs an item and gradient.
   double tail = 0;
   if (p.backward && (p.dgamma || p.dbeta)) {
     const double group = std::ceil(std::sqrt(blocks));
-    const double column_passes = std::ceil(cols / double(block)) * (p.dgamma + p.dbeta);
-    tail = (std::ceil(group * c.rows_per_block / 8) + std::ceil(std::ceil(blocks / group) / 8)) * kLatency * 0.5 *
-           column_passes;
+    const double column_passes = std::ceil(cols / double(4 * block)) * (p.dgamma + p.dbeta);
+    tail = (std::ceil(group * partial_rows_per_block(p, c) / 8) + std::ceil(std::ceil(blocks / group) / 8)) *
+           kLatency * 0.5 * column_passes;
+    if (partial_rows_per_block(p, c) != c.rows_per_block)
+      tail += 2.0 * kBlockSync * double(iterations) * (p.dgamma + p.dbeta);
   }
   return std::max(memory, std::ceil(waves) * c.row_loop * chain) + chain + tail;
 }

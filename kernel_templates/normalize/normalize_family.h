@@ -155,6 +155,10 @@ struct Geometry {
 };
 /// The one place that computes grid, block and dynamic shared memory of a launch.
 Geometry geometry(const Problem& problem, const Config& config, std::int64_t rows);
+/// The backward's dgamma/dbeta partial rows a block writes: 1 where its row groups' register
+/// accumulators are folded on chip (row kept in registers, several row groups, a gradient asked),
+/// else one a row group.
+int partial_rows_per_block(const Problem& problem, const Config& config);
 
 /// Bytes a call must move at least: x read once, y written once, gamma/beta, per-row stats; the
 /// backward: x and dy read once, dx written once, gamma, saved stats, dgamma/dbeta.
