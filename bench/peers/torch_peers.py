@@ -29,7 +29,7 @@ Per problem:
 each eager ("torch-eager") and through torch.compile ("torch-compile"). The timing mirrors
 kvtune-bench: CUDA events, warm-up, median of --samples batches, inputs rotated over sets whose
 total exceeds twice the L2, random data, CUDA-graph replay (torch.cuda.CUDAGraph) below
---graph-threshold-us per call.
+--graph-threshold-us per call, and always for the calls in ALWAYS_GRAPH (host-bound in a loop).
 """
 import argparse
 import json
@@ -63,6 +63,12 @@ def summarize(per_call_ms, mode):
             "spread": (at(0.9) - at(0.1)) / median if median > 0 else 0.0, "mode": mode}
 
 
+# Calls whose events estimate is the host's time, not the kernels': a decode step, and the normalize
+# backward, whose autograd.grad costs 100-350 us of host time a call (eager and torch.compile's
+# runtime wrappers) around 10-200 us of kernels. They are always timed by graph replay (device time).
+ALWAYS_GRAPH = ("dwconv_decode", "normalize_backward")
+
+
 def measure(call, slots, args, graph=False):
     """Times call(slot) like kvtune-bench's measure(): events, or graph replay for short calls (and
     always for `graph`: a decode step, whose events estimate is the host's time, not the kernels')."""
@@ -91,7 +97,7 @@ def measure(call, slots, args, graph=False):
     if not args.no_graphs and (graph or estimate * 1e3 < args.graph_threshold_us):
         batch = int(min(max(math.ceil(args.graph_batch_ms / estimate), slots), 5000))
         try:
-            side = torch.cuda.Stream()
+            side = capture_stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm-up on a side stream, as CUDA-graph capture requires
                 for _ in range(3):
@@ -99,7 +105,7 @@ def measure(call, slots, args, graph=False):
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=side):
                 for _ in range(batch):
                     one()
             graph.replay()
@@ -139,8 +145,35 @@ def rotation_slots(set_bytes, l2_bytes):
     return count
 
 
+_streams = {}
+
+
+def capture_stream():
+    """The stream that graph capture records on. The retained forwards of the backward calls run on
+    it too: autograd runs each backward op on its forward op's stream, so a forward on another stream
+    would put the captured backward's kernels outside the capture."""
+    if "capture" not in _streams:
+        _streams["capture"] = torch.cuda.Stream()
+        # Inputs come from a generator of our own: a capture that fails can leave the default
+        # generator registered with the abandoned graph, and every later torch.rand would then fail.
+        _streams["generator"] = torch.Generator(device="cuda")
+        _streams["generator"].manual_seed(20261128)
+    return _streams["capture"]
+
+
+def make_on_capture_stream(make, f):
+    """make(f) with its work (the backward calls' retained forwards) on the capture stream."""
+    side, here = capture_stream(), torch.cuda.current_stream()
+    side.wait_stream(here)
+    with torch.cuda.stream(side):
+        call = make(f)
+    here.wait_stream(side)
+    return call
+
+
 def random_tensor(shape, dtype, offset=0.5, scale=1.0, memory_format=None):
-    t = (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1) * scale + offset
+    capture_stream()
+    t = (torch.rand(shape, device="cuda", dtype=torch.float32, generator=_streams["generator"]) * 2 - 1) * scale + offset
     t = t.to(dtype)
     if memory_format is not None:
         t = t.contiguous(memory_format=memory_format)
@@ -388,13 +421,13 @@ def run_problem(p, args, l2_bytes, compile_state):
                 torch._dynamo.reset()
                 began = time.perf_counter()
                 f = torch.compile(fn, dynamic=False)
-                call = make(f)
+                call = make_on_capture_stream(make, f)
                 call(0)  # compiles forward (and, for the backward problems, the backward graph)
                 torch.cuda.synchronize()
                 compile_state["seconds"] += time.perf_counter() - began
             else:
-                call = make(fn)
-            results.append({**entry, **measure(call, slots, args, graph=p.get("call") == "dwconv_decode")})
+                call = make_on_capture_stream(make, fn)
+            results.append({**entry, **measure(call, slots, args, graph=p.get("call") in ALWAYS_GRAPH)})
         except Exception as e:
             results.append({**entry, "status": "failed", "message": f"{type(e).__name__}: {e}"[:500]})
         finally:
