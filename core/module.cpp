@@ -48,7 +48,12 @@ cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, i
 }
 
 void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {
-  if (bytes <= 48 * 1024) return;
+  if (bytes == 0) return;
+  // Without the opt-in, static plus dynamic shared memory must fit in 48 KiB (a kernel with 17 KiB
+  // of static arrays fails to launch with 32 KiB of dynamic memory).
+  cudaFuncAttributes attributes{};
+  cuda_check(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel_)), "cudaFuncGetAttributes");
+  if (attributes.sharedSizeBytes + bytes <= 48 * 1024) return;
   cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");

@@ -3,6 +3,7 @@
 // layout, and NVRTC compilation of a sample of the variants.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -231,7 +232,8 @@ TEST_CASE("backward workspace: partials, level-1 rows and counters laid out with
     CHECK(std::size_t(g.group_blocks) * std::size_t(g.level1_rows) >= blocks);
     CHECK(std::size_t(g.group_blocks) * std::size_t(g.level1_rows - 1) < blocks);
     const std::size_t per_block = std::size_t(normalize::partial_rows_per_block(p, c));
-    CHECK(per_block == (c.keep == normalize::Keep::registers && c.rows_per_block > 1 ? 1u : std::size_t(c.rows_per_block)));
+    const bool in_registers = c.keep == normalize::Keep::registers || c.keep == normalize::Keep::staged;
+    CHECK(per_block == (in_registers && c.rows_per_block > 1 ? 1u : std::size_t(c.rows_per_block)));
     CHECK(g.level1_offset >= 2 * blocks * per_block * 1000 * 4);
     CHECK(g.counter_offset >= g.level1_offset + 2 * std::size_t(g.level1_rows) * 1000 * 4);
     CHECK(g.workspace_bytes >= g.counter_offset + std::size_t(g.level1_rows + 1) * 4);
@@ -328,4 +330,59 @@ TEST_CASE("a sample of the backward variants compiles for sm_90", "[normalize][b
   }
   CHECK(results.compiled + results.left_out >= variants);
   WARN("compiled " << results.compiled << " normalize backward kernels for sm_90");
+}
+
+TEST_CASE("backward staged rows: rules, shared memory, label and JSON", "[normalize][backward][staged]") {
+  const Problem p = backward_problem(DType::bf16, NormMode::layernorm, 4096, 8192, true, true);
+  Config c;
+  c.threads_per_row = 256;
+  c.rows_per_block = 2;
+  c.vector_bytes = 16;
+  c.items = 2;  // 4096 / (256 * 8)
+  c.keep = Keep::staged;
+  c.row_loop = 16;
+  std::string why;
+  REQUIRE(normalize::is_valid(p, c, &why));
+  CHECK(c.label() == "tpr=256,rpb=2,vw=16B,keep=stage,stat=twopass,loop=16");
+  CHECK(Config::from_json(c.to_json()) == c);
+  // Two stages of x and dy for each of the block's two row groups.
+  CHECK(normalize::geometry(p, c, 8192).dynamic_smem == 2u * 2u * 2u * 4096u * 2u);
+  CHECK(normalize::partial_rows_per_block(p, c) == 1);  // folded as the register keep
+  CHECK(normalize::compile_request(p, c, "sm_90").name_expressions.at(0) ==
+        "kvt_normalize_backward<kvt_bf16, 256, 2, 8, 2, 3, 1, 1, 3, 0, true>");
+  // The space has staged points for this problem; every one valid.
+  const auto space = normalize::enumerate(p);
+  CHECK(std::count_if(space.begin(), space.end(), [](const Config& v) { return v.keep == Keep::staged; }) > 0);
+
+  const Problem few = backward_problem(DType::bf16, NormMode::layernorm, 4096, 1024, true, true);
+  Config no_loop = c;
+  no_loop.row_loop = 1;
+  CHECK_FALSE(normalize::is_valid(few, no_loop, &why));
+  CHECK_THAT(why, Catch::Contains("row loop"));
+  CHECK(normalize::is_runnable(few, no_loop));  // pruned, not broken
+  Config narrow = c;
+  narrow.vector_bytes = 2;
+  narrow.items = 8;
+  CHECK_FALSE(normalize::is_runnable(p, narrow, &why));
+  CHECK_THAT(why, Catch::Contains("4, 8 or 16 bytes"));
+  Config items = c;
+  items.items = 0;
+  CHECK_FALSE(normalize::is_runnable(p, items, &why));
+  CHECK_THAT(why, Catch::Contains("items"));
+  const Problem huge = backward_problem(DType::f32, NormMode::layernorm, 16384, 8192, true, true);
+  Config big = c;
+  big.threads_per_row = 1024;
+  big.rows_per_block = 1;
+  big.vector_bytes = 16;
+  big.items = 4;  // 16384 / (1024 * 4): two stages of x and dy, 256 KiB
+  CHECK_FALSE(normalize::is_runnable(huge, big, &why));
+  CHECK_THAT(why, Catch::Contains("shared memory"));
+
+  Problem forward = p;
+  forward.backward = false;
+  forward.dgamma = forward.dbeta = forward.saved_stats = false;
+  Config f = c;
+  f.row_loop = 1;
+  CHECK_FALSE(normalize::is_runnable(forward, f, &why));
+  CHECK_THAT(why, Catch::Contains("backward"));
 }

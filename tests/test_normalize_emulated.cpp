@@ -174,6 +174,15 @@ void check_backward(Kernel kernel, const Problem& p, const Config& config, bool 
   params.ddof = p.mode == NormMode::standardize ? 1 : 0;
   params.row_loop = config.row_loop;
   params.dres = ds.data();
+  // Saved statistics: the forward's f32 mean and rstd from the float64 reference.
+  std::vector<float> saved_mean, saved_rstd;
+  if (!config.recompute) {
+    const auto fwd = normalize::reference(widened(s), rows, cols, cols, p.mode, 1e-5, params.ddof, {}, {});
+    saved_mean.assign(fwd.mean.begin(), fwd.mean.end());
+    saved_rstd.assign(fwd.rstd.begin(), fwd.rstd.end());
+    params.mean = p.mode == NormMode::rmsnorm ? nullptr : saved_mean.data();
+    params.rstd = saved_rstd.data();
+  }
   const normalize::Geometry g = normalize::geometry(p, config, rows);
   REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
   std::vector<float> workspace(g.workspace_bytes / 4 + 1, 0.f);
@@ -359,4 +368,53 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
   const Config split = normalize::split_rows::make(wide, 256, 16, 4, 1, true);
   for (bool dx_is_ds : {false, true})
     check_backward(&kvt_normalize_backward_split<float, 256, 4, 4, 2, 1, 1, 1, 1>, wide, split, dx_is_ds);
+}
+
+TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahead)", "[normalize][backward][emulated]") {
+  // keep=stage: the row group's next row copied to shared memory while this one is reduced. A row
+  // loop of 4 with the last block's rows partly past the end; saved and recomputed statistics;
+  // a masked row (1000 columns: the last vector partial, then vectors past the row) and a FULL one.
+  Problem p;
+  p.backward = true;
+  p.mode = NormMode::layernorm;
+  p.rows = 37;
+  p.gamma = p.dgamma = p.dbeta = true;
+  p.dresidual = true;
+  for (const bool recompute : {false, true}) {
+    p.saved_stats = !recompute;
+    Problem masked = p;
+    masked.cols = 1000;
+    Config c = one_block(64, 2, 16, 4, Keep::staged, Stat::two_pass);
+    c.recompute = recompute;
+    c.row_loop = 4;
+    if (recompute)
+      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 1, false, 1>, masked, c, false);
+    else
+      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 0, false, 1>, masked, c, false);
+    Problem full = p;
+    full.cols = 1024;
+    full.rows = 299;
+    if (recompute)
+      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 1, true, 1>, full, c, true);
+    else
+      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 0, true, 1>, full, c, true);
+  }
+  // rmsnorm (no mean; recomputed from the sum of squares, which needs zeros outside the row) and
+  // standardize (ddof 1) from saved statistics, 4-byte vectors, one row group a block.
+  Problem rms = p;
+  rms.mode = NormMode::rmsnorm;
+  rms.cols = 333;
+  rms.rows = 50;
+  rms.dbeta = false;
+  rms.saved_stats = false;
+  Config one = one_block(128, 1, 4, 3, Keep::staged, Stat::two_pass);
+  one.recompute = true;
+  one.row_loop = 4;
+  check_backward(&kvt_normalize_backward<float, 128, 1, 1, 3, 3, 2, 1, 1, 1, false, 1>, rms, one, false);
+  Problem standardize = rms;
+  standardize.mode = NormMode::standardize;
+  standardize.gamma = standardize.dgamma = false;
+  standardize.saved_stats = true;
+  one.recompute = false;
+  check_backward(&kvt_normalize_backward<float, 128, 1, 1, 3, 3, 0, 0, 0, 0, false, 1>, standardize, one, false);
 }

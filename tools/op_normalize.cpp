@@ -303,7 +303,8 @@ struct NormalizeSide {
 
   static SpaceSize space(const nz::Problem& p) {
     // The declared axes: threads per row and rows per block 1..1024 (powers of two), vector
-    // width 2..16 bytes, three places to keep the row, two statistics algorithms; the backward:
+    // width 2..16 bytes, four places to keep the row (the fourth, staged, backward only), two
+    // statistics algorithms; the backward:
     // two-pass statistics, saved or recomputed, rows per row group 1..256 (powers of four); then
     // the split-row forms.
     SpaceSize s;
@@ -314,7 +315,7 @@ struct NormalizeSide {
     for (int tpr = 1; tpr <= 1024; tpr *= 2)
       for (int rpb = 1; rpb <= 1024; rpb *= 2)
         for (int vb = 2; vb <= 16; vb *= 2)
-          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread})
+          for (nz::Keep keep : {nz::Keep::registers, nz::Keep::shared, nz::Keep::reread, nz::Keep::staged})
             for (nz::Stat stat : stats)
               for (int loop : loops)
                 for (bool recompute : recomputes) {
@@ -327,7 +328,9 @@ struct NormalizeSide {
                   c.row_loop = loop;
                   c.recompute = recompute;
                   const std::int64_t ve = std::max(1, vb / p.element_bytes());
-                  c.items = keep == nz::Keep::registers ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
+                  c.items = keep == nz::Keep::registers || keep == nz::Keep::staged
+                                ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve))
+                                : 0;
                   ++s.total;
                   if (nz::is_runnable(p, c)) ++s.runnable;
                 }

@@ -4,13 +4,14 @@
 //   TPR        threads cooperating on one row: sub-warp (4..16), one warp (32), several warps, a block
 //   RPB        rows per block; the block has TPR * RPB threads
 //   VW         elements per vector access (VW * sizeof(T) = 2..16 bytes)
-//   ITEMS      vectors per thread held in registers (KEEP == 0), 0 otherwise
-//   KEEP       where the row lives between passes: 0 registers, 1 shared memory, 2 re-read global
+//   ITEMS      vectors per thread held in registers (KEEP == 0 or 3), 0 otherwise
+//   KEEP       where the row lives between passes: 0 registers, 1 shared memory, 2 re-read global;
+//              the backward's 3: registers, copied to shared memory one row of the row loop ahead
 //   STAT       0 two-pass (mean, then centred sum of squares), 1 Welford (single pass, Chan merge)
 //   MODE       0 standardize (x - mean) / (std + eps), 1 layernorm, 2 rmsnorm
 //   AFFINE     bit 0: gamma, bit 1: beta
 //   STATS_OUT  bit 0: per-row mean, bit 1: per-row rstd
-//   FULL       the row is exactly ITEMS * TPR * VW elements (KEEP == 0): no per-element masks, which
+//   FULL       the row is exactly ITEMS * TPR * VW elements (KEEP == 0 or 3): no per-element masks, which
 //              also frees registers (bf16 x 1024: 53 -> 42, so more rows in flight)
 // The seed design (one 256-thread block per row, float4, warp-shuffle Welford) is
 // TPR=256, RPB=1, VW=4 (f32), KEEP=2, STAT=1. kvt_normalize_reference is the naive float64
@@ -109,6 +110,31 @@ struct RowGroup {
     }
   }
 };
+
+// The backward's staged rows (KEEP 3): one vector copied global -> shared without passing through
+// registers (cp.async on sm_80+, a plain copy elsewhere), the copies issued since the last commit
+// as one group, and a wait for every group but the newest. Each thread reads back only what it
+// copied, so no block barrier is needed.
+template <int BYTES> struct alignas(BYTES) KvtStageBytes {
+  unsigned w[BYTES / 4];
+};
+template <int BYTES> __device__ __forceinline__ void kvt_stage_copy(void* smem_dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  kvt_cp_async<BYTES>(smem_dst, src, true);
+#else
+  *static_cast<KvtStageBytes<BYTES>*>(smem_dst) = *static_cast<const KvtStageBytes<BYTES>*>(src);
+#endif
+}
+__device__ __forceinline__ void kvt_stage_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  kvt_cp_async_commit();
+#endif
+}
+__device__ __forceinline__ void kvt_stage_wait_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  kvt_cp_async_wait<1>();
+#endif
+}
 
 template <class T, int VW>
 __device__ __forceinline__ Vec<T, VW> load_masked(const T* row, long long j, long long cols) {
@@ -455,18 +481,24 @@ template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int 
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
   using V = Vec<T, VW>;
   using Group = RowGroup<TPR, RPB>;
-  static_assert(KEEP != 0 || ITEMS > 0, "register keep needs ITEMS");
-  static_assert(!FULL || KEEP == 0, "FULL needs the row in registers");
+  // KEEP 3 (staged): the row in registers during its passes as KEEP 0, loaded from shared memory
+  // where cp.async copied it during the previous row (two stages a row group, one row ahead), and
+  // the row's saved statistics (or recompute shift) read one row ahead into registers.
+  constexpr bool kRegs = KEEP == 0 || KEEP == 3;
+  constexpr bool kStaged = KEEP == 3;
+  static_assert(!kRegs || ITEMS > 0, "register keep needs ITEMS");
+  static_assert(!FULL || kRegs, "FULL needs the row in registers");
+  static_assert(!kStaged || sizeof(V) >= 4, "cp.async copies 4, 8 or 16 bytes");
   constexpr long long kStride = (long long)TPR * VW;
-  constexpr int kKept = KEEP == 0 ? ITEMS : 1;
-  constexpr int kAcc = (KEEP == 0 && GRADS != 0) ? ITEMS : 1;
+  constexpr int kKept = kRegs ? ITEMS : 1;
+  constexpr int kAcc = (kRegs && GRADS != 0) ? ITEMS : 1;
   constexpr int kGrads = (GRADS & 1) + ((GRADS >> 1) & 1);
   __shared__ float scratch[3 * Group::kScratch];
   __shared__ unsigned ticket;
   KVT_DYNAMIC_SMEM(dynamic_smem);
   // Row groups kept in registers fold their dgamma/dbeta accumulators into one partial row a block
   // (normalize::partial_rows_per_block): RPB times fewer partial rows to write and to sum.
-  constexpr bool kFold = KEEP == 0 && RPB > 1 && GRADS != 0;
+  constexpr bool kFold = kRegs && RPB > 1 && GRADS != 0;
   constexpr int kPartialRows = kFold ? 1 : RPB;
   __shared__ float fold[kFold ? RPB * kStride : 1];
 
@@ -475,6 +507,39 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   const long long padded = (p.cols + VW - 1) / VW * VW;
   T* sx = reinterpret_cast<T*>(dynamic_smem) + group * 2 * padded;
   T* sdy = sx + padded;
+  // Staged: stage k of this row group at dynamic_smem + ((k * RPB + group) * 2) * padded (x, then dy).
+  const auto stage_of = [&](int it) {
+    return reinterpret_cast<T*>(dynamic_smem) + ((long long)((it & 1) * RPB + group) * 2) * padded;
+  };
+  float next_s = 0.f, next_shift = 0.f;  // staged: the next row's saved rstd and mean (or recompute shift)
+  // Staged: issue the copies of row group `group`'s row of loop step `it` (and read its statistics).
+  const auto stage_row = [&](int it) {
+    if constexpr (kStaged) {  // (discarded for other keeps, whose vectors may be 2 bytes)
+      const long long r = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+      if (r >= p.rows) return;
+      const T* gx = static_cast<const T*>(p.x) + r * p.ld_x;
+      const T* gdy = static_cast<const T*>(p.dy) + r * p.ld_dy;
+      T* to = stage_of(it);
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const long long j = lane * (long long)VW + i * kStride;
+        if (FULL || j + VW <= p.cols) {
+          kvt_stage_copy<sizeof(V)>(to + j, gx + j);
+          kvt_stage_copy<sizeof(V)>(to + padded + j, gdy + j);
+        } else if (j < p.cols) {  // the row's last, partial vector: zero-filled past the row
+          *reinterpret_cast<V*>(to + j) = load_masked<T, VW>(gx, j, p.cols);
+          *reinterpret_cast<V*>(to + padded + j) = load_masked<T, VW>(gdy, j, p.cols);
+        }
+      }
+      if constexpr (RECOMPUTE) {
+        if constexpr (MODE != 2) next_shift = kvt_to_float(gx[0]);
+      } else {
+        next_s = p.rstd[r];
+        if constexpr (MODE != 2) next_shift = p.mean[r];
+      }
+    }
+  };
+
   const T* gamma = static_cast<const T*>(p.gamma);
   const float n_cols = static_cast<float>(p.cols);
   // This group's partial rows: dgamma in slab 0, dbeta in the next (or slab 0 without dgamma).
@@ -487,7 +552,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   for (int i = 0; i < kAcc; ++i)
 #pragma unroll
     for (int k = 0; k < VW; ++k) acc_g[i][k] = acc_b[i][k] = 0.f;
-  if constexpr (KEEP != 0 && GRADS != 0) {  // partials accumulate in place: start from zero
+  if constexpr (!kRegs && GRADS != 0) {  // partials accumulate in place: start from zero
     for (long long j = lane * (long long)VW; j < p.cols; j += kStride)
 #pragma unroll
       for (int k = 0; k < VW; ++k)
@@ -497,8 +562,21 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         }
   }
 
+  if constexpr (kStaged) {
+    stage_row(0);
+    kvt_stage_commit();
+  }
   for (int it = 0; it < p.row_loop; ++it) {
     const long long row = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+    // Staged: this row's statistics (read a step ago), then the next row's copies in flight while
+    // this row waits for its own.
+    const float staged_s = next_s, staged_shift = next_shift;
+    const T* staged = kStaged ? stage_of(it) : nullptr;
+    if constexpr (kStaged) {
+      if (it + 1 < p.row_loop) stage_row(it + 1);
+      kvt_stage_commit();
+      kvt_stage_wait_previous();
+    }
     const bool active = row < p.rows;
     const long long cols = active ? p.cols : 0;
     const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
@@ -508,7 +586,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     const T* dres = DRES != 0 ? static_cast<const T*>(p.dres) + (active ? row : 0) * p.ld_dres : nullptr;
     V xr[kKept], dyr[kKept];
     auto for_each_vector = [&](auto&& visit) {
-      if constexpr (KEEP == 0) {
+      if constexpr (kRegs) {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) visit(i, lane * (long long)VW + i * kStride);
       } else {
@@ -529,12 +607,12 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       return v;
     };
     auto kept_x = [&](int i, long long j) -> V {
-      if constexpr (KEEP == 0) return xr[i];
+      if constexpr (kRegs) return xr[i];
       else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(sx + j);
       else return load_masked<T, VW>(x, j, cols);
     };
     auto kept_dy = [&](int i, long long j) -> V {
-      if constexpr (KEEP == 0) return dyr[i];
+      if constexpr (kRegs) return dyr[i];
       else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(sdy + j);
       else return load_masked<T, VW>(dy, j, cols);
     };
@@ -542,11 +620,23 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
 
     // Pass 1: load (and keep) x and dy; the statistics' first sum when recomputing.
     // Statistics relative to shift: the row's first element when recomputing, the saved mean otherwise.
-    float shift = (RECOMPUTE && MODE != 2 && cols > 0) ? kvt_to_float(x[0]) : 0.f;
+    float shift = (RECOMPUTE && MODE != 2 && cols > 0) ? (kStaged ? staged_shift : kvt_to_float(x[0])) : 0.f;
     float sum = 0.f;
     if constexpr (KEEP != 2 || RECOMPUTE) {
       for_each_vector([&](int i, long long j) {
-        const V vx = load(x, j);
+        V vx;
+        if constexpr (kStaged) {  // zeros outside the row, as the masked loads give
+          if (in_row(j)) {
+            vx = *reinterpret_cast<const V*>(staged + j);
+            dyr[i] = *reinterpret_cast<const V*>(staged + padded + j);
+          } else {
+#pragma unroll
+            for (int k = 0; k < VW; ++k) vx.v[k] = dyr[i].v[k] = kvt_from_float<T>(0.f);
+          }
+          xr[i] = vx;
+        } else {
+          vx = load(x, j);
+        }
         if constexpr (KEEP == 0) {
           xr[i] = vx;
           dyr[i] = load(dy, j);
@@ -597,8 +687,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         }
       }
     } else if (active) {
-      s = p.rstd[row];
-      if constexpr (MODE != 2) shift = p.mean[row];
+      s = kStaged ? staged_s : p.rstd[row];
+      if constexpr (MODE != 2) shift = kStaged ? staged_shift : p.mean[row];
       if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
     }
     auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
@@ -662,9 +752,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);
         out.v[k] = kvt_from_float<T>(v);
         if (FULL || j + k < cols) {
-          if constexpr (KEEP == 0) {
-            acc_g[KEEP == 0 && GRADS != 0 ? i : 0][k] += d * xhat;
-            acc_b[KEEP == 0 && GRADS != 0 ? i : 0][k] += d;
+          if constexpr (kRegs) {
+            acc_g[kRegs && GRADS != 0 ? i : 0][k] += d * xhat;
+            acc_b[kRegs && GRADS != 0 ? i : 0][k] += d;
           } else {
             if constexpr ((GRADS & 1) != 0) part_g[j + k] += d * xhat;
             if constexpr ((GRADS & 2) != 0) part_b[j + k] += d;
@@ -697,7 +787,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         if constexpr ((GRADS & 1) != 0) fold_into(acc_g, i, part_g);
         if constexpr ((GRADS & 2) != 0) fold_into(acc_b, i, part_b);
       }
-    } else if constexpr (KEEP == 0) {
+    } else if constexpr (kRegs) {
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         const long long j = lane * (long long)VW + i * kStride;

@@ -30,6 +30,7 @@ const char* keep_name(Keep k) {
     case Keep::registers: return "reg";
     case Keep::shared: return "smem";
     case Keep::reread: return "reread";
+    case Keep::staged: return "stage";
   }
   return "?";
 }
@@ -125,6 +126,7 @@ Config Config::from_json(const nlohmann::json& j) {
     if (keep == "reg") c.keep = Keep::registers;
     else if (keep == "smem") c.keep = Keep::shared;
     else if (keep == "reread") c.keep = Keep::reread;
+    else if (keep == "stage") c.keep = Keep::staged;
     else throw Error("unknown keep '" + keep + "'");
     const auto stat = j.at("stat").get<std::string>();
     if (stat == "twopass") c.stat = Stat::two_pass;
@@ -454,7 +456,21 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return fail("more than half of a row's threads would be idle");
   if (prune && p.mode == NormMode::rmsnorm && c.stat != Stat::two_pass)
     return fail("rmsnorm needs no variance algorithm");
-  if (c.keep == Keep::registers) {
+  const bool in_registers = c.keep == Keep::registers || c.keep == Keep::staged;
+  if (c.keep == Keep::staged) {
+    if (!p.backward) return fail("staged rows are a backward keep (its row loop)");
+    if (c.vector_bytes < 4) return fail("staged rows copy 4, 8 or 16 bytes a vector");
+    if (prune && c.row_loop < 4) return fail("staged rows need a row loop to overlap");
+    // Measured on an H100 (2026-11-28): staging won on rows of 4 KiB and more and on none narrower,
+    // whose many row groups keep enough loads in flight; there its twins of the register variants
+    // only crowded the budgeted search (65536 x 128 bf16: the winner pushed from rank 20 to 54).
+    if (prune && p.cols * elem < 4096) return fail("staged rows only for rows of 4 KiB or more");
+    if (std::size_t(2 * kept_rows) * std::size_t(c.rows_per_block) *
+            std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem >
+        kMaxSharedBytes)
+      return fail("two stages of rows do not fit in shared memory");
+  }
+  if (in_registers) {
     if (c.items != iterations) return fail("items must equal the vectors per thread");
     if (c.items * c.vector_bytes * kept_rows > kMaxRegisterRowBytes) return fail("row slice too large for registers");
   } else if (c.items != 0) {
@@ -510,7 +526,7 @@ std::vector<Config> enumerate(const Problem& p) {
       const std::int64_t iterations = ceil_div(p.cols, tpr * ve);
       for (int block : {128, 256, 512, 1024}) {
         if (block < tpr || (block == 1024 && tpr != 1024) || (tpr >= 512 && block != tpr)) continue;
-        for (Keep keep : {Keep::registers, Keep::shared, Keep::reread}) {
+        for (Keep keep : {Keep::registers, Keep::shared, Keep::reread, Keep::staged}) {
           for (Stat stat : {Stat::two_pass, Stat::welford}) {
             for (int loop : {1, 4, 16, 64, 256}) {
               for (bool recompute : {false, true}) {
@@ -518,7 +534,9 @@ std::vector<Config> enumerate(const Problem& p) {
                 c.threads_per_row = tpr;
                 c.rows_per_block = block / tpr;
                 c.vector_bytes = vb;
-                c.items = keep == Keep::registers ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20)) : 0;
+                c.items = keep == Keep::registers || keep == Keep::staged
+                              ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20))
+                              : 0;
                 c.keep = keep;
                 c.stat = stat;
                 c.row_loop = loop;
@@ -584,7 +602,8 @@ Config heuristic_config(const Problem& p, int cc_major, const std::string& gpu_m
 }
 
 int partial_rows_per_block(const Problem& p, const Config& c) {
-  const bool fold = p.backward && (p.dgamma || p.dbeta) && c.keep == Keep::registers && c.rows_per_block > 1;
+  const bool fold = p.backward && (p.dgamma || p.dbeta) && (c.keep == Keep::registers || c.keep == Keep::staged) &&
+                    c.rows_per_block > 1;
   return fold ? 1 : c.rows_per_block;
 }
 
@@ -597,10 +616,10 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
   g.block = static_cast<unsigned>(c.threads_per_row * c.rows_per_block);
   const std::int64_t blocks = ceil_div(rows, std::int64_t(c.rows_per_block) * c.row_loop);
   g.grid = static_cast<unsigned>(blocks);
-  if (c.keep == Keep::shared) {
+  if (c.keep == Keep::shared || c.keep == Keep::staged) {
     const std::int64_t ve = c.vector_bytes / p.element_bytes();
-    g.dynamic_smem = std::size_t(p.backward ? 2 : 1) * std::size_t(c.rows_per_block) *
-                     std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
+    g.dynamic_smem = std::size_t(c.keep == Keep::staged ? 2 : 1) * std::size_t(p.backward ? 2 : 1) *
+                     std::size_t(c.rows_per_block) * std::size_t(ceil_div(p.cols, ve) * ve) * p.element_bytes();
   }
   if (p.backward && (p.dgamma || p.dbeta)) {
     const auto align256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -643,7 +662,8 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.arch = arch;
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
-  const bool full = c.keep == Keep::registers && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
+  const bool full = (c.keep == Keep::registers || c.keep == Keep::staged) &&
+                    p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
   if (c.splits != 1) {
     if (p.backward)
       r.name_expressions = {fmt::format("kvt_normalize_backward_split<{}, {}, {}, {}, {}, {}, {}, {}{}>",
@@ -788,9 +808,13 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * ve);
   const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
-  const std::int64_t regs = 32 + (c.keep == Keep::registers ? iterations * c.vector_bytes / 4 : 0);
+  const bool in_registers = c.keep == Keep::registers || c.keep == Keep::staged;
+  const std::int64_t regs = 32 + (in_registers ? iterations * c.vector_bytes / 4 : 0);
   const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
-  const std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
+  std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
+  if (c.keep == Keep::staged)  // two stages of x and dy a row group in shared memory (227 KiB an SM on sm_90)
+    blocks_per_sm = std::min<std::int64_t>(
+        blocks_per_sm, std::int64_t(227 * 1024) / std::int64_t(std::max<std::size_t>(1, geometry(p, c, 0).dynamic_smem)));
   if (blocks_per_sm == 0) return 1.0;  // cannot be resident: last
   const double blocks = std::ceil(rows / (c.rows_per_block * c.row_loop));
   const double resident_blocks = std::min(blocks, double(sm_count * blocks_per_sm));
@@ -800,11 +824,11 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double tensors = p.backward ? 3 : 2;
   double bytes = tensors * rows * cols * elem;
   if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
-  if (p.backward && c.keep != Keep::registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
+  if (p.backward && !in_registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
   if (p.backward && (p.dgamma || p.dbeta))
     bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) *
              partial_rows_per_block(p, c);
-  const double unrolled = c.keep == Keep::registers ? double(iterations) : 1.0;
+  const double unrolled = in_registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
   const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
   const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
@@ -826,7 +850,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
     if (partial_rows_per_block(p, c) != c.rows_per_block)
       tail += 2.0 * kBlockSync * double(iterations) * (p.dgamma + p.dbeta);
   }
-  return std::max(memory, std::ceil(waves) * c.row_loop * chain) + chain + tail;
+  // Staged rows: a row's loads were issued during the previous row, so the row loop's steps wait
+  // for its reductions and a pass over shared memory, not for DRAM (the first row still does).
+  const double step = c.keep == Keep::staged ? chain - kLatency + kSharedPass : chain;
+  return std::max(memory, std::ceil(waves) * c.row_loop * step) + chain + tail;
 }
 
 }  // namespace kvtune::normalize

@@ -16,8 +16,10 @@
 
 namespace kvtune::normalize {
 
-/// Where a row lives between the statistics pass and the output pass.
-enum class Keep : std::uint8_t { registers, shared, reread };
+/// Where a row lives between the statistics pass and the output pass. `staged` (backward only):
+/// in registers, as `registers`, but copied to shared memory asynchronously one row of the row
+/// loop ahead, so that a row's loads overlap the previous row's reductions.
+enum class Keep : std::uint8_t { registers, shared, reread, staged };
 /// How the mean and variance are computed.
 enum class Stat : std::uint8_t { two_pass, welford };
 
@@ -26,7 +28,7 @@ struct Config {
   int threads_per_row = 32;  // 1 .. 1024, power of two
   int rows_per_block = 4;    // threads per block = threads_per_row * rows_per_block
   int vector_bytes = 16;     // bytes per vector access: 2, 4, 8, 16 (at least the element size)
-  int items = 0;             // vectors per thread kept in registers (Keep::registers), else 0
+  int items = 0;             // vectors per thread kept in registers (Keep::registers, staged), else 0
   Keep keep = Keep::registers;
   Stat stat = Stat::two_pass;
   int row_loop = 1;         // backward: rows each row group handles in turn (grid = rows / (rpb * row_loop))
