@@ -463,7 +463,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     if (prune && c.row_loop < 4) return fail("staged rows need a row loop to overlap");
     // Measured on an H100 (2026-11-28): staging won on rows of 4 KiB and more and on none narrower,
     // whose many row groups keep enough loads in flight; there its twins of the register variants
-    // only crowded the budgeted search (65536 x 128 bf16: the winner pushed from rank 20 to 54).
+    // only crowded the budgeted search (65536 x 128 bf16: the winner pushed from rank 28 to 54).
     if (prune && p.cols * elem < 4096) return fail("staged rows only for rows of 4 KiB or more");
     if (std::size_t(2 * kept_rows) * std::size_t(c.rows_per_block) *
             std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem >
