@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernel_templates/normalize/normalize_family.h"
@@ -380,25 +381,25 @@ TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahea
   p.rows = 37;
   p.gamma = p.dgamma = p.dbeta = true;
   p.dresidual = true;
-  for (const bool recompute : {false, true}) {
-    p.saved_stats = !recompute;
-    Problem masked = p;
-    masked.cols = 1000;
+  // 64 threads a row, 2 row groups, 4 vectors of 4 a thread; RECOMPUTE and FULL as template arguments.
+  const auto check_staged = [&](auto recompute, auto full, std::int64_t cols, std::int64_t rows) {
+    constexpr int kRecompute = decltype(recompute)::value;
+    constexpr bool kFull = decltype(full)::value;
+    Problem q = p;
+    q.saved_stats = kRecompute == 0;
+    q.cols = cols;
+    q.rows = rows;
     Config c = one_block(64, 2, 16, 4, Keep::staged, Stat::two_pass);
-    c.recompute = recompute;
+    c.recompute = kRecompute != 0;
     c.row_loop = 4;
-    if (recompute)
-      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 1, false, 1>, masked, c, false);
-    else
-      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 0, false, 1>, masked, c, false);
-    Problem full = p;
-    full.cols = 1024;
-    full.rows = 299;
-    if (recompute)
-      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 1, true, 1>, full, c, true);
-    else
-      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, 0, true, 1>, full, c, true);
-  }
+    check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, kRecompute, kFull, 1>, q, c, kFull);
+  };
+  using Saved = std::integral_constant<int, 0>;
+  using Recomputed = std::integral_constant<int, 1>;
+  check_staged(Saved{}, std::false_type{}, 1000, 37);
+  check_staged(Recomputed{}, std::false_type{}, 1000, 37);
+  check_staged(Saved{}, std::true_type{}, 1024, 299);
+  check_staged(Recomputed{}, std::true_type{}, 1024, 299);
   // rmsnorm (no mean; recomputed from the sum of squares, which needs zeros outside the row) and
   // standardize (ddof 1) from saved statistics, 4-byte vectors, one row group a block.
   Problem rms = p;
