@@ -18,6 +18,7 @@
 
 #include "gpu_support.h"
 #include "normalize_gpu_helpers.h"
+#include "normalize_variants.h"
 #include "sample.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
@@ -122,26 +123,9 @@ static void check_normalize_variants(const test::Sample& sample,
             }
             const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
             compiled_total += compiled.size();
-            std::vector<detail::LoadedKernel> kernels;
-            for (std::size_t i = 0; i < compiled.size(); ++i) {
-              INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
-              REQUIRE(compiled[i].status == tuner::Status::ok);
-              kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
-              kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
-            }
-            for (std::int64_t rows : {1, 7, 4096}) {
-              p.rows = rows;
-              auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
-              for (std::size_t i = 0; i < candidates.size(); ++i) {
-                if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
-                    std::size_t(fingerprint.max_smem_per_block_optin))
-                  continue;  // resources_exceeded on this device: the tuner skips it the same way
-                const auto verdict = harness->verify(candidates[i], kernels[i], stream);
-                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
-                CHECK(verdict.ok);
-                ++checked;
-              }
-            }
+            const auto kernels = load_variants(p, candidates, compiled);
+            for (std::int64_t rows : {1, 7, 4096})
+              checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
           }
   }
   cudaStreamDestroy(stream);
@@ -365,19 +349,9 @@ static void check_full_variants(const test::Sample& sample) {
                 continue;
               }
               const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
-              for (std::int64_t rows : {1000, 7}) {
-                p.rows = rows;
-                auto harness = normalize::make_harness(p, full, fingerprint.arch(), 0, stream);
-                for (std::size_t i = 0; i < candidates.size(); ++i) {
-                  INFO(p.key() << " rows=" << rows << " " << candidates[i].label << " " << compiled[i].message);
-                  REQUIRE(compiled[i].status == tuner::Status::ok);
-                  const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-                  const auto verdict = harness->verify(candidates[i], kernel, stream);
-                  INFO(verdict.message);
-                  CHECK(verdict.ok);
-                  ++checked;
-                }
-              }
+              const auto kernels = load_variants(p, candidates, compiled);
+              for (std::int64_t rows : {1000, 7})
+                checked += verify_variants(p, rows, full, candidates, kernels, fingerprint, stream);
             }
   }
   cudaStreamDestroy(stream);
@@ -569,26 +543,10 @@ static void check_backward_variants(const test::Sample& sample,
               continue;
             }
             const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
-            std::vector<detail::LoadedKernel> kernels;
-            for (std::size_t i = 0; i < compiled.size(); ++i) {
-              INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
-              REQUIRE(compiled[i].status == tuner::Status::ok);
-              kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
-              kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
-            }
+            const auto kernels = load_variants(p, candidates, compiled);
             for (std::int64_t rows : {1, 7, 3000}) {
               if (cols == 65536 && rows == 3000) continue;  // 0.8 GB of references for one width: 7 rows cover it
-              p.rows = rows;
-              auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
-              for (std::size_t i = 0; i < candidates.size(); ++i) {
-                if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
-                    std::size_t(fingerprint.max_smem_per_block_optin))
-                  continue;
-                const auto verdict = harness->verify(candidates[i], kernels[i], stream);
-                INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
-                CHECK(verdict.ok);
-                ++checked;
-              }
+              checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
             }
           }
   }

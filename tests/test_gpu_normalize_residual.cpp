@@ -13,6 +13,7 @@
 
 #include "gpu_support.h"
 #include "normalize_gpu_helpers.h"
+#include "normalize_variants.h"
 #include "sample.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
@@ -188,24 +189,9 @@ TEST_CASE("residual: a sample of forward and backward variants matches the float
         configs = sample.apply(configs, p.key(),
                                std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
         const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-        const auto compiled = tuner::compile_all(candidates, 0);
-        for (std::int64_t rows : {3, 300}) {
-          p.rows = rows;
-          auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
-          for (std::size_t i = 0; i < candidates.size(); ++i) {
-            INFO(p.key() << " rows=" << rows << " " << candidates[i].label << " " << compiled[i].message);
-            REQUIRE(compiled[i].status == tuner::Status::ok);
-            auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
-            if (candidates[i].dynamic_smem + kernel.attributes().static_smem >
-                std::size_t(fingerprint.max_smem_per_block_optin))
-              continue;
-            kernel.allow_dynamic_smem(candidates[i].dynamic_smem);
-            const auto verdict = harness->verify(candidates[i], kernel, stream);
-            INFO(verdict.message);
-            CHECK(verdict.ok);
-            ++checked;
-          }
-        }
+        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0));
+        for (std::int64_t rows : {3, 300})
+          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
       }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (residual variant, rows) pairs");

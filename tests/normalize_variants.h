@@ -1,0 +1,54 @@
+#pragma once
+// The normalize [gpu] variant checks' common loop: load the compiled candidates (the caller compiles
+// them, a sample in one batch), then verify each against the float64 reference at a row count,
+// skipping what exceeds the device's shared memory (resources_exceeded: the tuner skips it alike).
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "core/module.h"
+#include "kernel_templates/normalize/normalize_family.h"
+#include "kernel_templates/normalize/normalize_tuning.h"
+#include "tuner/tuner.h"
+
+namespace kvtune::test_normalize {
+
+/// Each compiled candidate loaded (REQUIRE: it compiled), its dynamic shared memory allowed.
+inline std::vector<detail::LoadedKernel> load_variants(const normalize::Problem& p,
+                                                       const std::vector<tuner::Candidate>& candidates,
+                                                       const std::vector<tuner::Compiled>& compiled) {
+  std::vector<detail::LoadedKernel> kernels;
+  for (std::size_t i = 0; i < compiled.size(); ++i) {
+    INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
+    REQUIRE(compiled[i].status == tuner::Status::ok);
+    kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+    kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
+  }
+  return kernels;
+}
+
+/// Verifies every loaded candidate on `rows` rows of `p` (configs: the candidates' configs, in
+/// order); returns how many were checked.
+inline std::size_t verify_variants(normalize::Problem p, std::int64_t rows, const std::vector<normalize::Config>& configs,
+                                   const std::vector<tuner::Candidate>& candidates,
+                                   const std::vector<detail::LoadedKernel>& kernels,
+                                   const detail::DeviceFingerprint& fingerprint, cudaStream_t stream) {
+  p.rows = rows;
+  auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
+        std::size_t(fingerprint.max_smem_per_block_optin))
+      continue;
+    const auto verdict = harness->verify(candidates[i], kernels[i], stream);
+    INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
+    CHECK(verdict.ok);
+    ++checked;
+  }
+  return checked;
+}
+
+}  // namespace kvtune::test_normalize
