@@ -51,9 +51,7 @@ void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {
   if (bytes == 0) return;
   // Without the opt-in, static plus dynamic shared memory must fit in 48 KiB (a kernel with 17 KiB
   // of static arrays fails to launch with 32 KiB of dynamic memory).
-  cudaFuncAttributes attributes{};
-  cuda_check(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel_)), "cudaFuncGetAttributes");
-  if (attributes.sharedSizeBytes + bytes <= 48 * 1024) return;
+  if (attributes_.static_smem + bytes <= 48 * 1024) return;
   cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");

@@ -29,7 +29,8 @@ class LoadedKernel {
   const KernelAttributes& attributes() const { return attributes_; }
   explicit operator bool() const { return kernel_ != nullptr; }
 
-  /// Allows `bytes` of dynamic shared memory (above the 48 KiB default) on the current device.
+  /// Allows `bytes` of dynamic shared memory on the current device where, with the kernel's static
+  /// shared memory, they exceed the 48 KiB a launch may use without opting in.
   void allow_dynamic_smem(std::size_t bytes) const;
 
   /// Launches with by-value argument structs (one per kernel parameter).

@@ -16,16 +16,24 @@
 
 namespace kvtune::test_normalize {
 
-/// Each compiled candidate loaded (REQUIRE: it compiled), its dynamic shared memory allowed.
+// Whether a candidate's shared memory (dynamic and the kernel's static) fits the device.
+inline bool fits(const tuner::Candidate& candidate, const detail::LoadedKernel& kernel,
+                 const detail::DeviceFingerprint& fingerprint) {
+  return candidate.dynamic_smem + kernel.attributes().static_smem <= std::size_t(fingerprint.max_smem_per_block_optin);
+}
+
+/// Each compiled candidate loaded (REQUIRE: it compiled), its dynamic shared memory allowed where it
+/// fits the device (the others are skipped by verify_variants).
 inline std::vector<detail::LoadedKernel> load_variants(const normalize::Problem& p,
                                                        const std::vector<tuner::Candidate>& candidates,
-                                                       const std::vector<tuner::Compiled>& compiled) {
+                                                       const std::vector<tuner::Compiled>& compiled,
+                                                       const detail::DeviceFingerprint& fingerprint) {
   std::vector<detail::LoadedKernel> kernels;
   for (std::size_t i = 0; i < compiled.size(); ++i) {
     INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
     REQUIRE(compiled[i].status == tuner::Status::ok);
     kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
-    kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
+    if (fits(candidates[i], kernels.back(), fingerprint)) kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
   }
   return kernels;
 }
@@ -40,9 +48,7 @@ inline std::size_t verify_variants(normalize::Problem p, std::int64_t rows, cons
   auto harness = normalize::make_harness(p, configs, fingerprint.arch(), 0, stream);
   std::size_t checked = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].dynamic_smem + kernels[i].attributes().static_smem >
-        std::size_t(fingerprint.max_smem_per_block_optin))
-      continue;
+    if (!fits(candidates[i], kernels[i], fingerprint)) continue;
     const auto verdict = harness->verify(candidates[i], kernels[i], stream);
     INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
     CHECK(verdict.ok);

@@ -123,7 +123,7 @@ static void check_normalize_variants(const test::Sample& sample,
             }
             const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
             compiled_total += compiled.size();
-            const auto kernels = load_variants(p, candidates, compiled);
+            const auto kernels = load_variants(p, candidates, compiled, fingerprint);
             for (std::int64_t rows : {1, 7, 4096})
               checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
           }
@@ -349,7 +349,7 @@ static void check_full_variants(const test::Sample& sample) {
                 continue;
               }
               const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
-              const auto kernels = load_variants(p, candidates, compiled);
+              const auto kernels = load_variants(p, candidates, compiled, fingerprint);
               for (std::int64_t rows : {1000, 7})
                 checked += verify_variants(p, rows, full, candidates, kernels, fingerprint, stream);
             }
@@ -543,7 +543,7 @@ static void check_backward_variants(const test::Sample& sample,
               continue;
             }
             const auto compiled = sample.all() ? tuner::compile_all(candidates, 0) : memo.compile(candidates);
-            const auto kernels = load_variants(p, candidates, compiled);
+            const auto kernels = load_variants(p, candidates, compiled, fingerprint);
             for (std::int64_t rows : {1, 7, 3000}) {
               if (cols == 65536 && rows == 3000) continue;  // 0.8 GB of references for one width: 7 rows cover it
               checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
@@ -557,6 +557,51 @@ static void check_backward_variants(const test::Sample& sample,
 
 TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu][normalize][backward]") {
   check_backward_variants(test::Sample{48});  // every 48th variant per problem, and the heuristic's
+}
+
+// Staged rows (keep=stage: the next row of the row loop copied to shared memory by cp.async) are
+// pruned to rows of 4 KiB or more, so the sample above meets few of them: here a sample of every
+// runnable staged variant (unpruned: 4-, 8- and 16-byte copies, row loops of 4 and 16, threads per
+// row up to a block) in every setup, on widths with a partial last vector and exact ones, on row
+// counts that leave the last block's row groups partly or wholly past the end.
+TEST_CASE("backward: staged variants match the float64 reference", "[gpu][normalize][backward][staged]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  const test::Sample sample{4};
+  std::size_t checked = 0;
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  for (DType d : {DType::f32, DType::bf16})
+    for (const auto& s : kBackwardSetups)
+      for (std::int64_t cols : {1024, 1025, 4096}) {
+        auto p = backward_problem(d, s, cols, 16);
+        p.rows = 3000;
+        std::vector<normalize::Config> configs;
+        const int elem = int(elem_size(d));
+        for (int vb = std::max(4, elem); vb <= 16; vb *= 2)
+          for (int tpr = 32; tpr <= 1024; tpr *= 2)
+            for (int rpb = 1; tpr * rpb <= 1024; rpb *= 2)
+              for (int loop : {4, 16}) {
+                normalize::Config c;
+                c.threads_per_row = tpr;
+                c.rows_per_block = rpb;
+                c.vector_bytes = vb;
+                c.items = int((cols + std::int64_t(tpr) * (vb / elem) - 1) / (std::int64_t(tpr) * (vb / elem)));
+                c.keep = normalize::Keep::staged;
+                c.row_loop = loop;
+                c.recompute = !s.saved;
+                if (normalize::is_runnable(p, c)) configs.push_back(c);
+              }
+        REQUIRE(!configs.empty());
+        configs = sample.apply(configs, p.key());
+        const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
+        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
+        for (std::int64_t rows : {1, 7, 3000})
+          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
+      }
+  cudaStreamDestroy(stream);
+  WARN("verified " << checked << " staged (variant, rows) pairs");
+  CHECK(checked > 300);
 }
 
 // Every backward variant (23,973 of them, 70,683 checks; 48 times the quick tier's sample): three

@@ -189,7 +189,7 @@ TEST_CASE("residual: a sample of forward and backward variants matches the float
         configs = sample.apply(configs, p.key(),
                                std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
         const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0));
+        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
         for (std::int64_t rows : {3, 300})
           checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
       }

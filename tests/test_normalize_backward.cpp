@@ -350,9 +350,16 @@ TEST_CASE("backward staged rows: rules, shared memory, label and JSON", "[normal
   CHECK(normalize::partial_rows_per_block(p, c) == 1);  // folded as the register keep
   CHECK(normalize::compile_request(p, c, "sm_90").name_expressions.at(0) ==
         "kvt_normalize_backward<kvt_bf16, 256, 2, 8, 2, 3, 1, 1, 3, 0, true>");
-  // The space has staged points for this problem; every one valid.
-  const auto space = normalize::enumerate(p);
-  CHECK(std::count_if(space.begin(), space.end(), [](const Config& v) { return v.keep == Keep::staged; }) > 0);
+  // The space has staged points for this problem, and none for rows under 4 KiB: there they were
+  // twins of register variants that crowded the budgeted search (bench/NOTES.md, 2026-11-28).
+  const auto staged_points = [](const Problem& q) {
+    const auto space = normalize::enumerate(q);
+    return std::count_if(space.begin(), space.end(), [](const Config& v) { return v.keep == Keep::staged; });
+  };
+  CHECK(staged_points(p) > 0);
+  CHECK(staged_points(backward_problem(DType::bf16, NormMode::layernorm, 128, 65536, true, true)) == 0);
+  CHECK(staged_points(backward_problem(DType::bf16, NormMode::layernorm, 1024, 4096, true, true)) == 0);
+  CHECK(staged_points(backward_problem(DType::f32, NormMode::layernorm, 1024, 8192, true, true)) > 0);
 
   const Problem few = backward_problem(DType::bf16, NormMode::layernorm, 4096, 1024, true, true);
   Config no_loop = c;

@@ -392,7 +392,8 @@ TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahea
     Config c = one_block(64, 2, 16, 4, Keep::staged, Stat::two_pass);
     c.recompute = kRecompute != 0;
     c.row_loop = 4;
-    check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, kRecompute, kFull, 1>, q, c, kFull);
+    for (const bool dx_is_ds : {false, true})
+      check_backward(&kvt_normalize_backward<float, 64, 2, 4, 4, 3, 1, 1, 3, kRecompute, kFull, 1>, q, c, dx_is_ds);
   };
   using Saved = std::integral_constant<int, 0>;
   using Recomputed = std::integral_constant<int, 1>;

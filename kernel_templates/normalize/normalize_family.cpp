@@ -416,6 +416,16 @@ namespace {
 
 // Hard constraints decide whether a variant can run correctly; pruning rules (prune = true) drop
 // variants that can run but waste the machine (idle lanes, narrow accesses, oversized vectors).
+// The backward kernel's static `fold` array (normalize.cu): one float a column of a block's row
+// groups' stride, where the row groups fold their dgamma/dbeta accumulators on chip.
+std::size_t fold_bytes(const Problem& p, const Config& c) {
+  const bool fold = p.backward && (p.dgamma || p.dbeta) && (c.keep == Keep::registers || c.keep == Keep::staged) &&
+                    c.rows_per_block > 1 && c.splits == 1;
+  return fold ? std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row) *
+                    std::size_t(c.vector_bytes / p.element_bytes()) * 4
+              : 0;
+}
+
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   const auto fail = [why](std::string reason) {
     if (why != nullptr) *why = std::move(reason);
@@ -466,9 +476,10 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     // only crowded the budgeted search (65536 x 128 bf16: the winner pushed from rank 28 to 54).
     if (prune && p.cols * elem < 4096) return fail("staged rows only for rows of 4 KiB or more");
     if (std::size_t(2 * kept_rows) * std::size_t(c.rows_per_block) *
-            std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem >
+                std::size_t(ceil_div(p.cols, vector_elems) * vector_elems) * elem +
+            fold_bytes(p, c) >
         kMaxSharedBytes)
-      return fail("two stages of rows do not fit in shared memory");
+      return fail("two stages of rows (and the dgamma/dbeta fold) do not fit in shared memory");
   }
   if (in_registers) {
     if (c.items != iterations) return fail("items must equal the vectors per thread");
@@ -812,9 +823,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const std::int64_t regs = 32 + (in_registers ? iterations * c.vector_bytes / 4 : 0);
   const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
   std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
-  if (c.keep == Keep::staged)  // two stages of x and dy a row group in shared memory (227 KiB an SM on sm_90)
+  if (c.keep == Keep::staged)  // two stages of x and dy a row group, the fold and 1 KiB reserved a block (228 KiB an SM on sm_90)
     blocks_per_sm = std::min<std::int64_t>(
-        blocks_per_sm, std::int64_t(227 * 1024) / std::int64_t(std::max<std::size_t>(1, geometry(p, c, 0).dynamic_smem)));
+        blocks_per_sm, std::int64_t(228 * 1024) / std::int64_t(geometry(p, c, 0).dynamic_smem + fold_bytes(p, c) + 1024));
   if (blocks_per_sm == 0) return 1.0;  // cannot be resident: last
   const double blocks = std::ceil(rows / (c.rows_per_block * c.row_loop));
   const double resident_blocks = std::min(blocks, double(sm_count * blocks_per_sm));
