@@ -330,34 +330,32 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
   shared.recompute = true;
   check_backward(&kvt_normalize_backward<float, 64, 2, 4, 0, 1, 1, 1, 3, 1, false, 1>, p, shared, false);
 
+  // p with another width and row count; a register variant recomputing its statistics.
+  const auto shaped = [&](std::int64_t cols, std::int64_t rows) {
+    Problem q = p;
+    q.cols = cols;
+    q.rows = rows;
+    return q;
+  };
+  const auto recomputing = [](int tpr, int rpb, int vector_bytes, int items, int row_loop) {
+    Config c = one_block(tpr, rpb, vector_bytes, items, Keep::registers, Stat::two_pass);
+    c.recompute = true;
+    c.row_loop = row_loop;
+    return c;
+  };
   // The dgamma/dbeta level sums in both widths: 999 columns (one float a thread and column) and
   // 1000 (16-byte loads), 75 blocks in 9 groups with a row loop.
-  for (const std::int64_t cols : {999, 1000}) {
-    Problem many = p;
-    many.cols = cols;
-    many.rows = 300;
-    Config looped = one_block(64, 1, 4, 16, Keep::registers, Stat::two_pass);
-    looped.recompute = true;
-    looped.row_loop = 4;
-    check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1>, many, looped, false);
-  }
+  for (const std::int64_t cols : {999, 1000})
+    check_backward(&kvt_normalize_backward<float, 64, 1, 1, 16, 0, 1, 1, 3, 1, false, 1>, shaped(cols, 300),
+                   recomputing(64, 1, 4, 16, 4), false);
   // Eight row groups a block folding their dgamma/dbeta accumulators on chip, a row shorter than
   // the group's stride (37 columns of 48), the last block's rows partly past the end.
-  Problem narrow = p;
-  narrow.cols = 37;
-  narrow.rows = 300;
-  Config eight = one_block(16, 8, 4, 3, Keep::registers, Stat::two_pass);
-  eight.recompute = true;
-  check_backward(&kvt_normalize_backward<float, 16, 8, 1, 3, 0, 1, 1, 3, 1, false, 1>, narrow, eight, false);
+  check_backward(&kvt_normalize_backward<float, 16, 8, 1, 3, 0, 1, 1, 3, 1, false, 1>, shaped(37, 300),
+                 recomputing(16, 8, 4, 3, 1), false);
   // A row loop with the row exactly in registers (FULL), the last group's last row past the end:
   // 1024 columns, 299 rows, a loop of 4.
-  Problem full = p;
-  full.cols = 1024;
-  full.rows = 299;
-  Config looped = one_block(64, 1, 16, 4, Keep::registers, Stat::two_pass);
-  looped.recompute = true;
-  looped.row_loop = 4;
-  check_backward(&kvt_normalize_backward<float, 64, 1, 4, 4, 0, 1, 1, 3, 1, true, 1>, full, looped, false);
+  check_backward(&kvt_normalize_backward<float, 64, 1, 4, 4, 0, 1, 1, 3, 1, true, 1>, shaped(1024, 299),
+                 recomputing(64, 1, 16, 4, 4), false);
 
   Problem wide;
   wide.backward = true;

@@ -328,9 +328,7 @@ struct NormalizeSide {
                   c.row_loop = loop;
                   c.recompute = recompute;
                   const std::int64_t ve = std::max(1, vb / p.element_bytes());
-                  c.items = keep == nz::Keep::registers || keep == nz::Keep::staged
-                                ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve))
-                                : 0;
+                  c.items = nz::in_registers(keep) ? static_cast<int>((p.cols + tpr * ve - 1) / (tpr * ve)) : 0;
                   ++s.total;
                   if (nz::is_runnable(p, c)) ++s.runnable;
                 }

@@ -419,8 +419,7 @@ namespace {
 // The backward kernel's static `fold` array (normalize.cu): one float a column of a block's row
 // groups' stride, where the row groups fold their dgamma/dbeta accumulators on chip.
 std::size_t fold_bytes(const Problem& p, const Config& c) {
-  const bool fold = p.backward && (p.dgamma || p.dbeta) && (c.keep == Keep::registers || c.keep == Keep::staged) &&
-                    c.rows_per_block > 1 && c.splits == 1;
+  const bool fold = c.splits == 1 && c.rows_per_block > 1 && partial_rows_per_block(p, c) == 1;
   return fold ? std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row) *
                     std::size_t(c.vector_bytes / p.element_bytes()) * 4
               : 0;
@@ -466,7 +465,6 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return fail("more than half of a row's threads would be idle");
   if (prune && p.mode == NormMode::rmsnorm && c.stat != Stat::two_pass)
     return fail("rmsnorm needs no variance algorithm");
-  const bool in_registers = c.keep == Keep::registers || c.keep == Keep::staged;
   if (c.keep == Keep::staged) {
     if (!p.backward) return fail("staged rows are a backward keep (its row loop)");
     if (c.vector_bytes < 4) return fail("staged rows copy 4, 8 or 16 bytes a vector");
@@ -481,7 +479,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
         kMaxSharedBytes)
       return fail("two stages of rows (and the dgamma/dbeta fold) do not fit in shared memory");
   }
-  if (in_registers) {
+  if (in_registers(c.keep)) {
     if (c.items != iterations) return fail("items must equal the vectors per thread");
     if (c.items * c.vector_bytes * kept_rows > kMaxRegisterRowBytes) return fail("row slice too large for registers");
   } else if (c.items != 0) {
@@ -545,9 +543,7 @@ std::vector<Config> enumerate(const Problem& p) {
                 c.threads_per_row = tpr;
                 c.rows_per_block = block / tpr;
                 c.vector_bytes = vb;
-                c.items = keep == Keep::registers || keep == Keep::staged
-                              ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20))
-                              : 0;
+                c.items = in_registers(keep) ? static_cast<int>(std::min<std::int64_t>(iterations, 1 << 20)) : 0;
                 c.keep = keep;
                 c.stat = stat;
                 c.row_loop = loop;
@@ -613,8 +609,7 @@ Config heuristic_config(const Problem& p, int cc_major, const std::string& gpu_m
 }
 
 int partial_rows_per_block(const Problem& p, const Config& c) {
-  const bool fold = p.backward && (p.dgamma || p.dbeta) && (c.keep == Keep::registers || c.keep == Keep::staged) &&
-                    c.rows_per_block > 1;
+  const bool fold = p.backward && (p.dgamma || p.dbeta) && in_registers(c.keep) && c.rows_per_block > 1;
   return fold ? 1 : c.rows_per_block;
 }
 
@@ -673,8 +668,7 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.arch = arch;
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   // FULL: the register-kept row is covered exactly, so the kernel needs no per-element masks.
-  const bool full = (c.keep == Keep::registers || c.keep == Keep::staged) &&
-                    p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
+  const bool full = in_registers(c.keep) && p.cols == std::int64_t(c.items) * c.threads_per_row * ve;
   if (c.splits != 1) {
     if (p.backward)
       r.name_expressions = {fmt::format("kvt_normalize_backward_split<{}, {}, {}, {}, {}, {}, {}, {}{}>",
@@ -819,8 +813,8 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const std::int64_t ve = c.vector_bytes / p.element_bytes();
   const std::int64_t iterations = ceil_div(p.cols, c.threads_per_row * ve);
   const std::int64_t block = std::int64_t(c.threads_per_row) * c.rows_per_block;
-  const bool in_registers = c.keep == Keep::registers || c.keep == Keep::staged;
-  const std::int64_t regs = 32 + (in_registers ? iterations * c.vector_bytes / 4 : 0);
+  const bool registers = in_registers(c.keep);
+  const std::int64_t regs = 32 + (registers ? iterations * c.vector_bytes / 4 : 0);
   const std::int64_t threads_per_sm = std::min<std::int64_t>(2048, 65536 / regs / 32 * 32);
   std::int64_t blocks_per_sm = block <= threads_per_sm ? std::min<std::int64_t>(32, threads_per_sm / block) : 0;
   if (c.keep == Keep::staged)  // two stages of x and dy a row group, the fold and 1 KiB reserved a block (228 KiB an SM on sm_90)
@@ -835,11 +829,11 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double tensors = p.backward ? 3 : 2;
   double bytes = tensors * rows * cols * elem;
   if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
-  if (p.backward && !in_registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
+  if (p.backward && !registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
   if (p.backward && (p.dgamma || p.dbeta))
     bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) *
              partial_rows_per_block(p, c);
-  const double unrolled = in_registers ? double(iterations) : 1.0;
+  const double unrolled = registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
   const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
   const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));

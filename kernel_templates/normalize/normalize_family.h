@@ -20,6 +20,8 @@ namespace kvtune::normalize {
 /// in registers, as `registers`, but copied to shared memory asynchronously one row of the row
 /// loop ahead, so that a row's loads overlap the previous row's reductions.
 enum class Keep : std::uint8_t { registers, shared, reread, staged };
+/// Whether the row is held in registers during its passes (`items` vectors a thread).
+constexpr bool in_registers(Keep keep) { return keep == Keep::registers || keep == Keep::staged; }
 /// How the mean and variance are computed.
 enum class Stat : std::uint8_t { two_pass, welford };
 
