@@ -604,6 +604,47 @@ TEST_CASE("backward: staged variants match the float64 reference", "[gpu][normal
   CHECK(checked > 300);
 }
 
+// The cooperative backward (dgamma/dbeta summed by the whole grid after one arrival): a sample of
+// its variants of every setup with gradients, on row counts from one block to many more chunks than
+// the device holds at once (each block then loops over several chunks of rows).
+TEST_CASE("backward: cooperative variants match the float64 reference, also with more chunks than blocks",
+          "[gpu][normalize][backward][coop]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  const test::Sample sample{64};
+  std::size_t checked = 0, looped = 0;
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  for (DType d : {DType::f32, DType::bf16})
+    for (const auto& s : kBackwardSetups)
+      for (std::int64_t cols : {1, 33, 1024, 1025}) {
+        auto p = backward_problem(d, s, cols, 16);
+        if (!p.dgamma && !p.dbeta) continue;
+        p.rows = 3000;
+        std::vector<normalize::Config> configs;
+        for (const auto& c : normalize::enumerate(p))
+          if (c.cooperative) configs.push_back(c);
+        REQUIRE(!configs.empty());
+        configs = sample.apply(configs, p.key());
+        const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
+        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
+        const std::int64_t many = cols <= 33 ? 200000 : 20000;
+        for (std::int64_t rows : {std::int64_t{1}, std::int64_t{7}, std::int64_t{3000}, many}) {
+          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
+          for (std::size_t i = 0; i < configs.size(); ++i) {
+            const auto g = normalize::geometry(p, configs[i], rows);
+            int resident = 0;
+            REQUIRE(kernels[i].co_resident_blocks(g.block, g.dynamic_smem, &resident) == cudaSuccess);
+            looped += resident > 0 && std::int64_t(g.grid) > resident;
+          }
+        }
+      }
+  cudaStreamDestroy(stream);
+  WARN("verified " << checked << " cooperative (variant, rows) pairs, " << looped << " with more chunks than blocks");
+  CHECK(checked > 200);
+  CHECK(looped > 20);
+}
+
 // Every backward variant (23,973 of them, 70,683 checks; 48 times the quick tier's sample): three
 // parts of their own by width (about a third of the variants each), a case a dtype (three cases of
 // every width ran over 570 s on an H100).

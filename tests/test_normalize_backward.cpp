@@ -224,6 +224,40 @@ TEST_CASE("backward constraints: what the kernel cannot do is refused with the r
   CHECK_THAT(why, Catch::Contains("registers"));
 }
 
+TEST_CASE("backward cooperative form: only with dgamma/dbeta, a twin of each one-block variant, label and JSON",
+          "[normalize][backward][coop]") {
+  const Problem p = backward_problem(DType::bf16, NormMode::layernorm, 1024, 1024, true, true);
+  const auto space = normalize::enumerate(p);
+  std::size_t coop = 0;
+  for (const auto& c : space) {
+    if (!c.cooperative || c.splits != 1) continue;
+    ++coop;
+    Config tree = c;
+    tree.cooperative = false;
+    INFO(c.label());
+    CHECK(std::find(space.begin(), space.end(), tree) != space.end());  // its twin is there too
+    CHECK(c.label().size() > 5);
+    CHECK(c.label().substr(c.label().size() - 5) == ",coop");
+    CHECK(Config::from_json(c.to_json()) == c);
+    const auto g = normalize::geometry(p, c, 1024);
+    CHECK(g.cooperative);
+  }
+  CHECK(coop > 100);
+  // Refused where there is nothing to sum across the grid, and in the forward's one-block kernel.
+  Config c = normalize::heuristic_config(p, 9);
+  c.cooperative = true;
+  std::string why;
+  CHECK(normalize::is_runnable(p, c, &why));
+  Problem no_grads = p;
+  no_grads.dgamma = no_grads.dbeta = false;
+  CHECK_FALSE(normalize::is_runnable(no_grads, c, &why));
+  CHECK_THAT(why, Catch::Contains("cooperative"));
+  for (const auto& v : normalize::enumerate(no_grads)) CHECK_FALSE((v.cooperative && v.splits == 1));
+  // The cost model ranks the cooperative twin ahead where the tree's tail dominates (few rows).
+  CHECK(normalize::predicted_seconds(p, c, 132, 3e12) <
+        normalize::predicted_seconds(p, normalize::heuristic_config(p, 9), 132, 3e12));
+}
+
 TEST_CASE("backward workspace: partials, level-1 rows and counters laid out without overlap", "[normalize][backward]") {
   const Problem p = backward_problem(DType::bf16, NormMode::layernorm, 1000, 16384, true, true);
   for (const auto& c : normalize::enumerate(p)) {

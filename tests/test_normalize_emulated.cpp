@@ -190,6 +190,7 @@ void check_backward(Kernel kernel, const Problem& p, const Config& config, bool 
   auto* base = reinterpret_cast<unsigned char*>(workspace.data());
   params.group_blocks = g.group_blocks;
   params.level1_rows = g.level1_rows;
+  params.chunks = g.grid;  // the tree form: a block a chunk (the cooperative form's wait needs co-resident blocks)
   if (g.phase_count == 0) {
     params.partials = workspace.data();
     params.level1 = reinterpret_cast<float*>(base + g.level1_offset);

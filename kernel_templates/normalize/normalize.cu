@@ -404,8 +404,10 @@ __global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtRes
 // group; each group sums its rows' contributions into its own partial row (registers, or in place
 // in the workspace when the row is not kept in registers); the last block of each group of
 // p.group_blocks blocks sums their partial rows into a level-1 row, and the last of those sums the
-// level-1 rows into dgamma/dbeta. Every sum runs in row order: the result does not depend on the
-// order in which blocks finish.
+// level-1 rows into dgamma/dbeta. The cooperative form (p.grid_sum) launches at most the
+// co-resident blocks, each looping over its chunks of rows, and replaces the tree by one grid-wide
+// arrival after which every block sums a share of the columns. Every sum runs in a fixed order: the
+// result does not depend on the order in which blocks finish.
 // Sum of rows [0, n) of a column (row stride `stride`) in row order, eight loads in flight: the
 // same result as one load at a time, without a dependent L2 round trip per row.
 __device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride, long long n) {
@@ -476,6 +478,60 @@ __device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long 
   else kvt_sum_columns<1, 16>(src, slab, stride, cols, grads, n, store);
 }
 
+// Thread 0 of a block: publishes what its block wrote (after a __syncthreads) and waits until
+// `expected` arrivals have been counted at *counter. Only ever called in a cooperative launch whose
+// blocks are all co-resident, so every block it waits for is running; the bound on the wait (2^26
+// polls, at least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops
+// at 256 ns: the wait ends at most that late.
+__device__ __forceinline__ unsigned kvt_load_acquire(const unsigned* p) {
+#if defined(__CUDA_ARCH__)
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else  // the host compiler's emulation of the kernels (tests/emulation)
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+__device__ __forceinline__ void kvt_arrive_and_wait(unsigned* counter, unsigned expected) {
+  __threadfence();  // release: what the block wrote before the arrival
+  atomicAdd(counter, 1u);
+  unsigned seen = 0, sleep = 32;
+  for (long long polls = 0;; ++polls) {
+    seen = kvt_load_acquire(counter);
+    if (seen >= expected) break;
+    if (polls > (1ll << 26)) __trap();
+    __nanosleep(sleep);
+    sleep = sleep < 256 ? 2 * sleep : 256;
+  }
+  __threadfence();  // acquire: the other blocks' writes after their arrival
+}
+
+// The cooperative backward's dgamma/dbeta (p.grid_sum): after every block's partial rows are
+// written and all blocks have arrived, the grid shares the column sums. Tile t (32 columns of one
+// gradient) goes to block t % gridDim.x; lane l of warp w sums column l of the tile over rows w,
+// w + W, w + 2W, ... (W warps; eight loads in flight), and warp 0 adds the W sums in warp order. The
+// order is fixed: the result does not depend on timing. `red` holds blockDim.x floats.
+template <class Store>
+__device__ __forceinline__ void kvt_sum_columns_grid(const float* src, long long slab, long long cols, int grads,
+                                                     long long n, float* red, Store store) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const long long per_grad = (cols + 31) / 32;
+  const long long mine = n > warp ? (n - warp + warps - 1) / warps : 0;
+  for (long long t = blockIdx.x; t < grads * per_grad; t += gridDim.x) {
+    const int grad = static_cast<int>(t / per_grad);
+    const long long col = (t - grad * per_grad) * 32 + lane;
+    red[threadIdx.x] = col < cols ? kvt_sum_rows(src + grad * slab + warp * cols + col, warps * cols, mine) : 0.f;
+    __syncthreads();
+    if (warp == 0 && col < cols) {
+      float total = 0.f;
+      for (int w = 0; w < warps; ++w) total += red[w * 32 + lane];
+      store(grad, col, total);
+    }
+    __syncthreads();
+  }
+}
+
 template <class T, int TPR, int RPB, int VW, int ITEMS, int KEEP, int MODE, int GAMMA, int GRADS, int RECOMPUTE,
           bool FULL = false, int DRES = 0>
 __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNormalizeBackwardParams p) {
@@ -500,7 +556,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   // (normalize::partial_rows_per_block): RPB times fewer partial rows to write and to sum.
   constexpr bool kFold = kRegs && RPB > 1 && GRADS != 0;
   constexpr int kPartialRows = kFold ? 1 : RPB;
-  __shared__ float fold[kFold ? RPB * kStride : 1];
+  // fold also holds the cooperative form's warp sums (blockDim.x floats; kvt_sum_columns_grid).
+  constexpr long long kFoldFloats = kFold ? RPB * kStride : 1;
+  constexpr long long kRedFloats = GRADS != 0 ? TPR * RPB : 1;
+  __shared__ float fold[kFoldFloats > kRedFloats ? kFoldFloats : kRedFloats];
 
   const int group = threadIdx.x / TPR;
   const int lane = threadIdx.x % TPR;
@@ -511,11 +570,19 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   const auto stage_of = [&](int it) {
     return reinterpret_cast<T*>(dynamic_smem) + ((long long)((it & 1) * RPB + group) * 2) * padded;
   };
+  // The block's rows: p.chunks chunks of row_loop steps of RPB rows; block b takes chunks b,
+  // b + gridDim.x, ... (one chunk unless the grid is a cooperative launch of fewer blocks), and its
+  // step `it` is step it % row_loop of chunk b + (it / row_loop) * gridDim.x.
+  const int steps = static_cast<int>((p.chunks - blockIdx.x + gridDim.x - 1) / gridDim.x * p.row_loop);
+  const auto row_of = [&](int it) {
+    const long long chunk = blockIdx.x + (long long)(it / p.row_loop) * gridDim.x;
+    return (chunk * p.row_loop + it % p.row_loop) * RPB + group;
+  };
   float next_s = 0.f, next_shift = 0.f;  // staged: the next row's saved rstd and mean (or recompute shift)
   // Staged: issue the copies of row group `group`'s row of loop step `it` (and read its statistics).
   const auto stage_row = [&](int it) {
     if constexpr (kStaged) {  // (discarded for other keeps, whose vectors may be 2 bytes)
-      const long long r = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+      const long long r = row_of(it);
       if (r >= p.rows) return;
       const T* gx = static_cast<const T*>(p.x) + r * p.ld_x;
       const T* gdy = static_cast<const T*>(p.dy) + r * p.ld_dy;
@@ -566,14 +633,14 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     stage_row(0);
     kvt_stage_commit();
   }
-  for (int it = 0; it < p.row_loop; ++it) {
-    const long long row = ((long long)blockIdx.x * p.row_loop + it) * RPB + group;
+  for (int it = 0; it < steps; ++it) {
+    const long long row = row_of(it);
     // Staged: this row's statistics (read a step ago), then the next row's copies in flight while
     // this row waits for its own.
     const float staged_s = next_s, staged_shift = next_shift;
     const T* staged = kStaged ? stage_of(it) : nullptr;
     if constexpr (kStaged) {
-      if (it + 1 < p.row_loop) stage_row(it + 1);
+      if (it + 1 < steps) stage_row(it + 1);
       kvt_stage_commit();
       kvt_stage_wait_previous();
     }
@@ -799,6 +866,15 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
           }
       }
     }
+    T* const outs[2] = {static_cast<T*>((GRADS & 1) != 0 ? p.dgamma : p.dbeta), static_cast<T*>(p.dbeta)};
+    if (p.grid_sum) {  // cooperative launch: all blocks arrive, then share the column sums
+      __syncthreads();
+      if (threadIdx.x == 0) kvt_arrive_and_wait(p.counters, gridDim.x);
+      __syncthreads();
+      kvt_sum_columns_grid(p.partials, slab, p.cols, kGrads, (long long)gridDim.x * kPartialRows, fold,
+                           [&](int grad, long long j, float sum) { outs[grad][j] = kvt_from_float<T>(sum); });
+      return;
+    }
     // Level 1: the last block to finish in this group of blocks sums their partial rows.
     __threadfence();
     __syncthreads();
@@ -821,7 +897,6 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     __syncthreads();
     if (ticket != static_cast<unsigned>(p.level1_rows - 1)) return;
     __threadfence();
-    T* const outs[2] = {static_cast<T*>((GRADS & 1) != 0 ? p.dgamma : p.dbeta), static_cast<T*>(p.dbeta)};
     kvt_sum_columns_any(p.level1, slab1, p.cols, p.cols, kGrads, p.level1_rows,
                         [&](int grad, long long j, float sum) { outs[grad][j] = kvt_from_float<T>(sum); });
   }

@@ -419,10 +419,11 @@ namespace {
 // The backward kernel's static `fold` array (normalize.cu): one float a column of a block's row
 // groups' stride, where the row groups fold their dgamma/dbeta accumulators on chip.
 std::size_t fold_bytes(const Problem& p, const Config& c) {
-  const bool fold = c.splits == 1 && c.rows_per_block > 1 && partial_rows_per_block(p, c) == 1;
-  return fold ? std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row) *
-                    std::size_t(c.vector_bytes / p.element_bytes()) * 4
-              : 0;
+  if (c.splits != 1 || !p.backward || !(p.dgamma || p.dbeta)) return 0;
+  const std::size_t block = std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row);
+  const bool fold = c.rows_per_block > 1 && partial_rows_per_block(p, c) == 1;
+  // The array also holds the cooperative form's warp sums: a float a thread.
+  return std::max(fold ? block * std::size_t(c.vector_bytes / p.element_bytes()) : 1, block) * 4;
 }
 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
@@ -435,7 +436,8 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return split_rows::check(p, c, why, prune);
   }
   if (c.row_chunk != 0) return fail("row chunks are a field of split rows");
-  if (c.cooperative) return fail("the cooperative one-pass form is a field of split rows");
+  if (c.cooperative && !(p.backward && (p.dgamma || p.dbeta)))
+    return fail("cooperative: the split rows' one-pass form or the backward's dgamma/dbeta sums");
   const int elem = p.element_bytes();
   if (!is_pow2(c.threads_per_row) || c.threads_per_row > 1024) return fail("threads per row: power of two <= 1024");
   if (!is_pow2(c.rows_per_block)) return fail("rows per block: power of two");
@@ -549,6 +551,8 @@ std::vector<Config> enumerate(const Problem& p) {
                 c.row_loop = loop;
                 c.recompute = recompute;
                 if (is_valid(p, c) && c != seed) out.push_back(c);
+                c.cooperative = true;  // the backward's dgamma/dbeta summed by the whole grid
+                if (is_valid(p, c)) out.push_back(c);
               }
             }
           }
@@ -636,6 +640,7 @@ Geometry geometry(const Problem& p, const Config& c, std::int64_t rows) {
     g.level1_offset = align256(grads * partial_rows * std::size_t(p.cols) * 4);
     g.counter_offset = align256(g.level1_offset + grads * std::size_t(g.level1_rows) * std::size_t(p.cols) * 4);
     g.workspace_bytes = align256(g.counter_offset + std::size_t(g.level1_rows + 1) * 4);
+    g.cooperative = c.cooperative;
   }
   return g;
 }
@@ -830,9 +835,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   double bytes = tensors * rows * cols * elem;
   if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
   if (p.backward && !registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
-  if (p.backward && (p.dgamma || p.dbeta))
-    bytes += (p.dgamma + p.dbeta) * 8.0 * cols * std::ceil(rows / (c.rows_per_block * c.row_loop)) *
-             partial_rows_per_block(p, c);
+  // The cooperative backward launches at most the resident blocks: one partial row set each.
+  const double grid = c.cooperative ? std::min(blocks, double(sm_count * blocks_per_sm)) : blocks;
+  if (p.backward && (p.dgamma || p.dbeta)) bytes += (p.dgamma + p.dbeta) * 8.0 * cols * grid * partial_rows_per_block(p, c);
   const double unrolled = registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
   const double in_flight = resident_blocks * double(block) * unrolled * c.vector_bytes * lanes_used;
@@ -846,15 +851,21 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   // The backward's dgamma/dbeta tail: two arrival levels, each a last block summing its rows (eight
   // rows of four columns in flight a thread) over the columns its threads cover; folding the row
   // groups on chip costs two block syncs an item and gradient.
+  // The cooperative form: one grid-wide arrival, then each block sums its tiles of 32 columns over
+  // the grid's partial rows, each warp eight rows in flight.
   double tail = 0;
-  if (p.backward && (p.dgamma || p.dbeta)) {
+  if (p.backward && (p.dgamma || p.dbeta) && c.cooperative) {
+    const double tiles = std::ceil(cols / 32) * (p.dgamma + p.dbeta);
+    tail = 2 * kLatency + std::ceil(tiles / grid) *
+                              std::ceil(grid * partial_rows_per_block(p, c) / (double(block) / 32 * 8)) * kLatency * 0.5;
+  } else if (p.backward && (p.dgamma || p.dbeta)) {
     const double group = std::ceil(std::sqrt(blocks));
     const double column_passes = std::ceil(cols / double(4 * block)) * (p.dgamma + p.dbeta);
     tail = (std::ceil(group * partial_rows_per_block(p, c) / 8) + std::ceil(std::ceil(blocks / group) / 8)) *
            kLatency * 0.5 * column_passes;
-    if (partial_rows_per_block(p, c) != c.rows_per_block)
-      tail += 2.0 * kBlockSync * double(iterations) * (p.dgamma + p.dbeta);
   }
+  if (p.backward && (p.dgamma || p.dbeta) && partial_rows_per_block(p, c) != c.rows_per_block)
+    tail += 2.0 * kBlockSync * double(iterations) * (p.dgamma + p.dbeta);
   // Staged rows: a row's loads were issued during the previous row, so the row loop's steps wait
   // for its reductions and a pass over shared memory, not for DRAM (the first row still does).
   const double step = c.keep == Keep::staged ? chain - kLatency + kSharedPass : chain;

@@ -45,13 +45,16 @@ struct Config {
   // Split rows, forward: one pass in one cooperative launch of co-resident blocks (each slice waits
   // for its row's other slices, x read once) instead of the phases. The launch is refused where a
   // row's slices cannot all be co-resident on the device.
+  // One-block backward with dgamma/dbeta: one cooperative launch of at most the co-resident blocks,
+  // each looping over its chunks of rows (row_loop * rows_per_block each), whose partial rows all
+  // blocks then sum together after one grid-wide arrival, instead of the two-level arrival tree.
   bool cooperative = false;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
   /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
   /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N" (and
-  /// ",chunk=N" or ",coop").
+  /// ",chunk=N" or ",coop"); the cooperative backward ",coop".
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
@@ -149,8 +152,8 @@ struct Geometry {
   unsigned phase_grid[6] = {};
   bool direct = true;                // the output phase merges the partials itself
   std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
-  bool cooperative = false;          // forward: one cooperative launch; grid is its upper bound (the
-                                     // launch takes the co-resident row slots), counters at counter_offset
+  bool cooperative = false;          // one cooperative launch; grid is its upper bound (the launch takes
+                                     // the co-resident blocks or row slots), counters at counter_offset
   int grad_groups = 1;               // backward: groups of row_loop rows with their own dgamma/dbeta rows
   std::size_t stat_final_offset = 0;
   std::size_t sum_partials_offset = 0;

@@ -40,7 +40,8 @@ struct KvtResidualParams {
 
 // Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or
 // recomputed); dgamma/dbeta reduced over all rows through per-row-group partials in `workspace`
-// and a two-level arrival tree (deterministic: every sum runs in a fixed order).
+// and a two-level arrival tree, or (grid_sum) a grid-wide arrival and column sums shared by every
+// block (deterministic either way: every sum runs in a fixed order).
 struct KvtNormalizeBackwardParams {
   const void* x;      // [rows x cols], ld_x
   const void* dy;     // [rows x cols], ld_dy
@@ -63,6 +64,9 @@ struct KvtNormalizeBackwardParams {
   int row_loop;       // rows per row group: block b, pass it, group g has row (b * row_loop + it) * RPB + g
   int group_blocks;   // blocks per first-level group of the arrival tree
   int level1_rows;    // ceil(blocks / group_blocks)
+  long long chunks;   // chunks of row_loop * RPB rows; block b takes chunks b, b + gridDim.x, ...
+  int grid_sum;       // 1: cooperative launch (gridDim.x <= chunks, all co-resident); dgamma/dbeta
+                      // summed by every block after a grid-wide arrival at counters[0]
   // Split rows (normalize_split.cuh): statistics and sums per slice, merged per row when direct
   // == 0; dgamma / dbeta partial rows of grad_groups groups of row_loop rows in `partials`.
   float* stat_partials;  // [rows][splits][2]

@@ -267,25 +267,6 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
   }
 }
 
-// Thread 0 of each slice of a row: publishes the slice's partial (written by this thread) and waits
-// until all `splits` slices of the row have. Only ever called in a cooperative launch whose blocks are
-// all co-resident, so every slice it waits for is running; the bound on the wait (2^26 polls, at
-// least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops at 256 ns:
-// a round's end is late by at most that much.
-__device__ __forceinline__ void kvt_row_arrive_and_wait(unsigned* counter, unsigned splits) {
-  __threadfence();  // release: the partial before the arrival
-  atomicAdd(counter, 1u);
-  unsigned seen = 0, sleep = 32;
-  for (long long polls = 0;; ++polls) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    if (seen >= splits) break;
-    if (polls > (1ll << 26)) __trap();
-    __nanosleep(sleep);
-    sleep = sleep < 256 ? 2 * sleep : 256;
-  }
-  __threadfence();  // acquire: the other slices' partials after their arrival
-}
-
 // One pass, cooperative: gridDim.x = (co-resident row slots) * splits, all blocks co-resident (the
 // host refuses the launch otherwise). Block b always takes slice b % splits of rows b / splits,
 // b / splits + slots, ...: the blocks of a row slot wait only for each other, round after round.
@@ -309,7 +290,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
     const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
-    if (threadIdx.x == 0) kvt_row_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
+    if (threadIdx.x == 0) kvt_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
     __syncthreads();
     // Every slice merges all of the row's partials the same way: bitwise the same statistics.
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)

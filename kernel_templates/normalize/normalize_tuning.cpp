@@ -372,6 +372,8 @@ KvtNormalizeBackwardParams backward_params(const Problem& problem, const Config&
   params.row_loop = config.row_loop;
   params.group_blocks = g.group_blocks;
   params.level1_rows = g.level1_rows;
+  params.chunks = g.grid;
+  params.grid_sum = 0;
   if (g.phase_count > 0 && base != nullptr) {  // split rows: the workspace holds per-slice arrays
     params.stat_partials = reinterpret_cast<float*>(base);
     params.stat_final = reinterpret_cast<float*>(base + g.stat_final_offset);
@@ -526,6 +528,18 @@ cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& p
     const cudaError_t s =
         cudaMemsetAsync(params.counters, 0, std::size_t(g.level1_rows + 1) * sizeof(unsigned), stream);
     if (s != cudaSuccess) return s;
+  }
+  if (g.cooperative && g.grid > 0) {
+    // At most the co-resident blocks, each looping over its chunks of rows; where the device has no
+    // cooperative launch or not one block fits, the variant is refused (its blocks wait for each
+    // other: never launched without the co-residency guarantee).
+    int resident = 0;
+    const cudaError_t s = kernel.co_resident_blocks(g.block, g.dynamic_smem, &resident);
+    if (s != cudaSuccess) return s;
+    if (resident == 0) return cudaErrorNotSupported;
+    params.grid_sum = 1;
+    return kernel.launch_cooperative(dim3(std::min<unsigned>(g.grid, unsigned(resident))), dim3(g.block),
+                                     g.dynamic_smem, stream, params);
   }
   return kernel.launch(dim3(g.grid), dim3(g.block), g.dynamic_smem, stream, params);
 }

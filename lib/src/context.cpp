@@ -181,7 +181,11 @@ void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream strea
                                                   args.dresidual_out,
                                                   args.ld_dresidual_out == 0 ? args.cols : args.ld_dresidual_out};
   const cudaError_t status = normalize::launch_backward(entry.kernel, problem, entry.config, launch_args, cuda_stream);
-  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
+  if (status != cudaSuccess)
+    detail::cuda_check(status,
+                       entry.config.cooperative ? "cooperative launch (the grid's blocks must all be co-resident)"
+                                                : "cudaLaunchKernel",
+                       where);
 }
 
 std::string Context::normalize_backward_variant(const NormalizeBackwardArgs& args, Stream stream) {
