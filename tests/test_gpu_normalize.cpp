@@ -512,9 +512,14 @@ TEST_CASE("backward: the float64 reference kernel matches the CPU closed form", 
 
 // Every dtype, setup and width class (1, odd, 2^k, 2^k + 1, wide), aligned and scalar-only; the
 // variants (all, or `sample`'s choice with the heuristic's) on 1, 7 and 3000 rows.
+// Which variants of the backward space a check takes: all, all but the cooperative twins of the
+// one-block variants, or only those twins (the exhaustive parts split the space that way).
+enum class Forms { all, tree, coop };
+
 static void check_backward_variants(const test::Sample& sample,
                                     std::initializer_list<DType> dtypes = {DType::f32, DType::f16, DType::bf16},
-                                    std::initializer_list<std::int64_t> widths = {1, 37, 1024, 1025, 65536}) {
+                                    std::initializer_list<std::int64_t> widths = {1, 37, 1024, 1025, 65536},
+                                    Forms forms = Forms::all) {
   KVTUNE_REQUIRE_GPU();
   const auto fingerprint = detail::read_fingerprint(detail::current_device());
   std::size_t checked = 0;
@@ -532,6 +537,15 @@ static void check_backward_variants(const test::Sample& sample,
             auto p = backward_problem(d, s, cols, align);
             p.rows = 4096;  // the space of the largest row count checked
             auto configs = normalize::enumerate(p);
+            if (forms != Forms::all) {
+              const bool want_coop = forms == Forms::coop;
+              configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                           [&](const normalize::Config& c) {
+                                             return (c.cooperative && c.splits == 1) != want_coop;
+                                           }),
+                            configs.end());
+              if (configs.empty()) continue;
+            }
             if (!sample.all()) {
               const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
               configs = sample.apply(configs, p.key(),
@@ -552,7 +566,7 @@ static void check_backward_variants(const test::Sample& sample,
   }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " backward (variant, rows) pairs");
-  CHECK(checked > 2000 / sample.every);
+  CHECK(checked > (forms == Forms::all ? 2000 : 500) / sample.every);
 }
 
 TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu][normalize][backward]") {
@@ -645,52 +659,83 @@ TEST_CASE("backward: cooperative variants match the float64 reference, also with
   CHECK(looped > 20);
 }
 
-// Every backward variant (23,973 of them, 70,683 checks; 48 times the quick tier's sample): three
-// parts of their own by width (about a third of the variants each), a case a dtype (three cases of
-// every width ran over 570 s on an H100).
+// Every backward variant but the cooperative twins (23,973 of them, 70,683 checks; 48 times the
+// quick tier's sample): three parts of their own by width (about a third of the variants each), a
+// case a dtype (three cases of every width ran over 570 s on an H100). The cooperative twins of the
+// one-block variants with dgamma/dbeta (about as many again) have parts 7 and 8.
 TEST_CASE("backward: every f32 variant of widths 1, 37 and 65536 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f32}, {1, 37, 65536});
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1, 37, 65536}, Forms::tree);
 }
 
 TEST_CASE("backward: every f16 variant of widths 1, 37 and 65536 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f16}, {1, 37, 65536});
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1, 37, 65536}, Forms::tree);
 }
 
 TEST_CASE("backward: every bf16 variant of widths 1, 37 and 65536 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-4][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1, 37, 65536});
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1, 37, 65536}, Forms::tree);
 }
 
 TEST_CASE("backward: every f32 variant of width 1024 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-5][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f32}, {1024});
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1024}, Forms::tree);
 }
 
 TEST_CASE("backward: every f16 variant of width 1024 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-5][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f16}, {1024});
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1024}, Forms::tree);
 }
 
 TEST_CASE("backward: every bf16 variant of width 1024 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-5][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1024});
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1024}, Forms::tree);
 }
 
 TEST_CASE("backward: every f32 variant of width 1025 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-6][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f32}, {1025});
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1025}, Forms::tree);
 }
 
 TEST_CASE("backward: every f16 variant of width 1025 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-6][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::f16}, {1025});
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1025}, Forms::tree);
 }
 
 TEST_CASE("backward: every bf16 variant of width 1025 matches the float64 reference",
           "[.][gpu-exhaustive][exhaustive-6][normalize]") {
-  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1025});
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1025}, Forms::tree);
+}
+
+TEST_CASE("backward: every cooperative f32 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-7][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1, 37, 65536}, Forms::coop);
+}
+
+TEST_CASE("backward: every cooperative f16 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-7][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1, 37, 65536}, Forms::coop);
+}
+
+TEST_CASE("backward: every cooperative bf16 variant of widths 1, 37 and 65536 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-7][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1, 37, 65536}, Forms::coop);
+}
+
+TEST_CASE("backward: every cooperative f32 variant of widths 1024 and 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-8][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f32}, {1024, 1025}, Forms::coop);
+}
+
+TEST_CASE("backward: every cooperative f16 variant of widths 1024 and 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-8][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::f16}, {1024, 1025}, Forms::coop);
+}
+
+TEST_CASE("backward: every cooperative bf16 variant of widths 1024 and 1025 matches the float64 reference",
+          "[.][gpu-exhaustive][exhaustive-8][normalize]") {
+  check_backward_variants(test::kEveryVariant, {DType::bf16}, {1024, 1025}, Forms::coop);
 }
 
 // The heuristic policy launches the learned choice of this GPU's model (normalize_learned_sm90.json
