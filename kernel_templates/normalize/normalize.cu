@@ -557,7 +557,10 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   constexpr bool kFold = kRegs && RPB > 1 && GRADS != 0;
   constexpr int kPartialRows = kFold ? 1 : RPB;
   // fold also holds the cooperative form's warp sums (blockDim.x floats; kvt_sum_columns_grid).
-  constexpr long long kFoldFloats = kFold ? RPB * kStride : 1;
+  // Both gradients in one fold round where their two slabs take at most 16 KiB (half the rounds,
+  // each two block barriers); normalize::fold_bytes on the host mirrors this.
+  constexpr bool kFoldPair = kFold && kGrads == 2 && 2 * RPB * kStride * 4 <= 16384;
+  constexpr long long kFoldFloats = kFold ? (kFoldPair ? 2 : 1) * RPB * kStride : 1;
   constexpr long long kRedFloats = GRADS != 0 ? TPR * RPB : 1;
   __shared__ float fold[kFoldFloats > kRedFloats ? kFoldFloats : kRedFloats];
 
@@ -835,24 +838,37 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
 
   if constexpr (GRADS != 0) {
     if constexpr (kFold) {
-      // One item (kStride columns) and gradient at a time: each group's accumulators into shared
-      // memory, then the block sums the RPB groups in group order (deterministic) into its row.
-      const auto fold_into = [&](const float (&acc)[kAcc][VW], int i, float* part) {
+      // One item (kStride columns) and gradient (or both, kFoldPair) a round: each group's
+      // accumulators into shared memory, then the block sums the RPB groups in group order
+      // (deterministic) into its row.
+      const auto fold_round = [&](int i, bool g, bool b) {
+        float* const slab_g = fold;
+        float* const slab_b = fold + (g ? RPB * kStride : 0);
 #pragma unroll
-        for (int k = 0; k < VW; ++k) fold[group * kStride + lane * VW + k] = acc[i][k];
+        for (int k = 0; k < VW; ++k) {
+          if (g) slab_g[group * kStride + lane * VW + k] = acc_g[i][k];
+          if (b) slab_b[group * kStride + lane * VW + k] = acc_b[i][k];
+        }
         __syncthreads();
-        for (int e = threadIdx.x; e < kStride; e += blockDim.x) {
+        for (int e = threadIdx.x; e < (int(g) + int(b)) * kStride; e += blockDim.x) {
+          const bool beta = !g || e >= kStride;
+          const int col = e >= kStride ? e - int(kStride) : e;
+          const float* src = beta ? slab_b : slab_g;
           float t = 0.f;
 #pragma unroll
-          for (int g = 0; g < RPB; ++g) t += fold[g * kStride + e];
-          if (i * kStride + e < p.cols) part[i * kStride + e] = t;
+          for (int r = 0; r < RPB; ++r) t += src[r * kStride + col];
+          if (i * kStride + col < p.cols) (beta ? part_b : part_g)[i * kStride + col] = t;
         }
         __syncthreads();
       };
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
-        if constexpr ((GRADS & 1) != 0) fold_into(acc_g, i, part_g);
-        if constexpr ((GRADS & 2) != 0) fold_into(acc_b, i, part_b);
+        if constexpr (kFoldPair) {
+          fold_round(i, true, true);
+        } else {
+          if constexpr ((GRADS & 1) != 0) fold_round(i, true, false);
+          if constexpr ((GRADS & 2) != 0) fold_round(i, false, true);
+        }
       }
     } else if constexpr (kRegs) {
 #pragma unroll

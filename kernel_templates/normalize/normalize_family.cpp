@@ -422,8 +422,11 @@ std::size_t fold_bytes(const Problem& p, const Config& c) {
   if (c.splits != 1 || !p.backward || !(p.dgamma || p.dbeta)) return 0;
   const std::size_t block = std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row);
   const bool fold = c.rows_per_block > 1 && partial_rows_per_block(p, c) == 1;
-  // The array also holds the cooperative form's warp sums: a float a thread.
-  return std::max(fold ? block * std::size_t(c.vector_bytes / p.element_bytes()) : 1, block) * 4;
+  // One gradient's slab a fold round, or both where they take at most 16 KiB (normalize.cu's
+  // kFoldPair); the array also holds the cooperative form's warp sums: a float a thread.
+  const std::size_t slab = block * std::size_t(c.vector_bytes / p.element_bytes());
+  const std::size_t slabs = p.dgamma && p.dbeta && 2 * slab * 4 <= 16384 ? 2 : 1;
+  return std::max(fold ? slabs * slab : 1, block) * 4;
 }
 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
@@ -864,8 +867,10 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
     tail = (std::ceil(group * partial_rows_per_block(p, c) / 8) + std::ceil(std::ceil(blocks / group) / 8)) *
            kLatency * 0.5 * column_passes;
   }
-  if (p.backward && (p.dgamma || p.dbeta) && partial_rows_per_block(p, c) != c.rows_per_block)
-    tail += 2.0 * kBlockSync * double(iterations) * (p.dgamma + p.dbeta);
+  if (p.backward && (p.dgamma || p.dbeta) && partial_rows_per_block(p, c) != c.rows_per_block) {
+    const bool pair = p.dgamma && p.dbeta && fold_bytes(p, c) > std::size_t(block * ve * 4);  // both gradients a round
+    tail += 2.0 * kBlockSync * double(iterations) * (pair ? 1 : p.dgamma + p.dbeta);
+  }
   // Staged rows: a row's loads were issued during the previous row, so the row loop's steps wait
   // for its reductions and a pass over shared memory, not for DRAM (the first row still does).
   const double step = c.keep == Keep::staged ? chain - kLatency + kSharedPass : chain;
