@@ -570,7 +570,10 @@ static void check_backward_variants(const test::Sample& sample,
 }
 
 TEST_CASE("backward: a sample of variants matches the float64 reference", "[gpu][normalize][backward]") {
-  check_backward_variants(test::Sample{48});  // every 48th variant per problem, and the heuristic's
+  // Every 48th variant per problem, and the heuristic's; the cooperative twins have a sample of
+  // their own ("backward: cooperative variants ...").
+  check_backward_variants(test::Sample{48}, {DType::f32, DType::f16, DType::bf16}, {1, 37, 1024, 1025, 65536},
+                          Forms::tree);
 }
 
 // Staged rows (keep=stage: the next row of the row loop copied to shared memory by cp.async) are

@@ -14,6 +14,8 @@
 #include "compile_batches.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_reference.h"
+#include "kernel_templates/normalize/normalize_tuning.h"
+#include "tuner/tuner.h"
 #include "sample.h"
 
 using namespace kvtune;
@@ -256,6 +258,26 @@ TEST_CASE("backward cooperative form: only with dgamma/dbeta, a twin of each one
   // The cost model ranks the cooperative twin ahead where the tree's tail dominates (few rows).
   CHECK(normalize::predicted_seconds(p, c, 132, 3e12) <
         normalize::predicted_seconds(p, normalize::heuristic_config(p, 9), 132, 3e12));
+}
+
+TEST_CASE("backward cooperative twins share one compiled program: compiled once", "[normalize][backward][coop][nvrtc]") {
+  const Problem p = backward_problem(DType::bf16, NormMode::layernorm, 1024, 1024, true, true);
+  Config tree = normalize::heuristic_config(p, 9);
+  tree.cooperative = false;
+  Config coop = tree;
+  coop.cooperative = true;
+  REQUIRE(normalize::is_runnable(p, tree));
+  REQUIRE(normalize::is_runnable(p, coop));
+  const auto candidates = normalize::make_candidates(p, {tree, coop, tree}, "sm_90");
+  REQUIRE(candidates.size() == 3);
+  CHECK(candidates[0].label != candidates[1].label);
+  const auto compiled = tuner::compile_all(candidates, 2);
+  for (const auto& c : compiled) REQUIRE(c.status == tuner::Status::ok);
+  CHECK(compiled[0].cubin == compiled[1].cubin);
+  CHECK(compiled[0].binary_hash == compiled[1].binary_hash);
+  // One NVRTC run handed to all three: two compiles would not time the same to the last bit.
+  CHECK(compiled[0].seconds == compiled[1].seconds);
+  CHECK(compiled[0].seconds == compiled[2].seconds);
 }
 
 TEST_CASE("backward workspace: partials, level-1 rows and counters laid out without overlap", "[normalize][backward]") {

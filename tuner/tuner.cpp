@@ -122,7 +122,9 @@ class Bench {
 };
 
 // Compiles the chosen candidates on worker threads while the caller benchmarks them in order:
-// get(i) waits for candidate i only. Stored cubins are filled in first and never recompiled.
+// get(i) waits for candidate i only. Stored cubins are filled in first and never recompiled, and
+// candidates whose programs are identical (one compile hash: variants that differ only in how
+// they are launched, such as the normalize backward's cooperative twins) are compiled once.
 class CompilePipeline {
  public:
   CompilePipeline(const std::vector<Candidate>& candidates, std::vector<int> order, std::vector<Compiled>& results,
@@ -130,9 +132,15 @@ class CompilePipeline {
       : candidates_(candidates), order_(std::move(order)), results_(results), ready_(candidates.size(), 0) {
     start_ = Clock::now();
     std::vector<int> work;
+    std::unordered_map<std::string, int> first;  // compile hash -> the candidate that compiles it
     for (int i : order_) {
-      if (results_[std::size_t(i)].reused) ready_[std::size_t(i)] = 1;
-      else work.push_back(i);
+      if (results_[std::size_t(i)].reused) {
+        ready_[std::size_t(i)] = 1;
+        continue;
+      }
+      const auto [at, inserted] = first.emplace(detail::compile_hash(candidates_[std::size_t(i)].request), i);
+      if (inserted) work.push_back(i);
+      else twins_[at->second].push_back(i);
     }
     work_ = std::move(work);
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -177,6 +185,11 @@ class CompilePipeline {
         out.message = e.what();
       }
       std::lock_guard<std::mutex> lock(mutex_);
+      if (const auto twins = twins_.find(i); twins != twins_.end())
+        for (int t : twins->second) {
+          results_[std::size_t(t)] = out;
+          ready_[std::size_t(t)] = 1;
+        }
       results_[std::size_t(i)] = std::move(out);
       ready_[std::size_t(i)] = 1;
       ++compiles_;
@@ -188,6 +201,7 @@ class CompilePipeline {
   const std::vector<Candidate>& candidates_;
   std::vector<int> order_;
   std::vector<int> work_;
+  std::unordered_map<int, std::vector<int>> twins_;  // a compiled candidate -> those with its program
   std::vector<Compiled>& results_;
   std::vector<char> ready_;
   std::atomic<std::size_t> next_{0};
