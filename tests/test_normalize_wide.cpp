@@ -419,7 +419,7 @@ TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its 
   Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
   one_block.cooperative = true;
   CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
-  CHECK(why.find("field of split rows") != std::string::npos);
+  CHECK(why.find("split rows' one-pass form or the backward's dgamma/dbeta sums") != std::string::npos);
   // A row of 2^22 f32 in slices of 1024 x 16 bytes: 2^18 threads, runnable where a GPU holds them
   // (the launch decides) but not a point of the pruned space.
   const Problem wide = forward(DType::f32, NormMode::standardize, 1 << 22, 16, 4);
