@@ -478,11 +478,7 @@ __device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long 
   else kvt_sum_columns<1, 16>(src, slab, stride, cols, grads, n, store);
 }
 
-// Thread 0 of a block: publishes what its block wrote (after a __syncthreads) and waits until
-// `expected` arrivals have been counted at *counter. Only ever called in a cooperative launch whose
-// blocks are all co-resident, so every block it waits for is running; the bound on the wait (2^26
-// polls, at least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops
-// at 256 ns: the wait ends at most that late.
+// An acquire load at GPU scope (the arrival counters of cooperative launches).
 __device__ __forceinline__ unsigned kvt_load_acquire(const unsigned* p) {
 #if defined(__CUDA_ARCH__)
   unsigned v;
@@ -493,6 +489,11 @@ __device__ __forceinline__ unsigned kvt_load_acquire(const unsigned* p) {
 #endif
 }
 
+// Thread 0 of a block: publishes what its block wrote (after a __syncthreads) and waits until
+// `expected` arrivals have been counted at *counter. Only ever called in a cooperative launch whose
+// blocks are all co-resident, so every block it waits for is running; the bound on the wait (2^26
+// polls, at least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops
+// at 256 ns: the wait ends at most that late.
 __device__ __forceinline__ void kvt_arrive_and_wait(unsigned* counter, unsigned expected) {
   __threadfence();  // release: what the block wrote before the arrival
   atomicAdd(counter, 1u);
