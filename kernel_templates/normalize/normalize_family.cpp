@@ -839,7 +839,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   if (c.keep == Keep::reread) bytes += rows * cols * elem * kRereadFraction * (p.backward ? 3 : 1);
   if (p.backward && !registers) bytes += (p.dgamma + p.dbeta) * rows * cols * 8 * kRereadFraction;
   // The cooperative backward launches at most the resident blocks: one partial row set each.
-  const double grid = c.cooperative ? std::min(blocks, double(sm_count * blocks_per_sm)) : blocks;
+  const double grid = c.cooperative ? std::max(1.0, std::min(blocks, double(sm_count * blocks_per_sm))) : blocks;
   if (p.backward && (p.dgamma || p.dbeta)) bytes += (p.dgamma + p.dbeta) * 8.0 * cols * grid * partial_rows_per_block(p, c);
   const double unrolled = registers ? double(iterations) : 1.0;
   const double lanes_used = std::min(1.0, cols / double(c.threads_per_row * ve));
