@@ -12,6 +12,7 @@
 #include "core/module.h"
 #include "kernel_templates/normalize/normalize_family.h"
 #include "kernel_templates/normalize/normalize_tuning.h"
+#include "sample.h"
 #include "tuner/tuner.h"
 
 namespace kvtune::test_normalize {
@@ -38,6 +39,25 @@ inline std::vector<detail::LoadedKernel> load_variants(const normalize::Problem&
   return kernels;
 }
 
+/// A sample of a problem's variants, compiled in one batch and loaded (load_variants).
+struct SampledVariants {
+  std::vector<normalize::Config> configs;
+  std::vector<tuner::Candidate> candidates;
+  std::vector<detail::LoadedKernel> kernels;
+};
+
+/// `sample` applied to `configs` (keyed by the problem, always keeping index `always`), then
+/// compiled and loaded.
+inline SampledVariants sample_variants(const normalize::Problem& p, const std::vector<normalize::Config>& configs,
+                                       const test::Sample& sample, const detail::DeviceFingerprint& fingerprint,
+                                       std::size_t always = SIZE_MAX) {
+  SampledVariants out;
+  out.configs = sample.apply(configs, p.key(), always);
+  out.candidates = normalize::make_candidates(p, out.configs, fingerprint.arch());
+  out.kernels = load_variants(p, out.candidates, tuner::compile_all(out.candidates, 0), fingerprint);
+  return out;
+}
+
 /// Verifies every loaded candidate on `rows` rows of `p` (configs: the candidates' configs, in
 /// order); returns how many were checked.
 inline std::size_t verify_variants(normalize::Problem p, std::int64_t rows, const std::vector<normalize::Config>& configs,
@@ -55,6 +75,11 @@ inline std::size_t verify_variants(normalize::Problem p, std::int64_t rows, cons
     ++checked;
   }
   return checked;
+}
+
+inline std::size_t verify_variants(const normalize::Problem& p, std::int64_t rows, const SampledVariants& v,
+                                   const detail::DeviceFingerprint& fingerprint, cudaStream_t stream) {
+  return verify_variants(p, rows, v.configs, v.candidates, v.kernels, fingerprint, stream);
 }
 
 }  // namespace kvtune::test_normalize

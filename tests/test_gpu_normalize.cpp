@@ -610,11 +610,8 @@ TEST_CASE("backward: staged variants match the float64 reference", "[gpu][normal
                 if (normalize::is_runnable(p, c)) configs.push_back(c);
               }
         REQUIRE(!configs.empty());
-        configs = sample.apply(configs, p.key());
-        const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
-        for (std::int64_t rows : {1, 7, 3000})
-          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
+        const auto sampled = sample_variants(p, configs, sample, fingerprint);
+        for (std::int64_t rows : {1, 7, 3000}) checked += verify_variants(p, rows, sampled, fingerprint, stream);
       }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " staged (variant, rows) pairs");
@@ -642,16 +639,14 @@ TEST_CASE("backward: cooperative variants match the float64 reference, also with
         for (const auto& c : normalize::enumerate(p))
           if (c.cooperative) configs.push_back(c);
         REQUIRE(!configs.empty());
-        configs = sample.apply(configs, p.key());
-        const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
+        const auto sampled = sample_variants(p, configs, sample, fingerprint);
         const std::int64_t many = cols <= 33 ? 200000 : 20000;
         for (std::int64_t rows : {std::int64_t{1}, std::int64_t{7}, std::int64_t{3000}, many}) {
-          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
-          for (std::size_t i = 0; i < configs.size(); ++i) {
-            const auto g = normalize::geometry(p, configs[i], rows);
+          checked += verify_variants(p, rows, sampled, fingerprint, stream);
+          for (std::size_t i = 0; i < sampled.configs.size(); ++i) {
+            const auto g = normalize::geometry(p, sampled.configs[i], rows);
             int resident = 0;
-            REQUIRE(kernels[i].co_resident_blocks(g.block, g.dynamic_smem, &resident) == cudaSuccess);
+            REQUIRE(sampled.kernels[i].co_resident_blocks(g.block, g.dynamic_smem, &resident) == cudaSuccess);
             looped += resident > 0 && std::int64_t(g.grid) > resident;
           }
         }

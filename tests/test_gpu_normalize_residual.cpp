@@ -186,12 +186,10 @@ TEST_CASE("residual: a sample of forward and backward variants matches the float
         auto configs = normalize::enumerate(p);
         REQUIRE(!configs.empty());
         const auto heuristic = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
-        configs = sample.apply(configs, p.key(),
-                               std::size_t(std::find(configs.begin(), configs.end(), heuristic) - configs.begin()));
-        const auto candidates = normalize::make_candidates(p, configs, fingerprint.arch());
-        const auto kernels = load_variants(p, candidates, tuner::compile_all(candidates, 0), fingerprint);
-        for (std::int64_t rows : {3, 300})
-          checked += verify_variants(p, rows, configs, candidates, kernels, fingerprint, stream);
+        const auto sampled = sample_variants(p, configs, sample, fingerprint,
+                                             std::size_t(std::find(configs.begin(), configs.end(), heuristic) -
+                                                         configs.begin()));
+        for (std::int64_t rows : {3, 300}) checked += verify_variants(p, rows, sampled, fingerprint, stream);
       }
   cudaStreamDestroy(stream);
   WARN("verified " << checked << " (residual variant, rows) pairs");
