@@ -418,15 +418,22 @@ namespace {
 // variants that can run but waste the machine (idle lanes, narrow accesses, oversized vectors).
 // The backward kernel's static `fold` array (normalize.cu): one float a column of a block's row
 // groups' stride, where the row groups fold their dgamma/dbeta accumulators on chip.
+// One gradient's slab of the fold: a float a column of the block's row groups' stride.
+std::size_t fold_slab_floats(const Problem& p, const Config& c) {
+  return std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row) * std::size_t(c.vector_bytes / p.element_bytes());
+}
+
+// Whether one fold round takes both gradients: their two slabs fit 16 KiB (normalize.cu's kFoldPair).
+bool fold_pair(const Problem& p, const Config& c) {
+  return p.dgamma && p.dbeta && 2 * fold_slab_floats(p, c) * 4 <= 16384;
+}
+
 std::size_t fold_bytes(const Problem& p, const Config& c) {
   if (c.splits != 1 || !p.backward || !(p.dgamma || p.dbeta)) return 0;
   const std::size_t block = std::size_t(c.rows_per_block) * std::size_t(c.threads_per_row);
   const bool fold = c.rows_per_block > 1 && partial_rows_per_block(p, c) == 1;
-  // One gradient's slab a fold round, or both where they take at most 16 KiB (normalize.cu's
-  // kFoldPair); the array also holds the cooperative form's warp sums: a float a thread.
-  const std::size_t slab = block * std::size_t(c.vector_bytes / p.element_bytes());
-  const std::size_t slabs = p.dgamma && p.dbeta && 2 * slab * 4 <= 16384 ? 2 : 1;
-  return std::max(fold ? slabs * slab : 1, block) * 4;
+  // The array also holds the cooperative form's warp sums: a float a thread.
+  return std::max(fold ? (fold_pair(p, c) ? 2 : 1) * fold_slab_floats(p, c) : 1, block) * 4;
 }
 
 bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
@@ -868,8 +875,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
            kLatency * 0.5 * column_passes;
   }
   if (p.backward && (p.dgamma || p.dbeta) && partial_rows_per_block(p, c) != c.rows_per_block) {
-    const bool pair = p.dgamma && p.dbeta && fold_bytes(p, c) > std::size_t(block * ve * 4);  // both gradients a round
-    tail += 2.0 * kBlockSync * double(iterations) * (pair ? 1 : p.dgamma + p.dbeta);
+    tail += 2.0 * kBlockSync * double(iterations) * (fold_pair(p, c) ? 1 : p.dgamma + p.dbeta);
   }
   // Staged rows: a row's loads were issued during the previous row, so the row loop's steps wait
   // for its reductions and a pass over shared memory, not for DRAM (the first row still does).
