@@ -122,7 +122,9 @@ nlohmann::json dispatch(const std::string& dir) {
   const auto problem = normalize::make_problem(a);
   auto store = cache::Store::open(cache);
   const auto winner = store->find_winner(problem.key(), detail::read_fingerprint(0).id(), normalize::template_hash());
+  if (!winner) throw Error("dispatch: no stored winner for " + problem.key() + " in " + cache);
   const auto binary = store->find_binary(winner->binary_hash);
+  if (!binary) throw Error("dispatch: the winner's binary " + winner->binary_hash + " is not in " + cache);
   const auto config = normalize::Config::from_json(nlohmann::json::parse(winner->config_json));
   auto kernel = detail::LoadedKernel::load(binary->image, binary->lowered_name);
   const normalize::LaunchArgs launch{a.x, a.y, nullptr, nullptr, nullptr, nullptr, a.rows, a.cols, a.cols, a.eps, 0};

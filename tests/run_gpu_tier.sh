@@ -2,7 +2,7 @@
 # The GPU test tiers (README.md, "On a GPU machine"), one process per test case of the release
 # build's kvtune_tests:
 #   quick          '[gpu]': every behaviour, a sample of each variant space
-#   exhaustive-N   '[exhaustive-N]' (N = 1..8): every variant of the sweep shapes, in parts
+#   exhaustive-N   '[exhaustive-N]' (N = 1..9): every variant of the sweep shapes, in parts
 #   wide           '[gpu-exhaustive][wide]': every split-row variant
 #   '<tags>'       any other Catch2 test spec
 # Most of a case's time is spent on the host (NVRTC, the float64 references, the verification),
