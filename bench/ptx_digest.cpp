@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "core/hash.h"
+#include "bench/source_override.h"
 #include "core/nvrtc.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/normalize/normalize_family.h"
@@ -154,31 +155,6 @@ std::string_view entry_ptx(std::string_view ptx, const std::string& lowered) {
   return ptx.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
 }
 
-// The text of DIR/name (or DIR/../name), kept for the run; null when neither exists.
-const std::string* source_file(const std::string& dir, const std::string& name) {
-  static std::map<std::string, std::string> files;
-  for (const auto& path : {std::filesystem::path(dir) / name, std::filesystem::path(dir) / ".." / name}) {
-    if (!std::filesystem::exists(path)) continue;
-    auto [it, inserted] = files.try_emplace(path.string());
-    if (inserted) {
-      std::ifstream in(path, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      it->second = text.str();
-    }
-    return &it->second;
-  }
-  return nullptr;
-}
-
-void use_sources(detail::CompileRequest& request, const std::string& dir) {
-  const std::string* main = source_file(dir, request.program_name);
-  if (!main) throw Error(fmt::format("--source: no {} in {}", request.program_name, dir));
-  request.source = *main;
-  for (auto& header : request.headers)
-    if (const std::string* text = source_file(dir, header.name)) header.text = *text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,7 +193,7 @@ int main(int argc, char** argv) {
   std::set<std::string> seen;  // a name expression once (problems of one key size share variants)
   const auto add = [&](detail::CompileRequest request) {
     if (!seen.insert(request.name_expressions.at(0)).second) return;
-    if (!source_dir.empty()) use_sources(request, source_dir);
+    if (!source_dir.empty()) bench::use_sources(request, source_dir);
     if (programs.empty() || programs.back().name_expressions.size() == 64 ||
         programs.back().source.data() != request.source.data() || programs.back().program_name != request.program_name ||
         programs.back().extra_options != request.extra_options) {

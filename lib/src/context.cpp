@@ -68,12 +68,14 @@ namespace {
 // allocation becomes a graph memory node).
 class CallWorkspace {
  public:
+  // `where` makes the call's Error::Context, only when an error is thrown.
+  template <class Where>
   CallWorkspace(Context::Impl& impl, std::size_t bytes, void* given, std::size_t given_bytes, cudaStream_t stream,
-                const Error::Context& where, const char* size_query)
+                const Where& where, const char* size_query)
       : stream_(stream) {
     if (bytes == 0) return;
     if (given != nullptr) {
-      Error::Context at = where;
+      Error::Context at = where();
       at.field = "workspace_bytes";
       if (given_bytes < bytes)
         throw Error(at, fmt::format("the workspace holds {} bytes; this variant needs {} ({})", given_bytes, bytes,
@@ -84,11 +86,11 @@ class CallWorkspace {
       return;
     }
     int ordinal = 0;
-    if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) detail::cuda_check(s, "cudaGetDevice", where);
+    if (cudaError_t s = cudaGetDevice(&ordinal); s != cudaSuccess) detail::cuda_check(s, "cudaGetDevice", where());
     const cudaMemPool_t pool = impl.devices.workspace_pool(ordinal);
     const cudaError_t s = pool != nullptr ? cudaMallocFromPoolAsync(&pointer_, bytes, pool, stream)
                                           : cudaMallocAsync(&pointer_, bytes, stream);
-    if (s != cudaSuccess) detail::cuda_check(s, "cudaMallocAsync (workspace)", where);
+    if (s != cudaSuccess) detail::cuda_check(s, "cudaMallocAsync (workspace)", where());
     owned_ = true;
   }
   ~CallWorkspace() {
@@ -111,7 +113,8 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
   const normalize::Problem problem = normalize::make_problem(args, impl_->state.buckets);
   const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
-  const Error::Context where{"normalize", problem.key(), entry.config.label(), "", ""};
+  // The error context is built only on an error: the cached path formats no strings.
+  const auto where = [&] { return Error::Context{"normalize", problem.key(), entry.config.label(), "", ""}; };
   // Split rows only: the slices' partial statistics (normalize_workspace_size).
   const CallWorkspace workspace(*impl_, normalize::geometry(problem, entry.config, args.rows).workspace_bytes,
                                 args.workspace, args.workspace_bytes, cuda_stream, where, "normalize_workspace_size");
@@ -137,7 +140,7 @@ void Context::normalize(const NormalizeArgs& args, Stream stream) {
     detail::cuda_check(status,
                        entry.config.cooperative ? "cooperative launch (a row's slices must all be co-resident)"
                                                 : "cudaLaunchKernel",
-                       where);
+                       where());
 }
 
 std::size_t Context::normalize_workspace_size(const NormalizeArgs& args, Stream stream) {
@@ -159,7 +162,7 @@ void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream strea
   const normalize::Problem problem = normalize::make_problem(args, impl_->state.buckets);
   const auto& entry = impl_->entry_for<detail::NormalizeFamily>(problem, args.rows, stream);
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
-  const Error::Context where{"normalize_backward", problem.key(), entry.config.label(), "", ""};
+  const auto where = [&] { return Error::Context{"normalize_backward", problem.key(), entry.config.label(), "", ""}; };
   const CallWorkspace workspace(*impl_, normalize::geometry(problem, entry.config, args.rows).workspace_bytes,
                                 args.workspace, args.workspace_bytes, cuda_stream, where,
                                 "normalize_backward_workspace_size");
@@ -185,7 +188,7 @@ void Context::normalize_backward(const NormalizeBackwardArgs& args, Stream strea
     detail::cuda_check(status,
                        entry.config.cooperative ? "cooperative launch (the grid's blocks must all be co-resident)"
                                                 : "cudaLaunchKernel",
-                       where);
+                       where());
 }
 
 std::string Context::normalize_backward_variant(const NormalizeBackwardArgs& args, Stream stream) {
@@ -219,8 +222,10 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
   const auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
   const std::size_t prep_bytes = prep ? dwconv::gradient_prep_bytes(args) : 0;
   const std::size_t variant_bytes = dwconv::geometry(problem, entry.config, args.n).workspace_bytes;
-  const std::string label = prep ? prep_entry->config.label() + " then " + entry.config.label() : entry.config.label();
-  const Error::Context where{"dwconv", problem.key(), label, "", ""};
+  const auto where = [&] {
+    const std::string label = prep ? prep_entry->config.label() + " then " + entry.config.label() : entry.config.label();
+    return Error::Context{"dwconv", problem.key(), label, "", ""};
+  };
   // backward_weight partials, and in front of them an activation's gradient prep output (its
   // size rounded to 256 bytes): the caller's workspace or the context's pool.
   const CallWorkspace workspace(*impl_, prep_bytes + variant_bytes, args.workspace, args.workspace_bytes, cuda_stream,
@@ -244,7 +249,7 @@ void Context::dwconv(const DwConvArgs& args, Stream stream) {
     status = dwconv_states::launch(states_fix->kernel, *plan.fix, states_fix->config,
                                    dwconv_states::launch_args(args, *plan.fix, prep ? workspace.get() : args.dy, nullptr),
                                    cuda_stream);
-  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where);
+  if (status != cudaSuccess) detail::cuda_check(status, "cudaLaunchKernel", where());
 }
 
 std::string Context::dwconv_variant(const DwConvArgs& args, Stream stream) {
