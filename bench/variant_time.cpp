@@ -2,14 +2,22 @@
 // for every variant, so two trees' kernel templates can be compared variant by variant without the
 // tuner (with --source DIR, bench/source_override.h) or one tree's variants against each other.
 //   kvtune_variant_time --layout nhwc --dtype f32 --n 32 --c 192 --h 28 --w 28 --kernel 7 --pad 3
-//                       [--direction forward|backward_data] [--bias] [--source DIR] [--rounds R] LABEL...
-// LABEL: a variant's label as `kvtune-tune --dry-run --variants --json` lists it. Each label is
-// compiled with NVRTC for the device, launched 20 times to warm up, then timed with CUDA events over
-// 15 batches of 20 launches (median per launch); the inputs are random and rotated over copies that
-// together exceed twice the L2 cache, so no launch finds its input in L2. Prints "<us> <label>" per
-// variant and round.
+//                       [--direction forward|backward_data] [--bias] [--source DIR] [--ab DIR]
+//                       [--kind tiled|direct|wgrad|mma] [--rounds R] [LABEL...]
+// LABEL: a variant's label as `kvtune-tune --dry-run --variants --json` lists it; --kind adds every
+// variant of that kernel. Each is compiled with NVRTC for the device (on all cores), launched 20 times
+// to warm up, then timed with CUDA events over 15 batches of 20 launches (median per launch); the
+// inputs are random and rotated over copies that together exceed twice the L2 cache, so no launch
+// finds its input in L2. Prints "<us> <label>" per variant and round. --ab DIR: each variant also
+// compiled from DIR's templates (B; A is --source or the built-in ones), A and B timed in turn in
+// every round; prints "<A us> <B us> <B/A> <label>" with the best of the rounds, then the geomean
+// of B/A, its 5th-95th percentiles and how many variants B runs more than 5 % slower.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
+#include <future>
+#include <thread>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -65,7 +73,7 @@ void* device_copy(const std::vector<unsigned char>& bytes) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kvtune_variant_time: time chosen variants of one dwconv problem, kernel only"};
-  std::string layout = "nchw", dtype = "f32", direction = "forward", source_dir;
+  std::string layout = "nchw", dtype = "f32", direction = "forward", source_dir, ab_dir, kind;
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   int kernel = 3, pad = 0, rounds = 1;
   bool bias = false;
@@ -81,9 +89,15 @@ int main(int argc, char** argv) {
   app.add_option("--pad", pad, "padding on every side");
   app.add_flag("--bias", bias, "forward with a bias");
   app.add_option("--source", source_dir, "compile DIR/dwconv.cu and the headers DIR holds instead of the built-in ones");
+  app.add_option("--ab", ab_dir, "also compile from DIR's templates and time both in turn (B against A)");
+  app.add_option("--kind", kind, "every variant of this kernel")->check(CLI::IsMember({"tiled", "direct", "wgrad", "mma"}));
   app.add_option("--rounds", rounds, "time every label this many times, in turn")->check(CLI::Range(1, 100));
-  app.add_option("labels", labels, "variant labels")->required();
+  app.add_option("labels", labels, "variant labels");
   CLI11_PARSE(app, argc, argv);
+  if (labels.empty() && kind.empty()) {
+    std::fprintf(stderr, "kvtune_variant_time: give variant labels, --kind, or both\n");
+    return 2;
+  }
   try {
     const bool two_d = layout == "nchw" || layout == "nhwc";
     DwConvArgs a;
@@ -123,21 +137,44 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     detail::cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     const std::string arch = fmt::format("sm_{}{}", prop.major, prop.minor);
-    std::printf("# %s, %s, %d input copies rotated (L2 %d MiB)%s\n", problem.key().c_str(), prop.name, copies, l2 >> 20,
-                source_dir.empty() ? "" : (", templates from " + source_dir).c_str());
+    std::printf("# %s, %s, %d input copies rotated (L2 %d MiB)%s%s\n", problem.key().c_str(), prop.name, copies,
+                l2 >> 20, source_dir.empty() ? "" : (", A templates from " + source_dir).c_str(),
+                ab_dir.empty() ? "" : (", B templates from " + ab_dir).c_str());
     struct Variant {
       std::string label;
       dwconv::Config config;
-      detail::LoadedKernel kernel;
+      std::vector<detail::LoadedKernel> kernels;  // A, and B with --ab
     };
     std::vector<Variant> variants;
+    std::vector<std::string> dirs = {source_dir};
+    if (!ab_dir.empty()) dirs.push_back(ab_dir);
     for (const auto& config : dwconv::enumerate(problem)) {
       const std::string label = config.label();
-      if (std::find(labels.begin(), labels.end(), label) == labels.end()) continue;
-      auto request = dwconv::compile_request(problem, config, arch);
-      if (!source_dir.empty()) bench::use_sources(request, source_dir);
-      const auto compiled = detail::nvrtc_compile(request);
-      variants.push_back({label, config, detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0))});
+      const bool of_kind = !kind.empty() && dwconv::to_string(config.kernel()) == kind;
+      if (of_kind || std::find(labels.begin(), labels.end(), label) != labels.end()) variants.push_back({label, config, {}});
+    }
+    // Compiled on every core: NVRTC calls are independent. The requests (and the source files they
+    // point into) are prepared first, on this thread.
+    const std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
+    for (const auto& dir : dirs) {
+      std::vector<detail::CompileRequest> requests;
+      for (const auto& v : variants) {
+        requests.push_back(dwconv::compile_request(problem, v.config, arch));
+        if (!dir.empty()) bench::use_sources(requests.back(), dir);
+      }
+      std::vector<std::future<detail::CompileResult>> pending;
+      std::size_t loaded = 0;
+      const auto load_next = [&] {
+        const auto compiled = pending[loaded].get();
+        Variant& v = variants[loaded++];
+        v.kernels.push_back(detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0)));
+        v.kernels.back().allow_dynamic_smem(dwconv::geometry(problem, v.config, a.n).dynamic_smem);
+      };
+      for (const auto& request : requests) {
+        if (pending.size() - loaded >= workers) load_next();
+        pending.push_back(std::async(std::launch::async, [&request] { return detail::nvrtc_compile(request); }));
+      }
+      while (loaded < pending.size()) load_next();
     }
     for (const auto& label : labels)
       if (std::none_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.label == label; }))
@@ -146,26 +183,53 @@ int main(int argc, char** argv) {
     detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
     detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
     std::size_t turn = 0;
-    const auto launch = [&](const Variant& v) {
-      const cudaError_t s = dwconv::launch(v.kernel, problem, v.config, launches[turn++ % launches.size()], nullptr);
+    const auto launch = [&](const Variant& v, std::size_t which) {
+      const cudaError_t s = dwconv::launch(v.kernels[which], problem, v.config, launches[turn++ % launches.size()], nullptr);
       if (s != cudaSuccess) detail::cuda_check(s, ("launch " + v.label).c_str());
     };
-    for (int round = 0; round < rounds; ++round)
-      for (const auto& v : variants) {
-        for (int i = 0; i < 20; ++i) launch(v);
-        std::vector<float> per_launch;
-        for (int batch = 0; batch < 15; ++batch) {
-          detail::cuda_check(cudaEventRecord(start), "cudaEventRecord");
-          for (int i = 0; i < 20; ++i) launch(v);
-          detail::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
-          detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-          float ms = 0;
-          detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-          per_launch.push_back(ms * 1000.f / 20.f);
-        }
-        std::sort(per_launch.begin(), per_launch.end());
-        std::printf("%9.2f us  %s\n", per_launch[per_launch.size() / 2], v.label.c_str());
+    // Median time per launch (us) of one build of one variant.
+    const auto time = [&](const Variant& v, std::size_t which) {
+      for (int i = 0; i < 20; ++i) launch(v, which);
+      std::vector<float> per_launch;
+      for (int batch = 0; batch < 15; ++batch) {
+        detail::cuda_check(cudaEventRecord(start), "cudaEventRecord");
+        for (int i = 0; i < 20; ++i) launch(v, which);
+        detail::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+        detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        per_launch.push_back(ms * 1000.f / 20.f);
       }
+      std::sort(per_launch.begin(), per_launch.end());
+      return double(per_launch[per_launch.size() / 2]);
+    };
+    std::vector<std::array<double, 2>> best(variants.size(), {1e30, 1e30});
+    for (int round = 0; round < rounds; ++round)
+      for (std::size_t i = 0; i < variants.size(); ++i)
+        for (std::size_t which = 0; which < dirs.size(); ++which) {
+          const double us = time(variants[i], which);
+          best[i][which] = std::min(best[i][which], us);
+          if (dirs.size() == 1) std::printf("%9.2f us  %s\n", us, variants[i].label.c_str());
+        }
+    if (dirs.size() == 2) {
+      std::vector<double> ratios;
+      for (std::size_t i = 0; i < variants.size(); ++i) {
+        ratios.push_back(best[i][1] / best[i][0]);
+        std::printf("%9.2f %9.2f %6.3f  %s\n", best[i][0], best[i][1], ratios.back(), variants[i].label.c_str());
+      }
+      if (!ratios.empty()) {
+        double log_sum = 0;
+        for (double r : ratios) log_sum += std::log(r);
+        std::vector<double> sorted = ratios;
+        std::sort(sorted.begin(), sorted.end());
+        const auto at = [&](double q) { return sorted[std::size_t(std::lround(q * double(sorted.size() - 1)))]; };
+        std::printf("# %zu variants: B/A geomean %.3f, p5 %.3f, p95 %.3f, min %.3f, max %.3f, %zu more than 5 %% slower, "
+                    "%zu more than 5 %% faster\n",
+                    ratios.size(), std::exp(log_sum / double(ratios.size())), at(0.05), at(0.95), sorted.front(),
+                    sorted.back(), std::size_t(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 1.05; })),
+                    std::size_t(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 1 / 1.05; })));
+      }
+    }
     for (void* p : buffers) cudaFree(p);
     cudaFree(weight);
     if (bias_buffer != nullptr) cudaFree(bias_buffer);
