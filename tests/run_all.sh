@@ -3,8 +3,8 @@
 #   release  Release build in build/, its whole ctest suite, two tests at a time: CPU tests
 #            everywhere, [gpu] tests skip with a printed reason where there is no GPU (ctest:
 #            "Skipped"). The two NVRTC compile sweeps ([slow]) compile a seeded quarter of each
-#            problem's variants; the other tests that compile many variants compile every 4th
-#            NVRTC program (KVTUNE_TEST_NVRTC_EVERY=4, tests/compile_batches.h); the sweeps stage
+#            problem's variants; the other tests that compile many variants compile every 8th
+#            NVRTC program (KVTUNE_TEST_NVRTC_EVERY=8, tests/compile_batches.h); the sweeps stage
 #            compiles them all.
 #   asan     clang build in build-san/ with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g,
 #            any UB fatal) and libFuzzer's coverage instrumentation; the Catch2 CPU suite
@@ -13,7 +13,9 @@
 #            kernels, whose time is spent in NVRTC (not instrumented) and which the release stage
 #            runs; and except [heavy]: five cases that enumerate the whole variant spaces of large
 #            problems (1-1.5 minutes each when instrumented), code the other cases run on small
-#            problems here and the release stage runs on the large ones. Three processes side by
+#            problems here and the release stage runs on the large ones, and three normalize cases
+#            on emulated threads over many blocks (a host thread per CUDA thread: 43-120 s each
+#            when instrumented; the smaller emulated cases stay). Three processes side by
 #            side (the two longest [tools] cases, the other [tools] cases, the rest), then
 #            [reliability] alone (its forked cache writers are slow when forked from the whole suite).
 #   fuzz     the libFuzzer targets of the same build (fuzz/README.md): every regression input
@@ -87,7 +89,7 @@ stage_release() {
   # Two tests at a time: each test is its own process with its own files (ctest runs the longest
   # first, by the times of the last run in build/Testing).
   local status=0
-  KVTUNE_TEST_NVRTC_EVERY=4 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
+  KVTUNE_TEST_NVRTC_EVERY=8 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log || status=$?
   count_ctest release build/ctest.log
   return "$status"
 }
@@ -111,9 +113,9 @@ stage_asan() {
   configure_sanitized
   cmake --build build-san -j2 --target kvtune_tests
   sanitizer_environment
-  # The CPU tests that compile many variants compile every 8th NVRTC program here
-  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every 4th one.
-  export KVTUNE_TEST_NVRTC_EVERY=8
+  # The CPU tests that compile many variants compile every 16th NVRTC program here
+  # (tests/compile_batches.h): NVRTC is not instrumented, and the release stage compiles every 8th one.
+  export KVTUNE_TEST_NVRTC_EVERY=16
   # Three processes side by side on two cores (each test case uses its own files; their CPU times,
   # 2 cores, 2026-11-27: about 70, 113 and 97 s): the two longest tools tests (each runs sanitized
   # kvtune-cache processes over a populated cache), the other tools tests, everything else.

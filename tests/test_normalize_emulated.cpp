@@ -302,7 +302,7 @@ TEST_CASE("emulated: the bf16 residual sum is rounded once, as a separate add wr
   CHECK(relative_error(mean, ref.mean) < 1e-5);
 }
 
-TEST_CASE("emulated: the fused residual add on rows split across blocks", "[normalize][residual][emulated]") {
+TEST_CASE("emulated: the fused residual add on rows split across blocks", "[normalize][residual][emulated][heavy]") {
   // 40000 f32 columns: slices of 256 threads x 4 vectors of 4 (4096 columns), 10 slices a row.
   for (Where w : {Where::apart, Where::over_x}) {
     const Problem p = forward_problem(NormMode::layernorm, 40000, 3, true, true);
@@ -315,7 +315,7 @@ TEST_CASE("emulated: the fused residual add on rows split across blocks", "[norm
                 Where::apart);
 }
 
-TEST_CASE("emulated: the backward adds the gradient into s, one block a row and split rows", "[normalize][residual][emulated]") {
+TEST_CASE("emulated: the backward adds the gradient into s, one block a row and split rows", "[normalize][residual][emulated][heavy]") {
   Problem p;
   p.backward = true;
   p.mode = NormMode::layernorm;
@@ -370,7 +370,7 @@ TEST_CASE("emulated: the backward adds the gradient into s, one block a row and 
     check_backward(&kvt_normalize_backward_split<float, 256, 4, 4, 2, 1, 1, 1, 1>, wide, split, dx_is_ds);
 }
 
-TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahead)", "[normalize][backward][emulated]") {
+TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahead)", "[normalize][backward][emulated][heavy]") {
   // keep=stage: the row group's next row copied to shared memory while this one is reduced. A row
   // loop of 4 with the last block's rows partly past the end; saved and recomputed statistics;
   // a masked row (1000 columns: the last vector partial, then vectors past the row) and a FULL one.
