@@ -17,7 +17,8 @@
 
 namespace kvtune::bench {
 
-// The text of DIR/name (or DIR/../name), kept for the run; null when neither exists.
+// The text of DIR/name (or DIR/../name), kept for the run; null when neither exists. Not thread-safe:
+// prepare the requests on one thread (the texts stay put afterwards), then compile them on any.
 inline const std::string* source_file(const std::string& dir, const std::string& name) {
   static std::map<std::string, std::string> files;
   for (const auto& path : {std::filesystem::path(dir) / name, std::filesystem::path(dir) / ".." / name}) {
