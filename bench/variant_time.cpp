@@ -7,7 +7,7 @@
 // LABEL: a variant's label as `kvtune-tune --dry-run --variants --json` lists it; --kind adds every
 // variant of that kernel. Each is compiled with NVRTC for the device (on all cores), launched 20 times
 // to warm up, then timed with CUDA events over 15 batches of 20 launches (median per launch); the
-// inputs are random and rotated over copies that together exceed twice the L2 cache, so no launch
+// inputs are random (the tuning harness's fill kernel) and rotated over copies that together exceed twice the L2 cache, so no launch
 // finds its input in L2. Prints "<us> <label>" per variant and round. --ab DIR: each variant also
 // compiled from DIR's templates (B; A is --source or the built-in ones), A and B timed in turn in
 // every round; prints "<A us> <B us> <B/A> <label>" with the best of the rounds, then the geomean
@@ -15,11 +15,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <future>
 #include <thread>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -34,42 +32,9 @@
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
 #include "kvtune/kvtune.h"
+#include "tuner/harness_support.h"
 
 using namespace kvtune;
-
-namespace {
-
-// Random values in [-1, 1) of the given dtype, as bytes.
-std::vector<unsigned char> random_bytes(std::size_t elements, DType dtype, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  const std::size_t size = dtype == DType::f32 ? 4 : 2;
-  std::vector<unsigned char> out(elements * size);
-  for (std::size_t i = 0; i < elements; ++i) {
-    const float v = u(rng);
-    std::uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    if (dtype == DType::f32) std::memcpy(&out[i * 4], &bits, 4);
-    else {
-      // bf16: the top half; f16: a value of the same magnitude range built from the float
-      std::uint16_t h = static_cast<std::uint16_t>(bits >> 16);
-      if (dtype == DType::f16) {
-        const std::uint32_t sign = bits >> 31, mant = (bits >> 13) & 0x3ff;
-        h = static_cast<std::uint16_t>((sign << 15) | (14u << 10) | mant);  // +-[0.5, 1)
-      }
-      std::memcpy(&out[i * 2], &h, 2);
-    }
-  }
-  return out;
-}
-
-void* device_copy(const std::vector<unsigned char>& bytes) {
-  void* p = nullptr;
-  detail::cuda_check(cudaMalloc(&p, bytes.size()), "cudaMalloc");
-  detail::cuda_check(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return p;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kvtune_variant_time: time chosen variants of one dwconv problem, kernel only"};
@@ -113,30 +78,36 @@ int main(int argc, char** argv) {
     // Kernel source and destination (forward: x and y; backward_data: dy and dx), batch n.
     const std::size_t src_elements = std::size_t(a.n * a.c * problem.src_h() * problem.src_w());
     const std::size_t dst_elements = std::size_t(a.n * a.c * problem.dst_h() * problem.dst_w());
-    std::mt19937 rng(20261128);
     int l2 = 0;
     detail::cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "cudaDeviceGetAttribute");
+    int device = 0;
+    cudaDeviceProp prop{};
+    detail::cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    const std::string arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+    // Random inputs from the tuning harness's own fill kernel (the reference program's third kernel).
+    const detail::LoadedKernel& fill = tuner::support_kernels(dwconv::reference_request(problem, arch)).at(2);
     const std::size_t elem = a.dtype == DType::f32 ? 4 : 2;
     const std::size_t pair_bytes = (src_elements + dst_elements) * elem;
     const int copies = static_cast<int>(std::max<std::size_t>(1, (2 * std::size_t(l2) + pair_bytes - 1) / pair_bytes));
+    std::vector<tuner::DeviceBuffer> buffers;
+    const auto random_buffer = [&](std::size_t elements, unsigned long long seed) {
+      buffers.emplace_back(elements * elem);
+      tuner::fill_random(fill, buffers.back().get(), static_cast<long long>(elements), seed, 0.0f, 1.0f, nullptr);
+      return buffers.back().get();
+    };
+    void* weight = random_buffer(std::size_t(a.c * a.kernel_h * a.kernel_w), 1);
+    void* bias_buffer = bias ? random_buffer(std::size_t(a.c), 2) : nullptr;
     std::vector<dwconv::LaunchArgs> launches;
-    std::vector<void*> buffers;
-    void* weight = device_copy(random_bytes(std::size_t(a.c * a.kernel_h * a.kernel_w), a.dtype, rng));
-    void* bias_buffer = bias ? device_copy(random_bytes(a.c, a.dtype, rng)) : nullptr;
     for (int i = 0; i < copies; ++i) {
       DwConvArgs copy = a;
-      void* src = device_copy(random_bytes(src_elements, a.dtype, rng));
-      void* dst = device_copy(std::vector<unsigned char>(dst_elements * elem, 0));
-      buffers.insert(buffers.end(), {src, dst});
+      void* src = random_buffer(src_elements, 100 + i);
+      void* dst = random_buffer(dst_elements, 200 + i);  // overwritten by every launch
       if (a.direction == DwDirection::forward) copy.x = src, copy.y = dst, copy.bias = bias_buffer;
       else copy.dy = src, copy.dx = dst;
       copy.weight = weight;
       launches.push_back(dwconv::launch_args(copy));
     }
-    int device = 0;
-    cudaDeviceProp prop{};
-    detail::cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    const std::string arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (inputs)");
     std::printf("# %s, %s, %d input copies rotated (L2 %d MiB)%s%s\n", problem.key().c_str(), prop.name, copies,
                 l2 >> 20, source_dir.empty() ? "" : (", A templates from " + source_dir).c_str(),
                 ab_dir.empty() ? "" : (", B templates from " + ab_dir).c_str());
@@ -230,9 +201,6 @@ int main(int argc, char** argv) {
                     std::size_t(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 1 / 1.05; })));
       }
     }
-    for (void* p : buffers) cudaFree(p);
-    cudaFree(weight);
-    if (bias_buffer != nullptr) cudaFree(bias_buffer);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtune_variant_time: %s\n", e.what());
