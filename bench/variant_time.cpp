@@ -7,8 +7,8 @@
 // LABEL: a variant's label as `kvtune-tune --dry-run --variants --json` lists it; --kind adds every
 // variant of that kernel. Each is compiled with NVRTC for the device (on all cores), launched 20 times
 // to warm up, then timed with CUDA events over 15 batches of 20 launches (median per launch); the
-// inputs are random (the tuning harness's fill kernel) and rotated over copies that together exceed twice the L2 cache, so no launch
-// finds its input in L2. Prints "<us> <label>" per variant and round. --ab DIR: each variant also
+// inputs are random (the tuning harness's fill kernel) and rotated over copies that together exceed
+// twice the L2 cache, so no launch finds its input in L2. Prints "<us> <label>" per variant and round. --ab DIR: each variant also
 // compiled from DIR's templates (B; A is --source or the built-in ones), A and B timed in turn in
 // every round; prints "<A us> <B us> <B/A> <label>" with the best of the rounds, then the geomean
 // of B/A, its 5th-95th percentiles and how many variants B runs more than 5 % slower.
