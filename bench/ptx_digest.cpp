@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "core/hash.h"
+#include "bench/cubin_text.h"
 #include "bench/source_override.h"
 #include "core/nvrtc.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
@@ -101,28 +102,8 @@ std::pair<std::uint64_t, std::size_t> instruction_digest(std::string_view entry)
   return {h, total};
 }
 
-// The bytes of the ELF64 section named `name` of a cubin (the machine code of kernel K is ".text.K").
-std::string_view elf_section(std::string_view elf, const std::string& name) {
-  const auto read = [&](std::size_t at, int bytes) {
-    if (at + std::size_t(bytes) > elf.size()) throw Error("truncated cubin");
-    std::uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(elf[at + std::size_t(i)]);
-    return std::size_t(v);
-  };
-  if (elf.substr(0, 4) != "\x7f" "ELF" || elf.size() < 64 || elf[4] != 2) throw Error("not an ELF64 cubin");
-  const std::size_t shoff = read(0x28, 8), shentsize = read(0x3A, 2), shnum = read(0x3C, 2), shstrndx = read(0x3E, 2);
-  const std::size_t strings = read(shoff + shstrndx * shentsize + 0x18, 8);
-  for (std::size_t i = 0; i < shnum; ++i) {
-    const std::size_t header = shoff + i * shentsize;
-    const std::size_t at = strings + read(header, 4);
-    if (elf.compare(at, name.size() + 1, std::string_view(name.c_str(), name.size() + 1)) == 0)
-      return elf.substr(read(header + 0x18, 8), read(header + 0x20, 8));
-  }
-  throw Error("no section " + name + " in the cubin");
-}
-
 std::pair<std::uint64_t, std::size_t> sass_digest(std::string_view cubin, const std::string& lowered) {
-  const std::string_view text = elf_section(cubin, ".text." + lowered);
+  const std::string_view text = bench::kernel_text(cubin, lowered);
   return {detail::hash64(text, detail::kFnvOffset), text.size() / 16};
 }
 

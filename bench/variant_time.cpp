@@ -12,8 +12,15 @@
 // compiled from DIR's templates (B; A is --source or the built-in ones), A and B timed in turn in
 // every round; prints "<A us> <B us> <B/A> <label>" with the best of the rounds, then the geomean
 // of B/A, its 5th-95th percentiles and how many variants B runs more than 5 % slower.
+// --machine-code (no GPU needed): A and B compiled for --arch (default sm_90) and compared instead of
+// timed: prints "same|differs <A instructions> <B instructions> <label>" per variant (machine code
+// byte for byte) and the counts; --emit DIR also writes each variant's PTX of A and B as
+// DIR/<n>.a.ptx and DIR/<n>.b.ptx (n: the variant's line) to diff what ptxas was given.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <future>
 #include <thread>
@@ -25,6 +32,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "bench/cubin_text.h"
 #include "bench/source_override.h"
 #include "core/cuda_check.h"
 #include "core/module.h"
@@ -36,12 +44,77 @@
 
 using namespace kvtune;
 
+namespace {
+
+// --machine-code: each variant compiled from both trees (dirs[0] = A, dirs[1] = B; empty: the
+// built-in templates) for `arch`, its kernel's machine code compared byte for byte; with `emit_dir`,
+// the PTX of both written there. Returns 0 when every variant compiled.
+int compare_machine_code(const dwconv::Problem& problem, const std::vector<dwconv::Config>& configs,
+                         const std::vector<std::string>& dirs, const std::string& arch, const std::string& emit_dir) {
+  const std::string ptx_arch = "compute_" + std::to_string(detail::parse_arch(arch));
+  if (!emit_dir.empty()) std::filesystem::create_directories(emit_dir);
+  // requests[which][i]: tree `which`, variant i; with --emit, the PTX requests follow at i + configs.size().
+  std::array<std::vector<detail::CompileRequest>, 2> requests;
+  for (std::size_t which = 0; which < 2; ++which) {
+    for (const std::string& target : {arch, ptx_arch}) {
+      if (target == ptx_arch && emit_dir.empty()) continue;
+      for (const auto& config : configs) {
+        requests[which].push_back(dwconv::compile_request(problem, config, target));
+        if (!dirs[which].empty()) bench::use_sources(requests[which].back(), dirs[which]);
+      }
+    }
+  }
+  // Compiled on every core, A and B of a variant in turn.
+  std::vector<std::pair<std::size_t, std::size_t>> order;
+  for (std::size_t i = 0; i < requests[0].size(); ++i) order.push_back({0, i}), order.push_back({1, i});
+  std::array<std::vector<detail::CompileResult>, 2> compiled;
+  for (std::size_t which = 0; which < 2; ++which) compiled[which].resize(requests[which].size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto worker = [&] {
+    for (std::size_t k = next++; k < order.size(); k = next++) {
+      const auto [which, i] = order[k];
+      try {
+        compiled[which][i] = detail::nvrtc_compile(requests[which][i]);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s (%s): %s\n", configs[i % configs.size()].label().c_str(), which ? "B" : "A", e.what());
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (failed) return 1;
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    std::array<std::string_view, 2> text;
+    for (std::size_t which = 0; which < 2; ++which)
+      text[which] = bench::kernel_text(compiled[which][i].cubin, compiled[which][i].lowered_names.at(0));
+    same += text[0] == text[1];
+    std::printf("%-7s %6zu %6zu  %s\n", text[0] == text[1] ? "same" : "differs", text[0].size() / 16, text[1].size() / 16,
+                configs[i].label().c_str());
+    if (emit_dir.empty()) continue;
+    for (std::size_t which = 0; which < 2; ++which) {
+      std::ofstream out(std::filesystem::path(emit_dir) / fmt::format("{}.{}.ptx", i, which ? "b" : "a"), std::ios::binary);
+      out << compiled[which][i + configs.size()].cubin;
+    }
+  }
+  std::printf("# %zu variants, %s: %zu the same machine code, %zu differ\n", configs.size(), arch.c_str(), same,
+              configs.size() - same);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"kvtune_variant_time: time chosen variants of one dwconv problem, kernel only"};
   std::string layout = "nchw", dtype = "f32", direction = "forward", source_dir, ab_dir, kind;
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   int kernel = 3, pad = 0, rounds = 1;
-  bool bias = false;
+  bool bias = false, machine_code = false;
+  std::string arch = "sm_90", emit_dir;
   std::vector<std::string> labels;
   app.add_option("--layout", layout)->check(CLI::IsMember({"ncl", "nlc", "nchw", "nhwc"}));
   app.add_option("--dtype", dtype)->check(CLI::IsMember({"f32", "f16", "bf16"}));
@@ -57,10 +130,17 @@ int main(int argc, char** argv) {
   app.add_option("--ab", ab_dir, "also compile from DIR's templates and time both in turn (B against A)");
   app.add_option("--kind", kind, "every variant of this kernel")->check(CLI::IsMember({"tiled", "direct", "wgrad", "mma"}));
   app.add_option("--rounds", rounds, "time every label this many times, in turn")->check(CLI::Range(1, 100));
+  app.add_flag("--machine-code", machine_code, "compare A's and B's machine code (with --ab) instead of timing; no GPU");
+  app.add_option("--arch", arch, "with --machine-code: the architecture compiled for");
+  app.add_option("--emit", emit_dir, "with --machine-code: write each variant's PTX of A and B into DIR");
   app.add_option("labels", labels, "variant labels");
   CLI11_PARSE(app, argc, argv);
   if (labels.empty() && kind.empty()) {
     std::fprintf(stderr, "kvtune_variant_time: give variant labels, --kind, or both\n");
+    return 2;
+  }
+  if (machine_code && ab_dir.empty()) {
+    std::fprintf(stderr, "kvtune_variant_time: --machine-code compares two trees: give --ab DIR\n");
     return 2;
   }
   try {
@@ -75,6 +155,27 @@ int main(int argc, char** argv) {
     a.pad_left = a.pad_right = pad;
     dwconv::set_placeholders(a, bias && a.direction == DwDirection::forward);
     const dwconv::Problem problem = dwconv::make_problem(a);
+    struct Variant {
+      std::string label;
+      dwconv::Config config;
+      std::vector<detail::LoadedKernel> kernels;  // A, and B with --ab
+    };
+    std::vector<Variant> variants;
+    std::vector<std::string> dirs = {source_dir};
+    if (!ab_dir.empty()) dirs.push_back(ab_dir);
+    for (const auto& config : dwconv::enumerate(problem)) {
+      const std::string label = config.label();
+      const bool of_kind = !kind.empty() && dwconv::to_string(config.kernel()) == kind;
+      if (of_kind || std::find(labels.begin(), labels.end(), label) != labels.end()) variants.push_back({label, config, {}});
+    }
+    for (const auto& label : labels)
+      if (std::none_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.label == label; }))
+        std::printf("# not a variant of this problem: %s\n", label.c_str());
+    if (machine_code) {
+      std::vector<dwconv::Config> configs;
+      for (const auto& v : variants) configs.push_back(v.config);
+      return compare_machine_code(problem, configs, dirs, arch, emit_dir);
+    }
     // Kernel source and destination (forward: x and y; backward_data: dy and dx), batch n.
     const std::size_t src_elements = std::size_t(a.n * a.c * problem.src_h() * problem.src_w());
     const std::size_t dst_elements = std::size_t(a.n * a.c * problem.dst_h() * problem.dst_w());
@@ -83,7 +184,7 @@ int main(int argc, char** argv) {
     int device = 0;
     cudaDeviceProp prop{};
     detail::cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    const std::string arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+    arch = fmt::format("sm_{}{}", prop.major, prop.minor);
     // Random inputs from the tuning harness's own fill kernel (the reference program's third kernel).
     const detail::LoadedKernel& fill = tuner::support_kernels(dwconv::reference_request(problem, arch)).at(2);
     const std::size_t elem = a.dtype == DType::f32 ? 4 : 2;
@@ -111,19 +212,6 @@ int main(int argc, char** argv) {
     std::printf("# %s, %s, %d input copies rotated (L2 %d MiB)%s%s\n", problem.key().c_str(), prop.name, copies,
                 l2 >> 20, source_dir.empty() ? "" : (", A templates from " + source_dir).c_str(),
                 ab_dir.empty() ? "" : (", B templates from " + ab_dir).c_str());
-    struct Variant {
-      std::string label;
-      dwconv::Config config;
-      std::vector<detail::LoadedKernel> kernels;  // A, and B with --ab
-    };
-    std::vector<Variant> variants;
-    std::vector<std::string> dirs = {source_dir};
-    if (!ab_dir.empty()) dirs.push_back(ab_dir);
-    for (const auto& config : dwconv::enumerate(problem)) {
-      const std::string label = config.label();
-      const bool of_kind = !kind.empty() && dwconv::to_string(config.kernel()) == kind;
-      if (of_kind || std::find(labels.begin(), labels.end(), label) != labels.end()) variants.push_back({label, config, {}});
-    }
     // Compiled on every core: NVRTC calls are independent. The requests (and the source files they
     // point into) are prepared first, on this thread.
     const std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
@@ -147,9 +235,6 @@ int main(int argc, char** argv) {
       }
       while (loaded < pending.size()) load_next();
     }
-    for (const auto& label : labels)
-      if (std::none_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.label == label; }))
-        std::printf("# not a variant of this problem: %s\n", label.c_str());
     cudaEvent_t start, stop;
     detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
     detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
