@@ -33,7 +33,10 @@ template <class S> struct KvtLastTiles {
   const KvtDwConvParams& p;
   unsigned w_tiles, image_tiles;
   float* filter_smem;                                // FILTER 1: [tap][kCT]
-  float filter[S::FILTER == 0 ? S::kTaps * VC : 1];  // FILTER 0: the thread's channels (load_taps)
+  // FILTER 0: the thread's channels' taps (load_taps), a local array of the caller: as a member of
+  // this struct, written through `this` before inlining, rt=4 variants compiled to 80-100 more
+  // instructions and ran 5-7 % slower (bench/NOTES.md, "the tiled split's slower variants, found").
+  using Filter = float[S::FILTER == 0 ? S::kTaps * VC : 1];
 
   __device__ __forceinline__ KvtLastTiles(const KvtDwConvParams& p_, unsigned w_tiles_, unsigned image_tiles_, float* filter_smem_)
       : p(p_), w_tiles(w_tiles_), image_tiles(image_tiles_), filter_smem(filter_smem_) {}
@@ -71,10 +74,13 @@ template <class S> struct KvtLastTiles {
     }
     kvt_cp_async_commit();
   }
-  __device__ __forceinline__ void load_taps(long long ch0) {
+  // tx: the caller's, computed once at its top (tx() here placed it, and the branch around the
+  // taps, elsewhere: rh=2 rt=4 variants 6-10 % slower; bench/NOTES.md, "the tiled split's slower
+  // variants, found").
+  __device__ __forceinline__ void load_taps(long long ch0, Filter& filter, int tx) {
     const T* wt = static_cast<const T*>(p.weight);
     if constexpr (S::FILTER == 0) {
-      if (ch0 + tx() * VC < p.channels) kvt_channel_taps<T, VC, S::kTaps>(wt, ch0 + tx() * VC, filter);
+      if (ch0 + tx * VC < p.channels) kvt_channel_taps<T, VC, S::kTaps>(wt, ch0 + tx * VC, filter);
     } else {
       for (int i = threadIdx.x; i < S::kTaps * kCT; i += kThreads) {
         const int k = i / kCT, e = i - k * kCT;
@@ -83,7 +89,7 @@ template <class S> struct KvtLastTiles {
     }
   }
   // The thread's outputs of tile a from its staged source.
-  __device__ __forceinline__ void compute(const At& a, const T* tile) const {
+  __device__ __forceinline__ void compute(const At& a, const T* tile, const Filter& filter) const {
     const long long c0 = a.ch0 + (long long)tx() * VC;
     const long long t0 = a.tw0 + (long long)ty() * RW;
     if (c0 >= p.channels || t0 >= p.dst_w) return;  // VC | C: all VC channels, or none
@@ -134,6 +140,7 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_last_staged
   using Tiles = KvtLastTiles<S>;
   using T = typename S::T;
   constexpr int RT = S::RT;
+  const int tx = threadIdx.x % S::TX;
   const unsigned w_tiles = static_cast<unsigned>((p.dst_w + S::TY * S::RW - 1) / (S::TY * S::RW));
   const unsigned h_tiles = static_cast<unsigned>((p.dst_h + S::RH - 1) / S::RH);
   const unsigned image_tiles = w_tiles * h_tiles;  // the host keeps every tile count under 2^31
@@ -147,7 +154,8 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_last_staged
 
   typename Tiles::At cur = tiles_of.locate(id);
   tiles_of.issue(cur, buffers);
-  tiles_of.load_taps(cur.ch0);
+  typename Tiles::Filter filter;
+  tiles_of.load_taps(cur.ch0, filter, tx);
   for (int k = 0;; ++k) {
     const bool more = RT > 1 && id + 1 < end;
     typename Tiles::At next = cur;
@@ -159,10 +167,10 @@ template <class S> __device__ __forceinline__ void kvt_tiled_channel_last_staged
       kvt_cp_async_wait<0>();
     }
     __syncthreads();  // this tile's copies (every thread's) and the shared taps are in place
-    tiles_of.compute(cur, buffers + (k & 1) * Tiles::kTileElems);
+    tiles_of.compute(cur, buffers + (k & 1) * Tiles::kTileElems, filter);
     if (!more) break;
     __syncthreads();  // every thread is done with this buffer (and the taps) before they change
-    if (next.ch0 != cur.ch0) tiles_of.load_taps(next.ch0);
+    if (next.ch0 != cur.ch0) tiles_of.load_taps(next.ch0, filter, tx);
     cur = next;
     ++id;
   }
@@ -181,7 +189,11 @@ struct KvtLastPlace {
   unsigned cvs, cv;  // channel vectors per position; the thread's
   long long n, h, c0, t0;
 };
-template <class S> __device__ __forceinline__ KvtLastPlace kvt_last_place(const KvtDwConvParams& p, int tx, int ty) {
+// tx and ty from threadIdx here, not passed in: as int arguments their range was lost before inlining
+// and ty * RH became 64-bit arithmetic, another schedule (bench/NOTES.md, "the tiled split's slower
+// variants, found").
+template <class S> __device__ __forceinline__ KvtLastPlace kvt_last_place(const KvtDwConvParams& p) {
+  const int tx = threadIdx.x % S::TX, ty = threadIdx.x / S::TX;
   KvtLastPlace at;
   at.cvs = static_cast<unsigned>(p.channels / S::VC);
   const unsigned flat = blockIdx.x * S::TX + tx;  // 32-bit: grid.x * TX < 2^32 (host)
@@ -393,10 +405,15 @@ __device__ __forceinline__ void kvt_last_fused(const KvtDwConvParams& p, const K
 
 // Channel-last (NHWC / NLC) from global memory: a thread computes VC consecutive channels (one vector
 // access) x RW outputs along W x RH rows.
-template <class S> __device__ __forceinline__ void kvt_tiled_channel_last(const KvtDwConvParams& p, float* smem) {
+// p by value: a local copy of the kernel's parameters, which no store can alias. By reference, the
+// parts were optimized before inlining as if a store to dst could change p, and ptxas scheduled
+// seven variants 6-33 % slower than the one-function kernel (MIO stalls, L1 hit rate 64 -> 56 %);
+// by value they compile to its machine code byte for byte (bench/NOTES.md, "the tiled split's
+// slower variants, found").
+template <class S> __device__ __forceinline__ void kvt_tiled_channel_last(const KvtDwConvParams p, float* smem) {
   using T = typename S::T;
-  const int tx = threadIdx.x % S::TX, ty = threadIdx.x / S::TX;
-  const KvtLastPlace at = kvt_last_place<S>(p, tx, ty);
+  const int tx = threadIdx.x % S::TX;
+  const KvtLastPlace at = kvt_last_place<S>(p);
   KvtLastTaps<S> taps;
   taps.smem = smem;
   taps.load(p, at, tx);
