@@ -18,7 +18,9 @@
 //
 // Every part is __forceinline__. Against the one-function form it replaced, a variant's PTX has the
 // same instructions in another order or differs by a few setup instructions, within 1.1 % of its
-// count (bench/ptx_digest.cpp; bench/NOTES.md, "The tiled kernel in parts").
+// count (bench/ptx_digest.cpp; bench/NOTES.md, "The tiled kernel in parts"); channel-last variants
+// compile to its sm_90 machine code byte for byte, but for a few that differ in placement only
+// (`kvtune_variant_time --machine-code`; bench/NOTES.md, "the tiled split's slower variants, found").
 #pragma once
 
 template <class T_, int LAYOUT_, int DIR_, int KH_, int KW_, int SH_, int SW_, int DH_, int DW_, int PH_, int PW_,
