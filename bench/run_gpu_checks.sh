@@ -13,6 +13,9 @@ set -uo pipefail
 out=${1:?usage: run_gpu_checks.sh OUT_DIR BUILD_DIR STEP...}
 build=${2:?usage: run_gpu_checks.sh OUT_DIR BUILD_DIR STEP...}
 shift 2
+# Absolute: the Python tests start interpreters of their own in other folders, which inherit
+# KVTUNE_LIBRARY (a relative path failed two of them there).
+build=$(cd "$build" && pwd) || exit 2
 here="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$out"
 {
