@@ -18,7 +18,6 @@
 // DIR/<n>.a.ptx and DIR/<n>.b.ptx (n: the variant's line) to diff what ptxas was given.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -41,6 +40,7 @@
 #include "kernel_templates/dwconv/dwconv_tuning.h"
 #include "kvtune/kvtune.h"
 #include "tuner/harness_support.h"
+#include "tuner/tuner.h"
 
 using namespace kvtune;
 
@@ -53,45 +53,34 @@ int compare_machine_code(const dwconv::Problem& problem, const std::vector<dwcon
                          const std::vector<std::string>& dirs, const std::string& arch, const std::string& emit_dir) {
   const std::string ptx_arch = "compute_" + std::to_string(detail::parse_arch(arch));
   if (!emit_dir.empty()) std::filesystem::create_directories(emit_dir);
-  // requests[which][i]: tree `which`, variant i; with --emit, the PTX requests follow at i + configs.size().
-  std::array<std::vector<detail::CompileRequest>, 2> requests;
+  // compiled[which][i]: tree `which`, variant i; with --emit, its PTX follows at i + configs.size().
+  std::array<std::vector<tuner::Compiled>, 2> compiled;
   for (std::size_t which = 0; which < 2; ++which) {
+    std::vector<tuner::Candidate> candidates;
     for (const std::string& target : {arch, ptx_arch}) {
       if (target == ptx_arch && emit_dir.empty()) continue;
       for (const auto& config : configs) {
-        requests[which].push_back(dwconv::compile_request(problem, config, target));
-        if (!dirs[which].empty()) bench::use_sources(requests[which].back(), dirs[which]);
+        tuner::Candidate& candidate = candidates.emplace_back();
+        candidate.label = config.label();
+        candidate.request = dwconv::compile_request(problem, config, target);
+        if (!dirs[which].empty()) bench::use_sources(candidate.request, dirs[which]);
       }
     }
-  }
-  // Compiled on every core, A and B of a variant in turn.
-  std::vector<std::pair<std::size_t, std::size_t>> order;
-  for (std::size_t i = 0; i < requests[0].size(); ++i) order.push_back({0, i}), order.push_back({1, i});
-  std::array<std::vector<detail::CompileResult>, 2> compiled;
-  for (std::size_t which = 0; which < 2; ++which) compiled[which].resize(requests[which].size());
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  const auto worker = [&] {
-    for (std::size_t k = next++; k < order.size(); k = next++) {
-      const auto [which, i] = order[k];
-      try {
-        compiled[which][i] = detail::nvrtc_compile(requests[which][i]);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s (%s): %s\n", configs[i % configs.size()].label().c_str(), which ? "B" : "A", e.what());
+    compiled[which] = tuner::compile_all(candidates, 0);  // on every core
+    bool failed = false;
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      if (compiled[which][i].status != tuner::Status::ok) {
+        std::fprintf(stderr, "%s (%s): %s\n", candidates[i].label.c_str(), which ? "B" : "A",
+                     compiled[which][i].message.c_str());
         failed = true;
       }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (failed) return 1;
+    if (failed) return 1;
+  }
   std::size_t same = 0;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     std::array<std::string_view, 2> text;
     for (std::size_t which = 0; which < 2; ++which)
-      text[which] = bench::kernel_text(compiled[which][i].cubin, compiled[which][i].lowered_names.at(0));
+      text[which] = bench::kernel_text(compiled[which][i].cubin, compiled[which][i].lowered_name);
     same += text[0] == text[1];
     std::printf("%-7s %6zu %6zu  %s\n", text[0] == text[1] ? "same" : "differs", text[0].size() / 16, text[1].size() / 16,
                 configs[i].label().c_str());
