@@ -9,6 +9,9 @@
 #   --suite    suites, comma-separated (default: all); see `kvtune-bench --help`
 #   --cache    kvtune cache file: tuning winners survive between runs (default: in memory, cold tuning)
 #   --no-compile  skip torch.compile in the PyTorch peers
+#   --outputs held|reused  held (default): every rotated set keeps its own outputs, kvtune's and the
+#              peers'; reused: the tensors a call writes are one block for all sets on both sides (as
+#              PyTorch's caching allocator reuses a freed output)
 #
 # Steps: kvtune-bench --list-suite (the shapes, one source of truth) -> bench/peers/torch_peers.py
 # (PyTorch eager and torch.compile) -> kvtune-bench --peers (kvtune, heuristic, seeds, cuDNN, copy,
@@ -23,13 +26,15 @@ suites="all"
 quick=()
 cache=()
 no_compile=()
+outputs=held
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick); shift ;;
     --suite) suites="$2"; shift 2 ;;
     --cache) cache=(--cache "$2"); shift 2 ;;
     --no-compile) no_compile=(--no-compile); shift ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --outputs) outputs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "run_bench.sh: unknown option $1" >&2; exit 2 ;;
     *)
       if [[ $positional -eq 0 ]]; then build="$1"; elif [[ $positional -eq 1 ]]; then out="$1";
@@ -51,7 +56,7 @@ start=$(date +%s)
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "host: $(hostname)"
-  echo "command: $0 $build $out ${quick[*]} --suite $suites ${cache[*]} ${no_compile[*]}"
+  echo "command: $0 $build $out ${quick[*]} --suite $suites ${cache[*]} ${no_compile[*]} --outputs $outputs"
   echo "git: $(git -C "$here/.." rev-parse HEAD 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null || true
 } > "$out/run.txt"
@@ -62,14 +67,14 @@ echo "== 1/3 suite listing" >&2
 echo "== 2/3 PyTorch peers" >&2
 peers=()
 if "$python" "$here/peers/torch_peers.py" --suite-json "$out/suite.json" --out "$out/peers.json" \
-     "${no_compile[@]}" 2> >(tee "$out/peers.log" >&2); then
+     --outputs "$outputs" "${no_compile[@]}" 2> >(tee "$out/peers.log" >&2); then
   peers=(--peers "$out/peers.json")
 else
   echo "run_bench.sh: the PyTorch peers failed (see $out/peers.log); the table will have no PyTorch columns" >&2
 fi
 
 echo "== 3/3 kvtune-bench" >&2
-"$bench" --suite "$suites" "${quick[@]}" "${cache[@]}" "${peers[@]}" \
+"$bench" --suite "$suites" --outputs "$outputs" "${quick[@]}" "${cache[@]}" "${peers[@]}" \
   --json "$out/report.json" --markdown "$out/report.md" 2> >(tee "$out/bench.log" >&2) > /dev/null
 
 echo "total: $(( $(date +%s) - start )) s" | tee -a "$out/run.txt" >&2

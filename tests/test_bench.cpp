@@ -505,3 +505,10 @@ TEST_CASE("kvtune-bench without a GPU exits 1 with a clear message", "[bench-cli
   CHECK(run_bench("--suite normalize-ids --quick", &err) == 1);
   CHECK(err.find("no CUDA GPU available") != std::string::npos);
 }
+
+TEST_CASE("kvtune-bench --outputs takes held or reused only", "[bench-cli]") {
+  std::string err;
+  CHECK(run_bench("--suite normalize-ids --quick --outputs sometimes", &err) != 0);
+  CHECK(err.find("--outputs") != std::string::npos);
+  CHECK(err.find("held") != std::string::npos);
+}

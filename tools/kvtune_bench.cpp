@@ -14,6 +14,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -51,6 +52,10 @@ struct Settings {
   kb::TimingOptions timing;
   bool cudnn = true;
   int device = 0;
+  // "held": every rotated set has its own outputs, written a whole rotation apart (the default);
+  // "reused": the tensors a call writes are one copy shared by the sets, as PyTorch's caching
+  // allocator hands each call the block its previous output freed, still in L2.
+  std::string outputs = "held";
   std::size_t cudnn_workspace = std::size_t(512) << 20;
 };
 
@@ -92,10 +97,18 @@ struct Slots {
 };
 
 Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerprint& fp, const kb::SupportKernels& support,
-                 cudaStream_t stream) {
+                 bool reuse_outputs, cudaStream_t stream) {
   std::vector<TensorSpec> specs;
   kb::BenchCall call = p.call;
-  std::visit([&](auto& a) { each_tensor(a, [&](auto&, const TensorSpec& s) { specs.push_back(s); }); }, call);
+  std::visit(
+      [&](auto& a) {
+        each_tensor(a, [&](auto& field, TensorSpec s) {
+          // A pointer to non-const is written by the call (an output, or a state updated in place).
+          if (reuse_outputs && std::is_same_v<std::decay_t<decltype(field)>, void*>) s.rotated = false;
+          specs.push_back(s);
+        });
+      },
+      call);
   const DType dtype = std::visit([](const auto& a) { return a.dtype; }, p.call);
   Slots s;
   s.copy_bytes = std::max<std::size_t>(std::size_t(p.model_bytes() / 2), 256);
@@ -330,7 +343,7 @@ kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& se
     r.model_bytes = p.model_bytes();
     r.model_flops = p.model_flops();
     try {
-      const Slots s = make_slots(p, fp, support, stream);
+      const Slots s = make_slots(p, fp, support, settings.outputs == "reused", stream);
       r.slots = s.count;
       r.slot_bytes = s.set_bytes;
       std::visit([&](const auto& a) { time_call(r, a, s, tuned, heuristic, fp, stream, settings); }, p.call);
@@ -372,9 +385,13 @@ kb::Report run(const std::vector<kb::BenchProblem>& problems, const Settings& se
   report.notes.push_back(fmt::format(
       "Timing: CUDA events on one non-blocking stream; {} samples, median reported; warm-up first; inputs rotated "
       "over sets whose total exceeds twice the L2 ({} MiB); random inputs; calls under {:.0f} µs timed by CUDA-graph "
-      "replay{}.",
+      "replay{}{}.",
       settings.timing.samples, fp.l2_bytes >> 20, settings.timing.graph_threshold_us,
-      settings.timing.graphs ? "" : " (disabled by --no-graphs)"));
+      settings.timing.graphs ? "" : " (disabled by --no-graphs)",
+      settings.outputs == "reused" ? "; --outputs reused: the tensors a call writes are one copy shared by the sets "
+                                     "(as PyTorch's caching allocator reuses a freed output), the copy's destination "
+                                     "still rotated"
+                                   : "; each set has its own outputs"));
   report.notes.push_back("kvtune and heuristic times include the public API's host path (validate, key, table "
                          "lookup) — through graph replay only the kernels remain.");
   report.notes.push_back("cuDNN runs causal 1D convolutions as PyTorch does: padded K - 1 on both sides, K - 1 "
@@ -417,6 +434,10 @@ int main(int argc, char** argv) {
   app.add_option("--graph-threshold-us", settings.timing.graph_threshold_us, "graph replay below this time per call");
   app.add_flag("--no-cudnn", [&](std::int64_t) { settings.cudnn = false; }, "skip cuDNN");
   app.add_option("--device", settings.device, "CUDA device ordinal");
+  app.add_option("--outputs", settings.outputs,
+                 "held: every rotated set has its own outputs; reused: the tensors a call writes are one copy "
+                 "shared by the sets, as PyTorch's caching allocator reuses a freed output")
+      ->check(CLI::IsMember({"held", "reused"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -472,6 +493,13 @@ int main(int argc, char** argv) {
       const int unmatched = kb::merge_peers(report, doc, fmt::format("peers file '{}'", path));
       if (unmatched > 0)
         report.notes.push_back(fmt::format("{} entries of '{}' belong to problems not run here", unmatched, path));
+      // Files written before torch_peers.py had --outputs dropped every output at once: "reused".
+      const std::string peer_outputs = doc.value("outputs", std::string("reused"));
+      if (peer_outputs != settings.outputs)
+        report.notes.push_back(fmt::format(
+            "NOT the same timing context: '{}' was timed with outputs {}, kvtune with outputs {} (reused outputs "
+            "are written into L2-resident lines; see --outputs)",
+            path, peer_outputs, settings.outputs));
     }
     const std::string markdown = kb::to_markdown(report);
     std::cout << markdown << std::flush;
