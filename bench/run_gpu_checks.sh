@@ -6,7 +6,7 @@
 #   tier:TIER         tests/run_gpu_tier.sh TIER (quick, exhaustive-N, wide): a case a process, side by side
 #   sanitize:TOOLS:SHAPES   bench/run_sanitizers.sh over SHAPES (bench/sanitize/*.json) with TOOLS
 #                     (comma-separated: memcheck, racecheck, synccheck)
-#   python            pip install of python/ (no network), then pytest python/tests
+#   python[:EXPR]     pip install of python/ (no network), then pytest python/tests (-k EXPR when given)
 # Exit status 1 when any step failed. The build must be configured with -DKVTUNE_TEST_HOOKS=ON for
 # the fault-injection tests of kvtune-tune.
 set -uo pipefail
@@ -49,11 +49,14 @@ for step in "$@"; do
       "$here/bench/run_sanitizers.sh" "$out/$n-sanitize" "$build" "$tools" "$here/$shapes" > /dev/null 2>&1
       rc=$?
       result=$(grep -E "^(memcheck|racecheck|synccheck):" "$out/$n-sanitize/run.txt" | tr '\n' ' ') ;;
-    python)
+    python|python:*)
       log="$out/$n-python.log"
+      select=()
+      [[ $step == python:* ]] && select=(-k "${step#python:}")
       {
+        echo "command: pip install --no-build-isolation --no-deps --target /tmp/kvtune-py python; pytest python/tests -q -rs ${select[*]}"
         python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/kvtune-py "$here/python" &&
-          PYTHONPATH=/tmp/kvtune-py KVTUNE_LIBRARY="$build/libkvtune.so" python3 -m pytest "$here/python/tests" -q -rs
+          PYTHONPATH=/tmp/kvtune-py KVTUNE_LIBRARY="$build/libkvtune.so" python3 -m pytest "$here/python/tests" -q -rs "${select[@]}"
       } > "$log" 2>&1
       rc=$?
       result=$(tail -1 "$log") ;;
