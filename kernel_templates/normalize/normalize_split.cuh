@@ -202,47 +202,31 @@ __device__ __forceinline__ void kvt_load_slice(const KvtNormalizeParams& p, cons
   }
 }
 
-// A slice's gamma and beta (AFFINE bits 1 and 2), loaded right after x's slice so that their
-// latency overlaps x's and the merge's instead of following them (bench/NOTES.md, 2026-11-29).
-template <class T, int VW, int ITEMS>
-struct KvtAffineSlice {
-  Vec<T, VW> g[ITEMS], b[ITEMS];
-};
-
-template <class T, int TPR, int VW, int ITEMS, int AFFINE>
-__device__ __forceinline__ void kvt_load_affine(const KvtNormalizeParams& p, long long begin,
-                                                KvtAffineSlice<T, VW, ITEMS>& a) {
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
-    if constexpr ((AFFINE & 1) != 0) a.g[i] = load_masked<T, VW>(static_cast<const T*>(p.gamma), j, p.cols);
-    if constexpr ((AFFINE & 2) != 0) a.b[i] = load_masked<T, VW>(static_cast<const T*>(p.beta), j, p.cols);
-  }
-}
-
 // The output of one slice from its row's merged statistics (phase 2 and the cooperative kernel):
-// y (and, RES == 2, residual_out) from the kept vectors and the slice's gamma / beta, and the row's
-// mean / rstd from its first slice.
+// y (and, RES == 2, residual_out) from the kept vectors, and the row's mean / rstd from its first slice.
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
 __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const KvtResidualParams& rp,
-                                                 const Vec<T, VW> (&v)[ITEMS],
-                                                 const KvtAffineSlice<T, VW, ITEMS>& affine, long long row,
-                                                 long long begin, float shift, const KvtMerge& m) {
+                                                 const Vec<T, VW> (&v)[ITEMS], long long row, long long begin,
+                                                 float shift, const KvtMerge& m) {
   using V = Vec<T, VW>;
   const float mean = MODE == 2 ? 0.f : (float)m.a;
   const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
   T* y = static_cast<T*>(p.y) + row * p.ld_y;
+  const T* gamma = static_cast<const T*>(p.gamma);
+  const T* beta = static_cast<const T*>(p.beta);
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
     if (j >= p.cols) continue;
     if constexpr (RES == 2) store_masked<T, VW>(static_cast<T*>(rp.residual_out) + row * rp.ld_s, j, p.cols, v[i]);
-    V out;
+    V g, b, out;
+    if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
+    if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
       float r = ((kvt_to_float(v[i].v[k]) - shift) - mean) * scale;
-      if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(affine.g[i].v[k]);
-      if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(affine.b[i].v[k]);
+      if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
+      if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
       out.v[k] = kvt_from_float<T>(r);
     }
     store_masked<T, VW>(y, j, p.cols, out);
@@ -266,12 +250,8 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
                                     p.row_final + item * 3, merge_scratch);
       continue;
     }
-    // Phase 0 walks row by row; phase 2 slice by slice, so that the blocks in flight share their
-    // slice of gamma / beta in L2 instead of each row streaming the whole of it again (a row of
-    // 2^22 bf16 columns has 16 MB of them).
-    const long long row = p.phase == 0 ? item / p.splits : item % p.rows;
-    const long long split = p.phase == 0 ? item % p.splits : item / p.rows;
-    const long long begin = split * kSlice;
+    const long long row = item / p.splits;
+    const long long begin = (item % p.splits) * kSlice;
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     V v[ITEMS];
     kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
@@ -281,11 +261,9 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
       continue;
     }
     // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from the partials.
-    KvtAffineSlice<T, VW, ITEMS> affine;
-    kvt_load_affine<T, TPR, VW, ITEMS, AFFINE>(p, begin, affine);
     const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
     const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, affine, row, begin, shift, m);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
   }
 }
 
@@ -312,15 +290,13 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
     const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
-    KvtAffineSlice<T, VW, ITEMS> affine;  // in flight while the row's other slices arrive
-    kvt_load_affine<T, TPR, VW, ITEMS, AFFINE>(p, begin, affine);
     if (threadIdx.x == 0) kvt_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
     __syncthreads();
     // Every slice merges all of the row's partials the same way: bitwise the same statistics.
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
                                                                           merge_scratch);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, affine, row, begin, shift, m);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
   }
 }
 
