@@ -18,7 +18,7 @@ struct KvtNormalizeParams {
   // Split rows (normalize_split.cuh; zero for the one-block kernel): each row is `splits` slices,
   // processed in launches of the same kernel, one per `phase`.
   float* row_partials;  // [rows][splits][3] statistics of each slice and the row's shift
-  float* row_final;     // [rows][3] merged statistics (direct == 0)
+  float* row_final;     // [rows][3] the row's mean (relative to the shift), scale and shift (phase 1)
   long long splits;
   int phase;
   int direct;           // 1: the output phase merges the slices' partials itself (few splits)

@@ -204,12 +204,15 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     return;
   }
   if (!p.backward) {
+    // The forward's phase 1 always runs: it leaves each row's mean, scale and shift as floats, so
+    // the output phase holds no float64 merge state next to its slice (fewer registers, more
+    // blocks an SM; bench/NOTES.md, 2026-11-29).
+    g.direct = false;
     add(0, grid(rows * splits));
-    if (!g.direct) add(1, grid(rows));
+    add(1, grid(rows));
     add(2, grid(rows * splits));
     g.stat_final_offset = align256(3 * partials);
-    g.workspace_bytes = align256(g.stat_final_offset + (g.direct ? 0 : 3 * finals));
-    if (g.direct) g.stat_final_offset = 0;
+    g.workspace_bytes = align256(g.stat_final_offset + 3 * finals);
     g.grid = g.phase_grid[0];
     return;
   }

@@ -7,11 +7,15 @@
 //                                     rmsnorm: sum of squares) and that element (the shift: in
 //                                     place, phase 2 must not read it from y) into
 //                                     p.row_partials[row][split]
-//                                  1: (only when p.direct == 0) one block per row merges the
-//                                     partials (Chan, float64, fixed order) into p.row_final[row]
-//                                  2: each slice merges its row's statistics (every warp the same
-//                                     way, so every slice gets bitwise the same mean and scale),
-//                                     re-reads its slice of x and writes y (and mean / rstd)
+//                                  1: one block per row merges the partials (Chan, float64, fixed
+//                                     order) and writes the row's mean (relative to the shift),
+//                                     scale and shift as floats into p.row_final[row]
+//                                  2: each slice reads its row's three floats (every slice bitwise
+//                                     the same mean and scale), re-reads its slice of x and writes
+//                                     y (and mean / rstd). Holding no float64 merge state next to
+//                                     the slice keeps the kernel's registers at phase 0's level
+//                                     (64 -> 40 for bf16 x 512 threads, so 3 blocks an SM, not 2;
+//                                     bench/NOTES.md, 2026-11-29)
 //   kvt_normalize_backward_split   0, 1: the statistics as above (recompute only)
 //                                  2, 3: each slice's sums of g, g * xhat and (saved mean) x - mean,
 //                                     then (p.direct == 0) merged per row
@@ -140,6 +144,21 @@ __device__ __forceinline__ float kvt_split_scale(const KvtMerge& m, double cols,
   return (float)(1.0 / sqrt(var + (double)eps));
 }
 
+// Forward phase 1: the row's merged statistics as the output phase uses them, written by thread 0:
+// [mean relative to the shift, scale, shift] (floats; rmsnorm's mean is 0).
+template <int MODE>
+__device__ __forceinline__ void kvt_merge_row_scale(const KvtNormalizeParams& p, long long row, long long slice,
+                                                    KvtMerge* scratch) {
+  const float* src = p.row_partials + row * p.splits * 3;
+  const KvtMerge total = kvt_merge_block_all<MODE != 2, 3>(src, p.splits, slice, p.cols, scratch);
+  if (threadIdx.x == 0) {
+    float* dst = p.row_final + row * 3;
+    dst[0] = MODE == 2 ? 0.f : (float)total.a;
+    dst[1] = kvt_split_scale<MODE>(total, (double)p.cols, p.ddof, p.eps);
+    dst[2] = src[2];  // the row's shift, as every partial has it
+  }
+}
+
 // The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
 // K == 3 also stores the shift.
 template <class T, int TPR, int VW, int ITEMS, int MODE, int K>
@@ -207,10 +226,8 @@ __device__ __forceinline__ void kvt_load_slice(const KvtNormalizeParams& p, cons
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
 __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const KvtResidualParams& rp,
                                                  const Vec<T, VW> (&v)[ITEMS], long long row, long long begin,
-                                                 float shift, const KvtMerge& m) {
+                                                 float shift, float mean, float scale) {
   using V = Vec<T, VW>;
-  const float mean = MODE == 2 ? 0.f : (float)m.a;
-  const float scale = kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps);
   T* y = static_cast<T*>(p.y) + row * p.ld_y;
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
@@ -246,8 +263,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
   const long long items = p.phase == 1 ? p.rows : p.rows * p.splits;
   for (long long item = blockIdx.x; item < items; item += gridDim.x) {
     if (p.phase == 1) {
-      kvt_merge_block<MODE != 2, 3>(p.row_partials + item * p.splits * 3, p.splits, kSlice, p.cols,
-                                    p.row_final + item * 3, merge_scratch);
+      kvt_merge_row_scale<MODE>(p, item, kSlice, merge_scratch);
       continue;
     }
     const long long row = item / p.splits;
@@ -260,10 +276,10 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
       kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, p.row_partials + item * 3, scratch);
       continue;
     }
-    // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from the partials.
-    const float shift = p.direct ? p.row_partials[row * p.splits * 3 + 2] : p.row_final[row * 3 + 2];
-    const KvtMerge m = kvt_row_stats<MODE, 3>(p.row_partials, p.row_final, row, p.splits, kSlice, p.cols, p.direct);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
+    // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from phase 1.
+    const float* final_row = p.row_final + row * 3;
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, final_row[2],
+                                                                       final_row[0], final_row[1]);
   }
 }
 
@@ -296,7 +312,8 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
                                                                           merge_scratch);
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, shift, m);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(
+        p, rp, v, row, begin, shift, MODE == 2 ? 0.f : (float)m.a, kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps));
   }
 }
 

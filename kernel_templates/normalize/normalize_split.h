@@ -14,7 +14,8 @@ namespace kvtune::normalize::split_rows {
 /// Rows of at least this many bytes get split variants in the space (narrower rows fill the GPU
 /// with one block per row; every row a single block cannot hold is far wider).
 constexpr std::int64_t kMinRowBytes = 64 * 1024;
-/// At most this many slices per row are merged by each output block itself; more get a merge phase.
+/// Backward: at most this many slices per row are merged by each output block itself; more get a
+/// merge phase. The forward always has its merge phase (normalize_split.cuh).
 constexpr std::int64_t kDirectSplits = 32;
 
 /// Elements per slice of a split config.
