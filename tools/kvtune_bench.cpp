@@ -104,7 +104,8 @@ Slots make_slots(const kb::BenchProblem& p, const kvtune::detail::DeviceFingerpr
       [&](auto& a) {
         each_tensor(a, [&](auto& field, TensorSpec s) {
           // A pointer to non-const is written by the call (an output, or a state updated in place).
-          if (reuse_outputs && std::is_same_v<std::decay_t<decltype(field)>, void*>) s.rotated = false;
+          using Field = std::decay_t<decltype(field)>;
+          if (reuse_outputs && !std::is_const_v<std::remove_pointer_t<Field>>) s.rotated = false;
           specs.push_back(s);
         });
       },

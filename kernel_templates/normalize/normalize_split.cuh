@@ -13,9 +13,9 @@
 //                                  2: each slice reads its row's three floats (every slice bitwise
 //                                     the same mean and scale), re-reads its slice of x and writes
 //                                     y (and mean / rstd). Holding no float64 merge state next to
-//                                     the slice keeps the kernel's registers at phase 0's level
-//                                     (64 -> 40 for bf16 x 512 threads, so 3 blocks an SM, not 2;
-//                                     bench/NOTES.md, 2026-11-29)
+//                                     the slice lowers the kernel's registers, which every phase
+//                                     shares (bf16 x 512 threads 64 -> 59; f32 x 256 60 -> 48,
+//                                     5 blocks an SM instead of 4; bench/NOTES.md, 2026-11-29)
 //   kvt_normalize_backward_split   0, 1: the statistics as above (recompute only)
 //                                  2, 3: each slice's sums of g, g * xhat and (saved mean) x - mean,
 //                                     then (p.direct == 0) merged per row
