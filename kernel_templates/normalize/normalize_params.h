@@ -21,7 +21,8 @@ struct KvtNormalizeParams {
   float* row_final;     // [rows][3] the row's mean (relative to the shift), scale and shift (phase 1)
   long long splits;
   int phase;
-  int direct;           // 1: the output phase merges the slices' partials itself (few splits)
+  int direct;           // unused (0): the forward always merges in phase 1 since 2026-11-29; kept
+                        // so that the struct's layout, and every variant's code, stays as measured
   // The one-pass cooperative kernel (kvt_normalize_split_coop): per-row arrival counters, zero at launch.
   unsigned* row_counters;  // [rows]
 };
