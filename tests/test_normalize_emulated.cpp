@@ -35,22 +35,7 @@ template <class Body>
 void emulate(unsigned grid, unsigned block, const Body& body) {
   REQUIRE(block >= 32);
   REQUIRE(block % 32 == 0);
-  gridDim.x = grid;
-  blockDim.x = block;
-  pthread_barrier_init(&kvt_emulated_barrier, nullptr, block);
-  kvt_emulated_warps_init(block);
-  for (unsigned b = 0; b < grid; ++b) {
-    blockIdx.x = b;
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([&body, t] {
-        threadIdx.x = t;
-        body();
-      });
-    for (auto& t : threads) t.join();
-  }
-  kvt_emulated_warps_destroy(block);
-  pthread_barrier_destroy(&kvt_emulated_barrier);
+  kvt_emulated_launch(grid, 1, block, body);
 }
 
 std::vector<float> random_rows(std::size_t n, unsigned seed, float offset, float scale) {

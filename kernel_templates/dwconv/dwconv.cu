@@ -567,7 +567,7 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
   constexpr int kLead = ((-PW % VC) + VC) % VC;
   constexpr int kA = PW + kLead;  // shared column s holds x column s - kA (VC | kA)
   constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
-  extern __shared__ __align__(16) unsigned char kvt_smem[];
+  KVT_DYNAMIC_SMEM(kvt_smem);
   const long long c = blockIdx.x;
   const long long split = blockIdx.y;
   const int runs = static_cast<int>((p.dst_w + RW - 1) / RW);

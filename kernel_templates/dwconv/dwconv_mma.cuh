@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma
   constexpr int kBlocks = (NT - 1) * SW + 2 * (kSteps - 1) + 2;  // 8-column source blocks a kernel row reads
   using U16 = unsigned short;
 
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  KVT_DYNAMIC_SMEM(dynamic_smem);
   U16* const planes = reinterpret_cast<U16*>(dynamic_smem);  // [CB][kRows][PITCH], see plane_offset
   U16* const taps = planes + CB * kPlane + (CB / 8 - 1) * kGroupStep;  // [CB][KH][kTapRow], after the planes
   const U16* src = static_cast<const U16*>(p.src);

@@ -146,7 +146,7 @@ template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, 
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   using S = KvtTiled<T, LAYOUT, DIR, KH, KW, SH, SW, DH, DW, PH, PW, RW, TX, TY, VC, STAGE, FILTER, HAS_BIAS, RH, RT, FLAT, EPI,
                      SEQ>;
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  KVT_DYNAMIC_SMEM(dynamic_smem);
   float* smem = reinterpret_cast<float*>(dynamic_smem);
   if constexpr (LAYOUT == 0) kvt_tiled_channel_first<S>(p, smem);
   else if constexpr (STAGE == 1) kvt_tiled_channel_last_staged<S>(p, smem);

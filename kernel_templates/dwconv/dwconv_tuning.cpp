@@ -31,7 +31,9 @@ double tolerance(const Problem& p) {
 
 std::int64_t elements(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) { return n * c * h * w; }
 
-KvtDwConvParams params_of(const Problem& p, const LaunchArgs& a) {
+}  // namespace
+
+KvtDwConvParams kernel_params(const Problem& p, const LaunchArgs& a) {
   KvtDwConvParams k{};
   k.src = a.src;
   k.dst = a.dst;
@@ -49,6 +51,8 @@ KvtDwConvParams params_of(const Problem& p, const LaunchArgs& a) {
   k.seq_idx = a.seq_idx;
   return k;
 }
+
+namespace {
 
 class DwConvHarness final : public tuner::Harness {
  public:
@@ -232,7 +236,7 @@ LaunchArgs launch_args(const DwConvArgs& a) {
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
                    const LaunchArgs& a, cudaStream_t stream) {
   const Geometry g = geometry(problem, config, a.batch);
-  KvtDwConvParams params = params_of(problem, a);
+  KvtDwConvParams params = kernel_params(problem, a);
   if (config.kernel() == Kernel::wgrad) {
     params.splits = config.wgrad().splits;
     if (g.workspace_bytes > 0) {
@@ -251,7 +255,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
 
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& a, float* out, float* bias_out,
                    cudaStream_t stream) {
-  KvtDwConvParams params = params_of(problem, a);
+  KvtDwConvParams params = kernel_params(problem, a);
   const auto& kernels = tuner::support_kernels(reference_request(problem, arch));
   tuner::launch_raw(kernels[kReference], 4096, 128, stream, {&params, &out, &bias_out}, "dwconv reference kernel");
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_params.h"
 #include "tuner/tuner.h"
 
 namespace kvtune::dwconv {
@@ -30,6 +31,9 @@ struct LaunchArgs {
 };
 /// Maps user arguments to kernel roles (workspace left null).
 LaunchArgs launch_args(const DwConvArgs& args);
+/// The kernels' argument struct for `args` (splits 1, no workspace: launch() sets those for the
+/// weight gradient).
+KvtDwConvParams kernel_params(const Problem& problem, const LaunchArgs& args);
 
 /// Zeroes the workspace counters (backward_weight) and launches the variant.
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,

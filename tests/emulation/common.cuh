@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <thread>
+#include <vector>
 
 struct KvtEmulatedDim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -54,6 +57,20 @@ template <class T> T __shfl_sync(unsigned, T v, int src) {
 template <class T> T __shfl_down_sync(unsigned, T v, unsigned delta) {
   return kvt_emulated_exchange(v, [delta](int lane) { return lane + int(delta); });
 }
+template <class T> T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  return kvt_emulated_exchange(v, [delta](int lane) { return lane - int(delta); });
+}
+// A Vec from the lane `delta` below (UP) or above, word by word, as common.cuh's.
+template <bool UP, class V> V kvt_shfl_vec(const V& x, int delta) {
+  static_assert(sizeof(V) % 4 == 0, "whole 32-bit words");
+  unsigned in[sizeof(V) / 4], out[sizeof(V) / 4];
+  __builtin_memcpy(in, &x, sizeof(V));
+  for (int i = 0; i < int(sizeof(V) / 4); ++i)
+    out[i] = UP ? __shfl_up_sync(0xffffffffu, in[i], unsigned(delta)) : __shfl_down_sync(0xffffffffu, in[i], unsigned(delta));
+  V r;
+  __builtin_memcpy(&r, out, sizeof(V));
+  return r;
+}
 
 inline float kvt_to_float(float v) { return v; }
 template <class T, int N> struct alignas(sizeof(T) * N) Vec {
@@ -83,6 +100,41 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
 template <class T> T __ldcg(const T* p) { return *p; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline float atomicAdd(float* p, float v) {
+  float old = *p, sum;
+  do sum = old + v;
+  while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  return old;
+}
+inline float __int_as_float(int i) {
+  float f;
+  __builtin_memcpy(&f, &i, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+inline int4 make_int4(int x, int y, int z, int w) {
+  int4 r;
+  r.x = x, r.y = y, r.z = z, r.w = w;
+  return r;
+}
+// cp.async as a plain copy at issue (the groups' waits then have nothing left to wait for); `full`
+// false writes zeros, as the device's src-size 0 does.
+template <int BYTES> void kvt_cp_async(void* smem_dst, const void* src, bool full) {
+  if (full) __builtin_memcpy(smem_dst, src, BYTES);
+  else __builtin_memset(smem_dst, 0, BYTES);
+}
+inline void kvt_cp_async16(void* smem_dst, const void* src, bool full) { kvt_cp_async<16>(smem_dst, src, full); }
+inline void kvt_cp_async_commit() {}
+template <int N> void kvt_cp_async_wait() {}
+// The tensor-core kernel (dwconv_mma.cuh) is not emulated: what only it uses aborts.
+inline unsigned __byte_perm(unsigned, unsigned, unsigned) { std::abort(); }
+inline unsigned kvt_smem_address(const void*) { std::abort(); }
+inline void __syncwarp() { std::abort(); }
+inline int __syncthreads_or(int) { std::abort(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline long long clock64() { return 0; }
 inline void __nanosleep(unsigned) {}
@@ -95,6 +147,29 @@ using std::max;
 using std::min;
 using std::sqrt;
 using std::tanh;
+
+// Runs body() as the threads of a grid_x x grid_y grid of one-dimensional blocks of `block` threads
+// (whole warps), one block after another.
+template <class Body>
+void kvt_emulated_launch(unsigned grid_x, unsigned grid_y, unsigned block, const Body& body) {
+  gridDim.x = grid_x, gridDim.y = grid_y, gridDim.z = 1;
+  blockDim.x = block, blockDim.y = 1, blockDim.z = 1;
+  pthread_barrier_init(&kvt_emulated_barrier, nullptr, block);
+  kvt_emulated_warps_init(block);
+  for (unsigned by = 0; by < grid_y; ++by)
+    for (unsigned bx = 0; bx < grid_x; ++bx) {
+      blockIdx.x = bx, blockIdx.y = by;
+      std::vector<std::thread> threads;
+      for (unsigned t = 0; t < block; ++t)
+        threads.emplace_back([&body, t] {
+          threadIdx.x = t, threadIdx.y = 0;
+          body();
+        });
+      for (auto& t : threads) t.join();
+    }
+  kvt_emulated_warps_destroy(block);
+  pthread_barrier_destroy(&kvt_emulated_barrier);
+}
 
 // Dynamic shared memory: one buffer, blocks run one at a time.
 alignas(16) inline unsigned char kvt_emulated_dynamic_smem[256 * 1024];
