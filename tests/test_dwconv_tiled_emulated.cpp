@@ -3,8 +3,8 @@
 // fused activation and seq_idx: the forward (act(conv + bias), taps masked across sequences) and the
 // fused data gradient (dy * act'(z) formed from an x window beside each dy window). Every tensor is a
 // host buffer of exactly its size, so under AddressSanitizer (the asan stage of tests/run_all.sh) a
-// read or write outside one is an error, which compute-sanitizer cannot see inside a pooled GPU
-// buffer. Each instantiation is one variant of the library's space: the test finds the Config whose
+// read or write outside one is an error (compute-sanitizer on the GPU sees only the tuning harness's
+// allocations, each at least 256 bytes: not a read a little past a small weight or bias tensor). Each instantiation is one variant of the library's space: the test finds the Config whose
 // kernel name is the instantiation's before it runs it, and compares with the float64 reference.
 #include <catch2/catch.hpp>
 
