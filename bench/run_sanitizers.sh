@@ -9,12 +9,12 @@
 # SHAPES defaults to bench/sanitize/odd-shapes.json (11 problems, 478 variants);
 # bench/sanitize/sweep-shapes.json (bench/sanitize/make_shapes.py: 126 problems, 6,324 variants:
 # every dtype x mode x optional tensor of normalize, every direction x layout of dwconv) is the
-# memcheck sweep; bench/sanitize/changed-shapes.json (make_changed_shapes.py: 77 problems, 5,112
+# memcheck sweep; bench/sanitize/changed-shapes.json (make_changed_shapes.py: 77 distinct problems, 5,112
 # variants) covers the kernels added after it (residual add, normalize backward, split rows, fused
 # activations, seq_idx, states, decode). On an H200 (2026-11-29) memcheck took 487 s over it and
-# racecheck 30-60 s a normalize-backward problem: give each tool its own call, over sub-lists when
+# racecheck 18-60 s a normalize-backward problem (three tools sharing the GPU): give each tool its own call, over sub-lists when
 # a call has a time limit. Run the tools one at a time: run as three processes side by side, one
-# synccheck process stopped once on an illegal address that four reruns did not reproduce
+# synccheck process stopped once on an illegal address that five reruns did not reproduce
 # (bench/results/2026-11-29-h200-sanitize-changed/).
 set -uo pipefail
 out=${1:?usage: run_sanitizers.sh OUT_DIR [BUILD_DIR] [TOOLS]}

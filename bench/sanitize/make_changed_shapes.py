@@ -3,7 +3,8 @@
 after the full sweep of 2026-11-26 (sweep-shapes.json), for compute-sanitizer
 (bench/run_sanitizers.sh): normalize's fused residual add, backward (folds, staged rows, saved or
 recomputed statistics, dgamma/dbeta), split rows (the multi-block phases and the cooperative form);
-dwconv's fused activations in every direction, seq_idx, the tiled channel-last kernel in parts;
+dwconv's fused activations in every 1D direction and the 2D forward, seq_idx, the tiled
+channel-last kernel in parts;
 the causal conv1d with states and the decode update."""
 import json
 import os
@@ -43,7 +44,10 @@ for dtype in ("f32", "bf16"):
         problems.append(p)
 problems.append({"op": "normalize", "direction": "backward", "rows": 2, "cols": 300007, "dtype": "bf16",
                  "mode": "layernorm", "gamma": True, "dgamma": True, "dbeta": True})
-# dwconv: fused activations in every direction and layout, seq_idx on the causal 1D forms
+# dwconv: fused activations in every 1D direction and layout and the 2D forward, seq_idx on the
+# causal 1D forms. (The 2D backward_data entries with an activation run as the gradient prep and the
+# plain data gradient: kvtune-tune tunes them as plain problems, duplicates of one another; a shapes
+# file cannot name the 2D gradient prep itself.)
 for act in ("silu", "gelu_tanh", "gelu_erf", "relu"):
     for direction in ("forward", "backward_data", "backward_weight"):
         for layout in ("ncl", "nlc"):
@@ -79,4 +83,4 @@ for circular in (False, True):
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "changed-shapes.json")
 with open(out, "w") as f:
     json.dump({"problems": problems}, f, indent=0)
-print(f"{len(problems)} problems -> {out}")
+print(f"{len(problems)} entries -> {out}")

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -101,7 +102,8 @@ inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
 template <class T> T __ldcg(const T* p) { return *p; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline float atomicAdd(float* p, float v) {
-  float old = *p, sum;
+  float old, sum;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
   do sum = old + v;
   while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
   return old;
@@ -148,17 +150,44 @@ using std::min;
 using std::sqrt;
 using std::tanh;
 
+// Dynamic shared memory: one buffer, blocks run one at a time. kvt_emulated_launch with the launch's
+// dynamic shared memory size fills that many bytes with 0xff (NaN as floats) before each block, so
+// nothing carries over from a block or variant before, and under AddressSanitizer poisons the rest.
+alignas(16) inline unsigned char kvt_emulated_dynamic_smem[256 * 1024];
+#define KVT_DYNAMIC_SMEM(name) unsigned char* const name = kvt_emulated_dynamic_smem
+#if defined(__SANITIZE_ADDRESS__)
+#define KVT_EMULATED_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVT_EMULATED_ASAN 1
+#endif
+#endif
+#ifdef KVT_EMULATED_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 // Runs body() as the threads of a grid_x x grid_y grid of one-dimensional blocks of `block` threads
-// (whole warps), one block after another.
+// (whole warps: the shuffles' barriers count 32 lanes), one block after another. With the launch's
+// dynamic shared memory size (`dynamic_smem` >= 0), that many bytes are filled with 0xff (NaN as
+// floats) before each block, so nothing carries over from a block or variant before, and under
+// AddressSanitizer the rest of the buffer is poisoned; with -1 the buffer is left as it is.
 template <class Body>
-void kvt_emulated_launch(unsigned grid_x, unsigned grid_y, unsigned block, const Body& body) {
+void kvt_emulated_launch(unsigned grid_x, unsigned grid_y, unsigned block, long long dynamic_smem, const Body& body) {
+  if (block % 32 != 0 || dynamic_smem > static_cast<long long>(sizeof(kvt_emulated_dynamic_smem))) std::abort();
+  const bool sized = dynamic_smem >= 0;
   gridDim.x = grid_x, gridDim.y = grid_y, gridDim.z = 1;
   blockDim.x = block, blockDim.y = 1, blockDim.z = 1;
   pthread_barrier_init(&kvt_emulated_barrier, nullptr, block);
   kvt_emulated_warps_init(block);
+#ifdef KVT_EMULATED_ASAN
+  if (sized)
+    ASAN_POISON_MEMORY_REGION(kvt_emulated_dynamic_smem + dynamic_smem,
+                              sizeof(kvt_emulated_dynamic_smem) - std::size_t(dynamic_smem));
+#endif
   for (unsigned by = 0; by < grid_y; ++by)
     for (unsigned bx = 0; bx < grid_x; ++bx) {
       blockIdx.x = bx, blockIdx.y = by;
+      if (sized) std::memset(kvt_emulated_dynamic_smem, 0xff, std::size_t(dynamic_smem));
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < block; ++t)
         threads.emplace_back([&body, t] {
@@ -167,10 +196,9 @@ void kvt_emulated_launch(unsigned grid_x, unsigned grid_y, unsigned block, const
         });
       for (auto& t : threads) t.join();
     }
+#ifdef KVT_EMULATED_ASAN
+  if (sized) ASAN_UNPOISON_MEMORY_REGION(kvt_emulated_dynamic_smem, sizeof(kvt_emulated_dynamic_smem));
+#endif
   kvt_emulated_warps_destroy(block);
   pthread_barrier_destroy(&kvt_emulated_barrier);
 }
-
-// Dynamic shared memory: one buffer, blocks run one at a time.
-alignas(16) inline unsigned char kvt_emulated_dynamic_smem[256 * 1024];
-#define KVT_DYNAMIC_SMEM(name) unsigned char* const name = kvt_emulated_dynamic_smem
