@@ -14,6 +14,7 @@
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
 #include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
 
+#include "emulation/values.h"
 #include "emulation/kernel_begin.h"
 #include "kernel_templates/dwconv_states/dwconv_states.cu"
 #include "emulation/kernel_end.h"
@@ -42,13 +43,7 @@ void launch_emulated(const KvtDwConvStatesParams& p, const dwconv_states::Geomet
   pthread_barrier_destroy(&kvt_emulated_barrier);
 }
 
-std::vector<double> values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(n);
-  for (auto& e : v) e = static_cast<float>(u(rng));  // exact in f32
-  return v;
-}
+std::vector<double> values(std::size_t n, unsigned seed) { return kvt_emulated_values(n, seed); }
 
 double worst(const std::vector<float>& got, const std::vector<double>& want) {
   double m = 0;

@@ -20,6 +20,7 @@
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
 #include "kernel_templates/dwconv_states/dwconv_states_tuning.h"
 
+#include "emulation/values.h"
 #include "emulation/kernel_begin.h"
 #include "kernel_templates/dwconv/dwconv.cu"
 #include "emulation/kernel_end.h"
@@ -28,13 +29,7 @@ using namespace kvtune;
 
 namespace {
 
-std::vector<double> values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(n);
-  for (auto& e : v) e = static_cast<float>(u(rng));  // exact in f32
-  return v;
-}
+std::vector<double> values(std::size_t n, unsigned seed) { return kvt_emulated_values(n, seed); }
 
 // Relative L2 error, as the tuner's verification measures it (kvt_compare).
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
