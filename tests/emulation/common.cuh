@@ -1,8 +1,9 @@
 // Host stand-in for kernel_templates/common.cuh, for the kernels the tests compile as host C++
-// (tests/test_dwconv_states_emulated.cpp, tests/test_normalize_emulated.cpp): the f32 pieces of the
-// device basics, and CUDA's thread model as host threads (one std::thread per CUDA thread of a block,
-// __syncthreads a barrier, a warp's shuffles an exchange through a per-warp slot array between two
-// barriers of its lanes, blocks one after another).
+// (tests/test_dwconv_states_emulated.cpp, tests/test_dwconv_tiled_emulated.cpp,
+// tests/test_normalize_emulated.cpp): the f32 pieces of the device basics, and CUDA's thread model as
+// host threads (one std::thread per CUDA thread of a block, __syncthreads a barrier, a warp's shuffles
+// an exchange through a per-warp slot array between two barriers of its lanes, cp.async a plain copy,
+// blocks one after another: kvt_emulated_launch). The tensor-core kernel is not emulated.
 #pragma once
 #include <pthread.h>
 #include <vector_types.h>  // float4, as the device code names it
