@@ -2,23 +2,50 @@
 
 #include "core/cuda_check.h"
 
+#include <algorithm>
+
 namespace kvtune::detail {
 
+std::string phase_kernel_name(const std::string& phase0, int phase) {
+  // Itanium mangling: "_Z" <length> <name> "I" <template args> "E" ...; an int literal 0 is "Li0E".
+  if (phase0.rfind("_Z", 0) != 0) return {};
+  std::size_t at = 2, length = 0;
+  while (at < phase0.size() && at < 8 && phase0[at] >= '0' && phase0[at] <= '9') length = length * 10 + (phase0[at++] - '0');
+  if (length == 0 || at + length > phase0.size()) return {};
+  at += length;
+  if (phase0.compare(at, 5, "ILi0E") != 0) return {};
+  return phase0.substr(0, at) + "ILi" + std::to_string(phase) + "E" + phase0.substr(at + 5);
+}
+
 LoadedKernel LoadedKernel::load(const std::string& image, const std::string& lowered_name) {
+  const Error::Context where{"module", "", lowered_name, "", ""};
   cudaLibrary_t library = nullptr;
   cuda_check(cudaLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-             "cudaLibraryLoadData", Error::Context{"module", "", lowered_name, "", ""});
+             "cudaLibraryLoadData", where);
   LoadedKernel loaded;
   loaded.library_ = std::shared_ptr<CUlib_st>(library, [](cudaLibrary_t l) { cudaLibraryUnload(l); });
-  cuda_check(cudaLibraryGetKernel(&loaded.kernel_, library, lowered_name.c_str()), "cudaLibraryGetKernel",
-             Error::Context{"module", "", lowered_name, "", ""});
-  cudaFuncAttributes attributes{};
-  cuda_check(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(loaded.kernel_)),
-             "cudaFuncGetAttributes", Error::Context{"module", "", lowered_name, "", ""});
-  loaded.attributes_.num_regs = attributes.numRegs;
-  loaded.attributes_.max_threads_per_block = attributes.maxThreadsPerBlock;
-  loaded.attributes_.static_smem = attributes.sharedSizeBytes;
-  loaded.attributes_.local_bytes = attributes.localSizeBytes;
+  cuda_check(cudaLibraryGetKernel(&loaded.kernel_, library, lowered_name.c_str()), "cudaLibraryGetKernel", where);
+  unsigned kernels = 0;
+  cuda_check(cudaLibraryGetKernelCount(&kernels, library), "cudaLibraryGetKernelCount", where);
+  if (kernels < 1 || kernels > unsigned(kMaxPhases) || (kernels > 1 && phase_kernel_name(lowered_name, 1).empty()))
+    throw Error(where, "the binary holds " + std::to_string(kernels) + " kernels, which are not phases 0.." +
+                           std::to_string(kMaxPhases - 1) + " of " + lowered_name);
+  loaded.phase_count_ = static_cast<int>(kernels);
+  loaded.phase_kernels_[0] = loaded.kernel_;
+  for (int k = 1; k < loaded.phase_count_; ++k)
+    cuda_check(cudaLibraryGetKernel(&loaded.phase_kernels_[std::size_t(k)], library,
+                                    phase_kernel_name(lowered_name, k).c_str()),
+               "cudaLibraryGetKernel (a phase)", where);
+  for (int k = 0; k < loaded.phase_count_; ++k) {
+    cudaFuncAttributes attributes{};
+    cuda_check(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(loaded.phase_kernels_[std::size_t(k)])),
+               "cudaFuncGetAttributes", where);
+    KernelAttributes& a = loaded.attributes_;
+    a.num_regs = std::max(a.num_regs, attributes.numRegs);
+    a.max_threads_per_block = k == 0 ? attributes.maxThreadsPerBlock : std::min(a.max_threads_per_block, attributes.maxThreadsPerBlock);
+    a.static_smem = std::max(a.static_smem, attributes.sharedSizeBytes);
+    a.local_bytes = std::max(a.local_bytes, attributes.localSizeBytes);
+  }
   loaded.co_resident_ = std::make_shared<std::array<std::atomic<int>, kMaxDevices>>();
   for (auto& blocks : *loaded.co_resident_) blocks.store(0, std::memory_order_relaxed);
   return loaded;

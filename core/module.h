@@ -18,16 +18,30 @@ struct KernelAttributes {
   std::size_t local_bytes = 0;  // spills and stack
 };
 
-/// A loaded cubin and one kernel in it. Unloads the library when the last copy goes.
+/// The lowered name of phase `phase` of a phased kernel template, from its phase 0's: a kernel
+/// template whose first template argument is an int, its phase ("_Z<n><name>ILi0E..." becomes
+/// "_Z<n><name>ILi<phase>E..."). Empty when `phase0` is not of that form.
+std::string phase_kernel_name(const std::string& phase0, int phase);
+
+/// A loaded cubin and one kernel in it, or the phases of one variant: a cubin that holds more than
+/// one kernel holds phases 0 .. n - 1 of one phased kernel template (phase_kernel_name), the binary
+/// naming phase 0; launch_phase(k) runs phase k, each phase with its own registers. Unloads the
+/// library when the last copy goes.
 class LoadedKernel {
  public:
+  static constexpr int kMaxPhases = 8;
+
   LoadedKernel() = default;
-  /// Loads `image` and looks up `lowered_name`; throws kvtune::Error on failure.
+  /// Loads `image` and looks up `lowered_name` (and, where the image holds more kernels, its other
+  /// phases); throws kvtune::Error on failure.
   static LoadedKernel load(const std::string& image, const std::string& lowered_name);
 
   cudaKernel_t kernel() const { return kernel_; }
+  /// Over every phase: the fewest threads a block allows, the most registers, shared memory and stack.
   const KernelAttributes& attributes() const { return attributes_; }
   explicit operator bool() const { return kernel_ != nullptr; }
+  /// The phases loaded (1 for a kernel that is not phased).
+  int phases() const { return phase_count_; }
 
   /// Allows `bytes` of dynamic shared memory on the current device where, with the kernel's static
   /// shared memory, they exceed the 48 KiB a launch may use without opting in.
@@ -36,8 +50,15 @@ class LoadedKernel {
   /// Launches with by-value argument structs (one per kernel parameter).
   template <class... Params>
   cudaError_t launch(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, const Params&... params) const {
+    return launch_phase(0, grid, block, smem, stream, params...);
+  }
+  /// Launches phase `phase` (cudaErrorInvalidValue where the binary has no such phase).
+  template <class... Params>
+  cudaError_t launch_phase(int phase, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                           const Params&... params) const {
+    if (phase < 0 || phase >= phase_count_) return cudaErrorInvalidValue;
     void* args[] = {const_cast<Params*>(&params)...};
-    return cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, smem, stream);
+    return cudaLaunchKernel(reinterpret_cast<const void*>(phase_kernels_[phase]), grid, block, args, smem, stream);
   }
 
   /// Blocks of `block` threads (and `smem` dynamic bytes) the current device holds at once (SMs x
@@ -66,6 +87,8 @@ class LoadedKernel {
   static constexpr int kMaxDevices = 64;
   std::shared_ptr<CUlib_st> library_;
   cudaKernel_t kernel_ = nullptr;
+  std::array<cudaKernel_t, kMaxPhases> phase_kernels_ = {};  // [0] is kernel_
+  int phase_count_ = 0;
   KernelAttributes attributes_;
   // co_resident_blocks per device ordinal, plus one (0: not yet asked); shared by copies.
   std::shared_ptr<std::array<std::atomic<int>, kMaxDevices>> co_resident_;

@@ -16,14 +16,14 @@
 
 namespace kvtune::test {
 
-/// Adds `requests` (one name expression each, same source and arch) to `batches`, `per_batch`
-/// name expressions to a program.
+/// Adds `requests` (same source and arch; one name expression each, or a phased variant's one per
+/// phase) to `batches`, `per_batch` requests to a program.
 inline void add_batched(std::vector<detail::CompileRequest>& batches, const std::vector<detail::CompileRequest>& requests,
                         std::size_t per_batch) {
   for (std::size_t i = 0; i < requests.size(); i += per_batch) {
     detail::CompileRequest batch = requests[i];
     for (std::size_t j = i + 1; j < std::min(requests.size(), i + per_batch); ++j)
-      batch.name_expressions.push_back(requests[j].name_expressions.at(0));
+      for (const auto& name : requests[j].name_expressions) batch.name_expressions.push_back(name);
     batches.push_back(std::move(batch));
   }
 }

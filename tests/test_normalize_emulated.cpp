@@ -73,7 +73,15 @@ Problem forward_problem(NormMode mode, std::int64_t cols, std::int64_t rows, boo
 
 enum class Where { apart, over_x, over_r };  // where residual_out (s) goes
 
-// One forward call of `kernel` (a kvt_normalize or kvt_normalize_split instantiation matching
+// The phase kernels of one kvt_normalize_split instantiation, by phase (as LoadedKernel::launch_phase).
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES>
+void split_phase(int phase, const KvtNormalizeParams p, const KvtResidualParams rp) {
+  if (phase == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
+  if (phase == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
+  if (phase == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
+}
+
+// One forward call of `kernel` (a kvt_normalize instantiation, or split_phase's, matching
 // `config`), emulated, against the float64 reference of the rounded sum; s bit for bit.
 template <class Kernel>
 void check_forward(Kernel kernel, const Problem& p, const Config& config, Where where) {
@@ -107,19 +115,18 @@ void check_forward(Kernel kernel, const Problem& p, const Config& config, Where 
   const normalize::Geometry g = normalize::geometry(p, config, rows);
   REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
   std::vector<float> workspace(g.workspace_bytes / 4 + 1);
-  if (g.phase_count == 0) {
+  if constexpr (!std::is_invocable_v<Kernel, int, KvtNormalizeParams, KvtResidualParams>) {
+    REQUIRE(g.phase_count == 0);
     emulate(g.grid, g.block, [&] { kernel(params, residual); });
   } else {  // the phases, as normalize::launch runs them (one chunk: every row)
+    REQUIRE(g.phase_count == 3);
     REQUIRE(g.row_chunk >= rows);
     auto* base = reinterpret_cast<unsigned char*>(workspace.data());
     params.row_partials = workspace.data();
     params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
     params.splits = config.splits;
-    params.direct = g.direct ? 1 : 0;
-    for (int i = 0; i < g.phase_count; ++i) {
-      params.phase = g.phases[i];
-      emulate(g.phase_grid[i], g.block, [&] { kernel(params, residual); });
-    }
+    for (int i = 0; i < g.phase_count; ++i)
+      emulate(g.phase_grid[i], g.block, [&] { kernel(g.phases[i], params, residual); });
   }
   const auto ref = normalize::reference(widened(s_expected), rows, cols, cols, p.mode, 1e-5, params.ddof,
                                         p.gamma ? widened(gamma) : std::vector<double>{},
@@ -293,10 +300,16 @@ TEST_CASE("emulated: the fused residual add on rows split across blocks", "[norm
     const Problem p = forward_problem(NormMode::layernorm, 40000, 3, true, true);
     const Config c = normalize::split_rows::make(p, 256, 16, 4, 1, false);
     REQUIRE(c.splits == 10);
-    check_forward(&kvt_normalize_split<float, 256, 4, 4, 1, 3, 3, 2>, p, c, w);
+    check_forward(&split_phase<float, 256, 4, 4, 1, 3, 3, 2>, p, c, w);
   }
+  // 2 x 4096 + 100 columns: the last slice's 100 columns lie in its first warp, so its other seven
+  // warps write partials of count 0, which the merge must skip.
+  const Problem tail = forward_problem(NormMode::layernorm, 8292, 3, true, false);
+  const Config t = normalize::split_rows::make(tail, 256, 16, 4, 1, false);
+  REQUIRE(t.splits == 3);
+  check_forward(&split_phase<float, 256, 4, 4, 1, 3, 3, 1>, tail, t, Where::apart);
   const Problem rms = forward_problem(NormMode::rmsnorm, 20000, 2, false, false);
-  check_forward(&kvt_normalize_split<float, 128, 4, 8, 2, 0, 2, 1>, rms, normalize::split_rows::make(rms, 128, 16, 8, 1, false),
+  check_forward(&split_phase<float, 128, 4, 8, 2, 0, 2, 1>, rms, normalize::split_rows::make(rms, 128, 16, 8, 1, false),
                 Where::apart);
 }
 

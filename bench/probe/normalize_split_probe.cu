@@ -4,10 +4,8 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Ikernel_templates -Ikernel_templates/normalize \
 //        bench/probe/normalize_split_probe.cu -o /tmp/split_probe && /tmp/split_probe
 // Two buffer sets alternate round by round (each plane is larger than the L2), so a round's phase 0
-// reads x from DRAM; its phase 2 re-reads it as the library's does. Phase 1 (one block a row merges
-// the row's partials) always runs, as in the library since 2026-11-29; built with
-// -DPROBE_DIRECT_MERGE against the templates of 94de337 and before, it runs only for rows of more
-// than 32 slices (the output phase merged fewer itself). Per case: each
+// reads x from DRAM; its phase 2 re-reads it as the library's does. Each phase is its own kernel
+// (the template's first argument), as in the library since 2026-11-29. Per case: each
 // phase's median time over 15 rounds, and the bandwidth of the bytes it must move (phase 0: x;
 // phase 2: x, y, gamma / beta once).
 #include <cuda_runtime.h>
@@ -47,11 +45,6 @@ template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE>
 void run_case(const char* name, long long rows, long long cols) {
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   const long long splits = (cols + kSlice - 1) / kSlice;
-#ifdef PROBE_DIRECT_MERGE
-  const bool direct = splits <= 32;
-#else
-  const bool direct = false;
-#endif
   const long long n = rows * cols;
   T *x[2], *y[2], *gamma, *beta;
   float *partials, *finals;
@@ -64,7 +57,7 @@ void run_case(const char* name, long long rows, long long cols) {
   check(cudaMalloc(&beta, cols * sizeof(T)), "cudaMalloc beta");
   fill<<<1024, 256>>>(gamma, cols, 5u, 1.0f);
   fill<<<1024, 256>>>(beta, cols, 6u, 0.0f);
-  check(cudaMalloc(&partials, rows * splits * 3 * sizeof(float)), "cudaMalloc partials");
+  check(cudaMalloc(&partials, rows * splits * (TPR / 32) * 4 * sizeof(float)), "cudaMalloc partials");
   check(cudaMalloc(&finals, rows * 3 * sizeof(float)), "cudaMalloc finals");
   check(cudaDeviceSynchronize(), "fill");
 
@@ -79,10 +72,7 @@ void run_case(const char* name, long long rows, long long cols) {
   p.row_partials = partials;
   p.row_final = finals;
   p.splits = splits;
-  p.direct = direct ? 1 : 0;
-  std::vector<int> phases = {0};
-  if (!direct) phases.push_back(1);
-  phases.push_back(2);
+  const std::vector<int> phases = {0, 1, 2};
 
   cudaEvent_t ev[4];
   for (auto& e : ev) check(cudaEventCreate(&e), "cudaEventCreate");
@@ -94,9 +84,10 @@ void run_case(const char* name, long long rows, long long cols) {
     p.y = y[r % 2];
     cudaEventRecord(ev[0]);
     for (std::size_t i = 0; i < phases.size(); ++i) {
-      p.phase = phases[i];
       const unsigned grid = (unsigned)(phases[i] == 1 ? rows : rows * splits);
-      kvt_normalize_split<T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
+      if (phases[i] == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
+      if (phases[i] == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
+      if (phases[i] == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
       cudaEventRecord(ev[i + 1]);
     }
     check(cudaEventSynchronize(ev[phases.size()]), "round");
@@ -113,8 +104,7 @@ void run_case(const char* name, long long rows, long long cols) {
   check(cudaGetLastError(), "launch");
   const double plane = double(n) * sizeof(T);
   const double affine_bytes = double(cols) * sizeof(T) * (((AFFINE & 1) ? 1 : 0) + ((AFFINE & 2) ? 1 : 0));
-  std::printf("%-44s tpr=%d items=%d slice=%lld splits=%lld%s\n", name, TPR, ITEMS, kSlice, splits,
-              direct ? " direct" : "");
+  std::printf("%-44s tpr=%d items=%d slice=%lld splits=%lld\n", name, TPR, ITEMS, kSlice, splits);
   for (std::size_t i = 0; i < phases.size(); ++i) {
     const float us = median(times[i]);
     const double bytes = phases[i] == 0 ? plane : phases[i] == 2 ? 2 * plane + affine_bytes : 0;

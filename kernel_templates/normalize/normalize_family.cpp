@@ -690,11 +690,16 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
                                         p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
                                         p.dresidual ? ", 1" : "")};
-    else
-      r.name_expressions = {fmt::format("{}<{}, {}, {}, {}, {}, {}, {}{}>",
-                                        c.cooperative ? "kvt_normalize_split_coop" : "kvt_normalize_split",
-                                        kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
-                                        affine_bits(p), stats_bits(p), residual_argument(p))};
+    else if (c.cooperative)
+      r.name_expressions = {fmt::format("kvt_normalize_split_coop<{}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
+                                        c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p),
+                                        stats_bits(p), residual_argument(p))};
+    else  // one kernel per phase, each with its own registers; LoadedKernel finds phases 1 and 2
+      for (int phase = 0; phase < 3; ++phase)
+        r.name_expressions.push_back(fmt::format("kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}, {}{}>", phase,
+                                                 kernel_type(p.dtype), c.threads_per_row, ve, c.items,
+                                                 mode_index(p.mode), affine_bits(p), stats_bits(p),
+                                                 residual_argument(p)));
     return r;
   }
   if (p.backward) {

@@ -16,18 +16,17 @@ struct KvtNormalizeParams {
   float eps;
   int ddof;
   // Split rows (normalize_split.cuh; zero for the one-block kernel): each row is `splits` slices,
-  // processed in launches of the same kernel, one per `phase`.
-  float* row_partials;  // [rows][splits][3] statistics of each slice and the row's shift
+  // processed in phases, one kernel each.
+  float* row_partials;  // phased: [rows][splits][warps][4] statistics of each warp's part of a slice;
+                        // cooperative: [rows][splits][3] of each slice (both with the row's shift)
   float* row_final;     // [rows][3] the row's mean (relative to the shift), scale and shift (phase 1)
   long long splits;
-  int phase;
-  int direct;           // unused (0): the forward always merges in phase 1 since 2026-11-29; kept
-                        // so that the struct's layout, and every variant's code, stays as measured
   // The one-pass cooperative kernel (kvt_normalize_split_coop): per-row arrival counters, zero at launch.
   unsigned* row_counters;  // [rows]
 };
-// KvtNormalizeParams stays at 128 bytes: NVVM scalarizes a by-value kernel argument up to that size
-// only, and a larger one changes the code of every variant (bench/NOTES.md, "fused residual").
+// KvtNormalizeParams stays within 128 bytes (120 now): NVVM scalarizes a by-value kernel argument
+// up to that size only, and a larger one changes the code of every variant (bench/NOTES.md, "fused
+// residual").
 
 // The forward kernels' second argument, the fused residual add (template argument RES): the rows
 // normalized are s = x + residual (rounded to the dtype); residual_out (RES == 2) receives s in the

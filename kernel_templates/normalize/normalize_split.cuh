@@ -1,21 +1,24 @@
 // kvtune normalize family, split rows: a row too wide for one block (or too few rows to fill the
 // GPU) is cut into p.splits slices of ITEMS * TPR * VW elements, one block each, and processed in
-// phases: the host launches the same kernel once per phase (p.phase), so no block ever waits for
-// another and every sum runs in a fixed order (deterministic, no atomics).
-//   kvt_normalize_split            0: each slice's statistics relative to the row's first element
-//                                     (two-pass over the slice in registers: mean, centred M2;
-//                                     rmsnorm: sum of squares) and that element (the shift: in
-//                                     place, phase 2 must not read it from y) into
-//                                     p.row_partials[row][split]
+// phases launched one after another, so no block ever waits for another and every sum runs in a
+// fixed order (deterministic, no atomics).
+//   kvt_normalize_split<PHASE>     one kernel per phase (the first template argument), each with
+//                                  its own registers: compiled as one kernel, every phase had the
+//                                  heaviest one's (bf16 x 256 threads x 4 vectors: 90; now 86 for
+//                                  phase 0, 59 for phase 2; bench/NOTES.md, 2026-11-29)
+//                                  0: each warp's part of a slice: statistics relative to the row's
+//                                     first element (two-pass over the warp's vectors in registers,
+//                                     reduced by shuffles alone: mean, centred M2; rmsnorm: sum of
+//                                     squares), that element (the shift: in place, phase 2 must not
+//                                     read it from y) and the warp's column count, into
+//                                     p.row_partials[row][split][warp]. No block barrier: a warp
+//                                     that has reduced starts its next loads while others reduce.
 //                                  1: one block per row merges the partials (Chan, float64, fixed
 //                                     order) and writes the row's mean (relative to the shift),
 //                                     scale and shift as floats into p.row_final[row]
 //                                  2: each slice reads its row's three floats (every slice bitwise
 //                                     the same mean and scale), re-reads its slice of x and writes
-//                                     y (and mean / rstd). Holding no float64 merge state next to
-//                                     the slice lowers the kernel's registers, which every phase
-//                                     shares (bf16 x 512 threads 64 -> 59; f32 x 256 60 -> 48,
-//                                     5 blocks an SM instead of 4; bench/NOTES.md, 2026-11-29)
+//                                     y (and mean / rstd)
 //   kvt_normalize_backward_split   0, 1: the statistics as above (recompute only)
 //                                  2, 3: each slice's sums of g, g * xhat and (saved mean) x - mean,
 //                                     then (p.direct == 0) merged per row
@@ -58,11 +61,12 @@ __device__ __forceinline__ void kvt_merge(KvtMerge& l, const KvtMerge& r) {
 
 // Partial i of a row (K floats each; slices of `slice` elements, the last one shorter). Loaded past
 // L1 (ld.cg): the cooperative kernel reads partials that other blocks wrote during the same launch.
+// K == 4 (the phased forward's per-warp partials) carries its own element count as its fourth float.
 template <int K>
 __device__ __forceinline__ KvtMerge kvt_partial(const float* src, long long i, long long slice, long long cols) {
   KvtMerge m;
   const long long left = cols - i * slice;
-  m.n = (double)(left < slice ? left : slice);
+  m.n = K == 4 ? (double)__ldcg(src + i * K + 3) : (double)(left < slice ? left : slice);
   m.a = __ldcg(src + i * K);
   m.b = K > 1 ? __ldcg(src + i * K + 1) : 0.0;
   m.c = K > 2 ? __ldcg(src + i * K + 2) : 0.0;
@@ -145,12 +149,13 @@ __device__ __forceinline__ float kvt_split_scale(const KvtMerge& m, double cols,
 }
 
 // Forward phase 1: the row's merged statistics as the output phase uses them, written by thread 0:
-// [mean relative to the shift, scale, shift] (floats; rmsnorm's mean is 0).
+// [mean relative to the shift, scale, shift] (floats; rmsnorm's mean is 0), from the row's
+// `count` partials of 4 floats (kvt_warp_stats).
 template <int MODE>
-__device__ __forceinline__ void kvt_merge_row_scale(const KvtNormalizeParams& p, long long row, long long slice,
+__device__ __forceinline__ void kvt_merge_row_scale(const KvtNormalizeParams& p, long long row, long long count,
                                                     KvtMerge* scratch) {
-  const float* src = p.row_partials + row * p.splits * 3;
-  const KvtMerge total = kvt_merge_block_all<MODE != 2, 3>(src, p.splits, slice, p.cols, scratch);
+  const float* src = p.row_partials + row * count * 4;
+  const KvtMerge total = kvt_merge_block_all<MODE != 2, 4>(src, count, 0, p.cols, scratch);
   if (threadIdx.x == 0) {
     float* dst = p.row_final + row * 3;
     dst[0] = MODE == 2 ? 0.f : (float)total.a;
@@ -194,6 +199,51 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
     }
   centred = Group::sum(centred, scratch);
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
+}
+
+// The statistics of one warp's part of a slice (phase 0 of the phased forward): the same two-pass
+// as kvt_slice_stats over the warp's ITEMS vectors a lane, reduced by shuffles only, so no warp
+// waits for another. Lane 0 writes [mean or sum of squares, centred M2, shift, count] at dst (4
+// floats; a warp with no column in the row writes count 0, which the merge skips).
+template <class T, int TPR, int VW, int ITEMS, int MODE>
+__device__ __forceinline__ void kvt_warp_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
+                                               float shift, float* dst) {
+  using Warp = RowGroup<32, 1>;
+  const long long lane0 = begin + (long long)(threadIdx.x & ~31) * VW;  // the warp's first column, item 0
+  long long count = 0;  // the warp's columns in the row: the same in every lane
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const long long left = cols - (lane0 + (long long)i * TPR * VW);
+    count += left <= 0 ? 0 : left < 32 * VW ? left : 32 * VW;
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
+      const float f = kvt_to_float(v[i].v[k]) - shift;
+      if (j < cols) sum += MODE == 2 ? f * f : f;
+    }
+  sum = Warp::sum(sum, nullptr);
+  float centred = 0.f;
+  if constexpr (MODE != 2) {
+    const float mean = count > 0 ? sum / (float)count : 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
+        const float d = (kvt_to_float(v[i].v[k]) - shift) - mean;
+        if (j < cols) centred += d * d;
+      }
+    centred = Warp::sum(centred, nullptr);
+    sum = mean;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    float* out = dst + (threadIdx.x / 32) * 4;
+    out[0] = sum, out[1] = centred, out[2] = shift, out[3] = (float)count;
+  }
 }
 
 // The row's first input element (the statistics' shift): x[0], or x[0] + residual[0] rounded to T.
@@ -254,32 +304,32 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
   }
 }
 
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+template <int PHASE, class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
-  __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
-  __shared__ KvtMerge merge_scratch[TPR / 32];
-  const long long items = p.phase == 1 ? p.rows : p.rows * p.splits;
-  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-    if (p.phase == 1) {
-      kvt_merge_row_scale<MODE>(p, item, kSlice, merge_scratch);
-      continue;
+  constexpr int kWarps = TPR / 32;
+  if constexpr (PHASE == 1) {
+    __shared__ KvtMerge merge_scratch[kWarps];
+    for (long long row = blockIdx.x; row < p.rows; row += gridDim.x)
+      kvt_merge_row_scale<MODE>(p, row, p.splits * kWarps, merge_scratch);
+  } else {
+    for (long long item = blockIdx.x; item < p.rows * p.splits; item += gridDim.x) {
+      const long long row = item / p.splits;
+      const long long begin = (item % p.splits) * kSlice;
+      const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+      V v[ITEMS];
+      kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
+      if constexpr (PHASE == 0) {
+        const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
+        kvt_warp_stats<T, TPR, VW, ITEMS, MODE>(v, begin, p.cols, shift, p.row_partials + item * kWarps * 4);
+      } else {
+        // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from phase 1.
+        const float* final_row = p.row_final + row * 3;
+        kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, final_row[2],
+                                                                           final_row[0], final_row[1]);
+      }
     }
-    const long long row = item / p.splits;
-    const long long begin = (item % p.splits) * kSlice;
-    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
-    V v[ITEMS];
-    kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
-    if (p.phase == 0) {
-      const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
-      kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, p.row_partials + item * 3, scratch);
-      continue;
-    }
-    // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from phase 1.
-    const float* final_row = p.row_final + row * 3;
-    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp, v, row, begin, final_row[2],
-                                                                       final_row[0], final_row[1]);
   }
 }
 
