@@ -126,7 +126,7 @@ nlohmann::json dispatch(const std::string& dir) {
   const auto binary = store->find_binary(winner->binary_hash);
   if (!binary) throw Error("dispatch: the winner's binary " + winner->binary_hash + " is not in " + cache);
   const auto config = normalize::Config::from_json(nlohmann::json::parse(winner->config_json));
-  auto kernel = detail::LoadedKernel::load(binary->image, binary->lowered_name);
+  auto kernel = detail::LoadedKernel::load(binary->image, binary->lowered_name, normalize::kernel_phases(problem, config));
   const normalize::LaunchArgs launch{a.x, a.y, nullptr, nullptr, nullptr, nullptr, a.rows, a.cols, a.cols, a.eps, 0};
   const int total = 100000, batch = 200;
   for (int warm = 0; warm < 3; ++warm) {

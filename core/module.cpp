@@ -17,22 +17,21 @@ std::string phase_kernel_name(const std::string& phase0, int phase) {
   return phase0.substr(0, at) + "ILi" + std::to_string(phase) + "E" + phase0.substr(at + 5);
 }
 
-LoadedKernel LoadedKernel::load(const std::string& image, const std::string& lowered_name) {
+LoadedKernel LoadedKernel::load(const std::string& image, const std::string& lowered_name, int phases) {
   const Error::Context where{"module", "", lowered_name, "", ""};
+  if (phases < 1 || phases > kMaxPhases || (phases > 1 && phase_kernel_name(lowered_name, 1).empty()))
+    throw Error(where, "cannot load " + std::to_string(phases) + " phases of " + lowered_name +
+                           ": 1 to " + std::to_string(kMaxPhases) +
+                           " phases of a kernel template whose first argument is its phase");
   cudaLibrary_t library = nullptr;
   cuda_check(cudaLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cudaLibraryLoadData", where);
   LoadedKernel loaded;
   loaded.library_ = std::shared_ptr<CUlib_st>(library, [](cudaLibrary_t l) { cudaLibraryUnload(l); });
   cuda_check(cudaLibraryGetKernel(&loaded.kernel_, library, lowered_name.c_str()), "cudaLibraryGetKernel", where);
-  unsigned kernels = 0;
-  cuda_check(cudaLibraryGetKernelCount(&kernels, library), "cudaLibraryGetKernelCount", where);
-  if (kernels < 1 || kernels > unsigned(kMaxPhases) || (kernels > 1 && phase_kernel_name(lowered_name, 1).empty()))
-    throw Error(where, "the binary holds " + std::to_string(kernels) + " kernels, which are not phases 0.." +
-                           std::to_string(kMaxPhases - 1) + " of " + lowered_name);
-  loaded.phase_count_ = static_cast<int>(kernels);
+  loaded.phase_count_ = phases;
   loaded.phase_kernels_[0] = loaded.kernel_;
-  for (int k = 1; k < loaded.phase_count_; ++k)
+  for (int k = 1; k < phases; ++k)
     cuda_check(cudaLibraryGetKernel(&loaded.phase_kernels_[std::size_t(k)], library,
                                     phase_kernel_name(lowered_name, k).c_str()),
                "cudaLibraryGetKernel (a phase)", where);

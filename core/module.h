@@ -23,18 +23,18 @@ struct KernelAttributes {
 /// "_Z<n><name>ILi<phase>E..."). Empty when `phase0` is not of that form.
 std::string phase_kernel_name(const std::string& phase0, int phase);
 
-/// A loaded cubin and one kernel in it, or the phases of one variant: a cubin that holds more than
-/// one kernel holds phases 0 .. n - 1 of one phased kernel template (phase_kernel_name), the binary
-/// naming phase 0; launch_phase(k) runs phase k, each phase with its own registers. Unloads the
-/// library when the last copy goes.
+/// A loaded cubin and one kernel in it, or the phases 0 .. n - 1 of one variant's phased kernel
+/// template (phase_kernel_name; the binary names phase 0, its compile request every phase):
+/// launch_phase(k) runs phase k, each phase with its own registers. Unloads the library when the
+/// last copy goes.
 class LoadedKernel {
  public:
   static constexpr int kMaxPhases = 8;
 
   LoadedKernel() = default;
-  /// Loads `image` and looks up `lowered_name` (and, where the image holds more kernels, its other
-  /// phases); throws kvtune::Error on failure.
-  static LoadedKernel load(const std::string& image, const std::string& lowered_name);
+  /// Loads `image` and looks up `lowered_name` and, for `phases` > 1, phases 1 .. phases - 1 of its
+  /// template; throws kvtune::Error on failure.
+  static LoadedKernel load(const std::string& image, const std::string& lowered_name, int phases = 1);
 
   cudaKernel_t kernel() const { return kernel_; }
   /// Over every phase: the fewest threads a block allows, the most registers, shared memory and stack.

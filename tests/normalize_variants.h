@@ -33,7 +33,7 @@ inline std::vector<detail::LoadedKernel> load_variants(const normalize::Problem&
   for (std::size_t i = 0; i < compiled.size(); ++i) {
     INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
     REQUIRE(compiled[i].status == tuner::Status::ok);
-    kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+    kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases()));
     if (fits(candidates[i], kernels.back(), fingerprint)) kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);
   }
   return kernels;

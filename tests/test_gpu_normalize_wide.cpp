@@ -138,7 +138,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
       for (std::size_t i = 0; i < compiled.size(); ++i) {
         INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
         REQUIRE(compiled[i].status == tuner::Status::ok);
-        kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name));
+        kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases()));
       }
       for (std::int64_t rows : row_counts) {
         p.rows = rows;
@@ -503,7 +503,7 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
         for (std::size_t i = 0; i < chosen.size(); ++i) {
           INFO(candidates[i].label << " " << compiled[i].message);
           REQUIRE(compiled[i].status == tuner::Status::ok);
-          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
           if (!row_fits(kernel, chosen[i])) {  // refused, never run without the guarantee
             normalize::LaunchArgs a{};
             a.rows = k.rows;

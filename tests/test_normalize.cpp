@@ -372,6 +372,16 @@ TEST_CASE("a phased split variant compiles one kernel per phase, found from phas
   CHECK(detail::phase_kernel_name("kvt_normalize", 1).empty());
   CHECK(detail::phase_kernel_name("_Z99x", 1).empty());
   CHECK(detail::phase_kernel_name("_Z3abcILi0EEvv", 12) == "_Z3abcILi12EEvv");
+  // Phases of a kernel that is not phased, or too many: refused before any CUDA call.
+  CHECK_THROWS_WITH(detail::LoadedKernel::load("", "_Z13kvt_normalizeIfLi32EEvPv", 3), Catch::Contains("phases of"));
+  CHECK_THROWS_WITH(detail::LoadedKernel::load("", "_Z3abcILi0EEvv", 9), Catch::Contains("1 to 8 phases"));
+  CHECK_THROWS_WITH(detail::LoadedKernel::load("", "_Z3abcILi0EEvv", 0), Catch::Contains("1 to 8 phases"));
+  // Every variant's request names as many kernels as it has phases.
+  Problem wide = make(DType::f32, NormMode::layernorm, std::int64_t(1) << 20);
+  wide.rows = 64;
+  for (const Config& c : normalize::enumerate(wide))
+    CHECK(normalize::compile_request(wide, c, "sm_90").name_expressions.size() ==
+          std::size_t(normalize::kernel_phases(wide, c)));
 }
 
 TEST_CASE("a compiled variant has a lowered name and a stable hash", "[normalize][nvrtc]") {

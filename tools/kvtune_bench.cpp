@@ -168,7 +168,8 @@ Args bound(const kb::BenchProblem& p, const Slots& s, int slot) {
 // A seed design compiled and loaded outside the Context, launched through the family's launch().
 kvtune::detail::LoadedKernel load_variant(const kvtune::detail::CompileRequest& request, std::size_t dynamic_smem) {
   const auto compiled = kvtune::detail::nvrtc_compile(request);
-  auto kernel = kvtune::detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0));
+  auto kernel = kvtune::detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names.at(0),
+                                                   static_cast<int>(request.name_expressions.size()));
   kernel.allow_dynamic_smem(dynamic_smem);
   return kernel;
 }

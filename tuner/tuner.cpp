@@ -219,7 +219,7 @@ class CompilePipeline {
 Status load_checked(const Candidate& c, const Compiled& compiled, const Options& options, detail::LoadedKernel& kernel,
                     std::string& message) {
   try {
-    kernel = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_name);
+    kernel = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_name, c.phases());
     const auto& attr = kernel.attributes();
     if (static_cast<int>(c.block_threads) > attr.max_threads_per_block) {
       message = fmt::format("{} threads per block, the compiled kernel allows {} ({} registers)", c.block_threads,
@@ -426,7 +426,8 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     std::vector<std::unique_ptr<Bench>> benches;
     for (std::size_t f = 0; f < finalists.size(); ++f) {
       const Compiled& compiled = outcome.compiled[std::size_t(finalists[f])];
-      kernels[f] = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_name);
+      kernels[f] = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_name,
+                                              candidates[std::size_t(finalists[f])].phases());
       kernels[f].allow_dynamic_smem(candidates[std::size_t(finalists[f])].dynamic_smem);
       benches.push_back(
           std::make_unique<Bench>(candidates[std::size_t(finalists[f])], kernels[f], harness, options, stream));

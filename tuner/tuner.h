@@ -34,6 +34,8 @@ struct Candidate {
   int index = -1;
   /// The family's cost model (seconds, for ranking only); 0 when unknown.
   double predicted_seconds = 0;
+  /// The kernels launched as phases of this variant: its request names one per phase.
+  int phases() const { return static_cast<int>(request.name_expressions.size()); }
 };
 
 struct Compiled {

@@ -33,6 +33,7 @@ struct DwConvFamily {
     return dwconv::compile_request(p, c, arch);
   }
   static std::size_t dynamic_smem(const Problem& p, const Config& c) { return dwconv::geometry(p, c, 1).dynamic_smem; }
+  static int kernel_phases(const Problem&, const Config&) { return 1; }
   static std::vector<tuner::Candidate> candidates(const Problem& p, const std::vector<Config>& c,
                                                   const std::string& arch) {
     return dwconv::make_candidates(p, c, arch);

@@ -33,6 +33,7 @@ struct DwConvStatesFamily {
     return dwconv_states::compile_request(p, c, arch);
   }
   static std::size_t dynamic_smem(const Problem&, const Config&) { return 0; }
+  static int kernel_phases(const Problem&, const Config&) { return 1; }
   static std::vector<tuner::Candidate> candidates(const Problem& p, const std::vector<Config>& c,
                                                   const std::string& arch) {
     return dwconv_states::make_candidates(p, c, arch);

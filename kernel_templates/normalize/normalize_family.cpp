@@ -675,6 +675,8 @@ double model_flops(const Problem& p, std::int64_t rows) {
   return 7.0 * double(rows) * double(p.cols) + 2.0 * (p.gamma + p.beta) * double(rows) * double(p.cols);
 }
 
+int kernel_phases(const Problem& p, const Config& c) { return c.splits != 1 && !p.backward && !c.cooperative ? 3 : 1; }
+
 detail::CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
   detail::CompileRequest r;
   r.program_name = "normalize.cu";
@@ -694,8 +696,8 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
       r.name_expressions = {fmt::format("kvt_normalize_split_coop<{}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
                                         c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p),
                                         stats_bits(p), residual_argument(p))};
-    else  // one kernel per phase, each with its own registers; LoadedKernel finds phases 1 and 2
-      for (int phase = 0; phase < 3; ++phase)
+    else  // one kernel per phase, each with its own registers
+      for (int phase = 0; phase < kernel_phases(p, c); ++phase)
         r.name_expressions.push_back(fmt::format("kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}, {}{}>", phase,
                                                  kernel_type(p.dtype), c.threads_per_row, ve, c.items,
                                                  mode_index(p.mode), affine_bits(p), stats_bits(p),

@@ -180,6 +180,9 @@ double predicted_seconds(const Problem& problem, const Config& config, int sm_co
 
 /// The NVRTC request that compiles `config` for `problem` on `arch` ("sm_90").
 detail::CompileRequest compile_request(const Problem& problem, const Config& config, const std::string& arch);
+/// The kernels of `config`'s binary, launched one after another as phases (LoadedKernel::load): 3 for
+/// the phased split-row forward (normalize_split.cuh), else 1. compile_request names one per phase.
+int kernel_phases(const Problem& problem, const Config& config);
 /// The float64 reference kernel and the comparison kernel, in one request.
 detail::CompileRequest reference_request(const Problem& problem, const std::string& arch);
 /// Hash of the template sources and this description's version: part of every cache key.

@@ -34,6 +34,7 @@ struct NormalizeFamily {
   static std::size_t dynamic_smem(const Problem& p, const Config& c) {
     return normalize::geometry(p, c, 1).dynamic_smem;
   }
+  static int kernel_phases(const Problem& p, const Config& c) { return normalize::kernel_phases(p, c); }
   static std::vector<tuner::Candidate> candidates(const Problem& p, const std::vector<Config>& c,
                                                   const std::string& arch) {
     return normalize::make_candidates(p, c, arch);

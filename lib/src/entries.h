@@ -23,7 +23,7 @@ std::shared_ptr<Entry<F>> make_entry(const typename F::Problem& problem, const t
   auto entry = std::make_shared<Entry<F>>();
   entry->config = config;
   entry->origin = origin;
-  entry->kernel = LoadedKernel::load(image, lowered_name);
+  entry->kernel = LoadedKernel::load(image, lowered_name, F::kernel_phases(problem, config));
   entry->kernel.allow_dynamic_smem(F::dynamic_smem(problem, config));
   return entry;
 }
