@@ -136,11 +136,34 @@ __device__ __forceinline__ void kvt_stage_wait_previous() {
 #endif
 }
 
+// Whole vectors read or written once (STREAM: the split-row output phase's x and y) go with the
+// evict-first hint (ld/st.global.cs), so that streaming a plane through L2 does not push out what
+// every row re-reads there (gamma and beta: 16 MB for 2^22 bf16 columns).
 template <class T, int VW>
+__device__ __forceinline__ Vec<T, VW> kvt_load_cs(const T* p) {
+  using V = Vec<T, VW>;
+  V v;
+  if constexpr (sizeof(V) == 16) *reinterpret_cast<int4*>(&v) = __ldcs(reinterpret_cast<const int4*>(p));
+  else if constexpr (sizeof(V) == 8) *reinterpret_cast<int2*>(&v) = __ldcs(reinterpret_cast<const int2*>(p));
+  else if constexpr (sizeof(V) == 4) *reinterpret_cast<int*>(&v) = __ldcs(reinterpret_cast<const int*>(p));
+  else v = *reinterpret_cast<const V*>(p);
+  return v;
+}
+template <class T, int VW>
+__device__ __forceinline__ void kvt_store_cs(T* p, const Vec<T, VW>& v) {
+  using V = Vec<T, VW>;
+  if constexpr (sizeof(V) == 16) __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+  else if constexpr (sizeof(V) == 8) __stcs(reinterpret_cast<int2*>(p), *reinterpret_cast<const int2*>(&v));
+  else if constexpr (sizeof(V) == 4) __stcs(reinterpret_cast<int*>(p), *reinterpret_cast<const int*>(&v));
+  else *reinterpret_cast<V*>(p) = v;
+}
+
+template <class T, int VW, bool STREAM = false>
 __device__ __forceinline__ Vec<T, VW> load_masked(const T* row, long long j, long long cols) {
   Vec<T, VW> v;
   if (j + VW <= cols) {
-    v = *reinterpret_cast<const Vec<T, VW>*>(row + j);
+    if constexpr (STREAM) v = kvt_load_cs<T, VW>(row + j);
+    else v = *reinterpret_cast<const Vec<T, VW>*>(row + j);
   } else {
 #pragma unroll
     for (int k = 0; k < VW; ++k) v.v[k] = (j + k < cols) ? row[j + k] : kvt_from_float<T>(0.f);
@@ -157,10 +180,11 @@ __device__ __forceinline__ Vec<T, VW> kvt_add(const Vec<T, VW>& a, const Vec<T, 
   return s;
 }
 
-template <class T, int VW>
+template <class T, int VW, bool STREAM = false>
 __device__ __forceinline__ void store_masked(T* row, long long j, long long cols, const Vec<T, VW>& v) {
   if (j + VW <= cols) {
-    *reinterpret_cast<Vec<T, VW>*>(row + j) = v;
+    if constexpr (STREAM) kvt_store_cs<T, VW>(row + j, v);
+    else *reinterpret_cast<Vec<T, VW>*>(row + j) = v;
   } else {
 #pragma unroll
     for (int k = 0; k < VW; ++k)

@@ -256,18 +256,18 @@ __device__ __forceinline__ float kvt_first_input(const KvtNormalizeParams& p, co
 }
 
 // One slice of a row's input into registers: x (`x` is the row's start), plus the residual's slice
-// when RES != 0.
-template <class T, int TPR, int VW, int ITEMS, int RES>
+// when RES != 0; STREAM: their last read (load_masked).
+template <class T, int TPR, int VW, int ITEMS, int RES, bool STREAM = false>
 __device__ __forceinline__ void kvt_load_slice(const KvtNormalizeParams& p, const KvtResidualParams& rp, const T* x,
                                                long long row, long long begin, Vec<T, VW> (&v)[ITEMS]) {
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i)
-    v[i] = load_masked<T, VW>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
+    v[i] = load_masked<T, VW, STREAM>(x, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols);
   if constexpr (RES != 0) {
     const T* r = static_cast<const T*>(rp.residual) + row * rp.ld_r;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      v[i] = kvt_add(v[i], load_masked<T, VW>(r, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols));
+      v[i] = kvt_add(v[i], load_masked<T, VW, STREAM>(r, begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW, p.cols));
   }
 }
 
@@ -285,7 +285,7 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
   for (int i = 0; i < ITEMS; ++i) {
     const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
     if (j >= p.cols) continue;
-    if constexpr (RES == 2) store_masked<T, VW>(static_cast<T*>(rp.residual_out) + row * rp.ld_s, j, p.cols, v[i]);
+    if constexpr (RES == 2) store_masked<T, VW, true>(static_cast<T*>(rp.residual_out) + row * rp.ld_s, j, p.cols, v[i]);
     V g, b, out;
     if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
     if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
@@ -296,7 +296,7 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
       if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
       out.v[k] = kvt_from_float<T>(r);
     }
-    store_masked<T, VW>(y, j, p.cols, out);
+    store_masked<T, VW, true>(y, j, p.cols, out);
   }
   if (begin == 0 && threadIdx.x == 0) {
     if constexpr ((STATS_OUT & 1) != 0) p.mean[row] = shift + mean;
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
       const long long begin = (item % p.splits) * kSlice;
       const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
       V v[ITEMS];
-      kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
+      kvt_load_slice<T, TPR, VW, ITEMS, RES, PHASE == 2>(p, rp, x, row, begin, v);
       if constexpr (PHASE == 0) {
         const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
         kvt_warp_stats<T, TPR, VW, ITEMS, MODE>(v, begin, p.cols, shift, p.row_partials + item * kWarps * 4);
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     float* partials = p.row_partials + row * p.splits * 3;
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     V v[ITEMS];
-    kvt_load_slice<T, TPR, VW, ITEMS, RES>(p, rp, x, row, begin, v);
+    kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
     // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
     const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);

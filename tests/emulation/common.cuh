@@ -101,6 +101,8 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
 template <class T> T __ldcg(const T* p) { return *p; }
+template <class T> T __ldcs(const T* p) { return *p; }
+template <class T> void __stcs(T* p, T v) { *p = v; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline float atomicAdd(float* p, float v) {
   float old, sum;
