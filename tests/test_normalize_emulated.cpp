@@ -74,11 +74,11 @@ Problem forward_problem(NormMode mode, std::int64_t cols, std::int64_t rows, boo
 enum class Where { apart, over_x, over_r };  // where residual_out (s) goes
 
 // The phase kernels of one kvt_normalize_split instantiation, by phase (as LoadedKernel::launch_phase).
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES>
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES, int LOOP = 0>
 void split_phase(int phase, const KvtNormalizeParams p, const KvtResidualParams rp) {
-  if (phase == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
-  if (phase == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
-  if (phase == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(p, rp);
+  if (phase == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES, LOOP>(p, rp);
+  if (phase == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES, LOOP>(p, rp);
+  if (phase == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES, LOOP>(p, rp);
 }
 
 // One forward call of `kernel` (a kvt_normalize instantiation, or split_phase's, matching
@@ -125,6 +125,7 @@ void check_forward(Kernel kernel, const Problem& p, const Config& config, Where 
     params.row_partials = workspace.data();
     params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
     params.splits = config.splits;
+    params.row_loop = config.row_loop;
     for (int i = 0; i < g.phase_count; ++i)
       emulate(g.phase_grid[i], g.block, [&] { kernel(g.phases[i], params, residual); });
   }
@@ -308,6 +309,11 @@ TEST_CASE("emulated: the fused residual add on rows split across blocks", "[norm
   const Config t = normalize::split_rows::make(tail, 256, 16, 4, 1, false);
   REQUIRE(t.splits == 3);
   check_forward(&split_phase<float, 256, 4, 4, 1, 3, 3, 1>, tail, t, Where::apart);
+  // The output phase's row loop (gamma / beta loaded once for 4 rows): 9 rows, the last group one row.
+  const Problem looped = forward_problem(NormMode::layernorm, 40000, 9, true, true);
+  const Config l = normalize::split_rows::make(looped, 256, 16, 4, 4, false);
+  REQUIRE(normalize::geometry(looped, l, 9).phase_grid[2] == 3 * 10);
+  check_forward(&split_phase<float, 256, 4, 4, 1, 3, 3, 2, 1>, looped, l, Where::over_x);
   const Problem rms = forward_problem(NormMode::rmsnorm, 20000, 2, false, false);
   check_forward(&split_phase<float, 128, 4, 8, 2, 0, 2, 1>, rms, normalize::split_rows::make(rms, 128, 16, 8, 1, false),
                 Where::apart);

@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "normalize.cu"
 
 namespace {
+
+int g_persistent = 0;  // PROBE_PERSISTENT
 
 template <class T>
 __global__ void fill(T* p, long long n, unsigned seed, float offset) {
@@ -41,7 +44,7 @@ float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE>
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int LOOP = 0>
 void run_case(const char* name, long long rows, long long cols) {
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   const long long splits = (cols + kSlice - 1) / kSlice;
@@ -72,8 +75,19 @@ void run_case(const char* name, long long rows, long long cols) {
   p.row_partials = partials;
   p.row_final = finals;
   p.splits = splits;
+  p.row_loop = LOOP != 0 ? 4 : 1;  // LOOP: the output phase takes 4 rows a block (config `loop=4`)
   const std::vector<int> phases = {0, 1, 2};
 
+  // PROBE_PERSISTENT=k: phases 0 and 2 launch k x (the blocks the GPU holds at once) and loop over
+  // the (row, slice) items; unset or 0: one block per item (the library's grid).
+  unsigned resident[2] = {0, 0};
+  {
+    int sms = 0, per_sm0 = 0, per_sm2 = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm0, kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0, LOOP>, TPR, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm2, kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0, LOOP>, TPR, 0);
+    resident[0] = unsigned(sms * per_sm0), resident[1] = unsigned(sms * per_sm2);
+  }
   cudaEvent_t ev[4];
   for (auto& e : ev) check(cudaEventCreate(&e), "cudaEventCreate");
   std::vector<std::vector<float>> times(phases.size());
@@ -84,10 +98,12 @@ void run_case(const char* name, long long rows, long long cols) {
     p.y = y[r % 2];
     cudaEventRecord(ev[0]);
     for (std::size_t i = 0; i < phases.size(); ++i) {
-      const unsigned grid = (unsigned)(phases[i] == 1 ? rows : rows * splits);
-      if (phases[i] == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
-      if (phases[i] == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
-      if (phases[i] == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0><<<grid, TPR>>>(p, KvtResidualParams{});
+      unsigned grid = (unsigned)(phases[i] == 1 ? rows : phases[i] == 2 ? (rows + p.row_loop - 1) / p.row_loop * splits
+                                                                       : rows * splits);
+      if (phases[i] != 1 && g_persistent > 0) grid = std::min<unsigned>(grid, resident[phases[i] / 2] * g_persistent);
+      if (phases[i] == 0) kvt_normalize_split<0, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0, LOOP><<<grid, TPR>>>(p, KvtResidualParams{});
+      if (phases[i] == 1) kvt_normalize_split<1, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0, LOOP><<<grid, TPR>>>(p, KvtResidualParams{});
+      if (phases[i] == 2) kvt_normalize_split<2, T, TPR, VW, ITEMS, MODE, AFFINE, 0, 0, LOOP><<<grid, TPR>>>(p, KvtResidualParams{});
       cudaEventRecord(ev[i + 1]);
     }
     check(cudaEventSynchronize(ev[phases.size()]), "round");
@@ -104,7 +120,8 @@ void run_case(const char* name, long long rows, long long cols) {
   check(cudaGetLastError(), "launch");
   const double plane = double(n) * sizeof(T);
   const double affine_bytes = double(cols) * sizeof(T) * (((AFFINE & 1) ? 1 : 0) + ((AFFINE & 2) ? 1 : 0));
-  std::printf("%-44s tpr=%d items=%d slice=%lld splits=%lld\n", name, TPR, ITEMS, kSlice, splits);
+  std::printf("%-44s tpr=%d items=%d slice=%lld splits=%lld loop=%d resident=%u/%u persistent=%d\n", name, TPR, ITEMS,
+              kSlice, splits, p.row_loop, resident[0], resident[1], g_persistent);
   for (std::size_t i = 0; i < phases.size(); ++i) {
     const float us = median(times[i]);
     const double bytes = phases[i] == 0 ? plane : phases[i] == 2 ? 2 * plane + affine_bytes : 0;
@@ -123,6 +140,7 @@ void run_case(const char* name, long long rows, long long cols) {
 }  // namespace
 
 int main() {
+  if (const char* v = std::getenv("PROBE_PERSISTENT")) g_persistent = std::atoi(v);
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -139,5 +157,13 @@ int main() {
   run_case<kvt_bf16, 512, 8, 2, 1, 3>("256 x 2^20 layernorm bf16", 256, 1LL << 20);
   run_case<float, 256, 4, 4, 1, 3>("128 x 2^20 layernorm f32 (winner)", 128, 1LL << 20);
   run_case<float, 1024, 4, 4, 2, 1>("8 x 2^22 rmsnorm f32 (winner)", 8, 1LL << 22);
+  // The output phase's row loop (gamma / beta loaded once for 4 rows).
+  run_case<kvt_bf16, 256, 8, 4, 1, 3, 1>("64 x 2^22 layernorm bf16, loop 4", 64, 1LL << 22);
+  run_case<kvt_bf16, 512, 8, 2, 1, 3, 1>("64 x 2^22 layernorm bf16, loop 4", 64, 1LL << 22);
+  run_case<kvt_bf16, 256, 8, 4, 2, 1, 1>("256 x 2^20 rmsnorm bf16, loop 4", 256, 1LL << 20);
+  run_case<kvt_bf16, 512, 8, 2, 2, 1, 1>("256 x 2^20 rmsnorm bf16, loop 4", 256, 1LL << 20);
+  run_case<float, 256, 4, 4, 1, 3, 1>("128 x 2^20 layernorm f32, loop 4", 128, 1LL << 20);
+  run_case<float, 1024, 4, 4, 2, 1, 1>("8 x 2^22 rmsnorm f32, loop 4", 8, 1LL << 22);
+  run_case<float, 512, 4, 4, 2, 1, 1>("8 x 2^22 rmsnorm f32, loop 4", 8, 1LL << 22);
   return 0;
 }

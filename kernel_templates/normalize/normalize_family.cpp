@@ -698,10 +698,10 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         stats_bits(p), residual_argument(p))};
     else  // one kernel per phase, each with its own registers
       for (int phase = 0; phase < kernel_phases(p, c); ++phase)
-        r.name_expressions.push_back(fmt::format("kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}, {}{}>", phase,
-                                                 kernel_type(p.dtype), c.threads_per_row, ve, c.items,
-                                                 mode_index(p.mode), affine_bits(p), stats_bits(p),
-                                                 residual_argument(p)));
+        r.name_expressions.push_back(fmt::format(
+            "kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}, {}{}>", phase, kernel_type(p.dtype), c.threads_per_row, ve,
+            c.items, mode_index(p.mode), affine_bits(p), stats_bits(p),
+            c.row_loop > 1 ? fmt::format(", {}, 1", p.residual ? (p.residual_out ? 2 : 1) : 0) : residual_argument(p)));
     return r;
   }
   if (p.backward) {

@@ -22,9 +22,11 @@ int item_bytes_limit(const Problem& p, bool prune) {
   const int limit = prune ? kMaxItemBytes / 2 : kMaxItemBytes;
   return p.backward ? limit / 2 : limit;
 }
-// The longest row loop worth trying: 1 without dgamma/dbeta, else the first power of 4 that covers
-// every row (one group).
+// The longest row loop worth trying: the forward's 4 with gamma or beta (its output phase shares
+// them between rows), else 1 without dgamma/dbeta, else the first power of 4 that covers every row
+// (one group).
 std::int64_t row_loop_limit(const Problem& p) {
+  if (!p.backward) return p.gamma || p.beta ? 4 : 1;
   if (grads(p) == 0) return 1;
   std::int64_t loop = 1;
   while (loop < p.rows && loop < (std::int64_t(1) << 30)) loop *= 4;
@@ -70,7 +72,7 @@ Config make(const Problem& p, int threads, int vector_bytes, int items, int row_
   c.items = items;
   c.keep = Keep::registers;
   c.stat = Stat::two_pass;
-  c.row_loop = p.backward ? row_loop : 1;
+  c.row_loop = row_loop;
   c.recompute = p.backward && recompute;
   c.splits = static_cast<int>(std::min<std::int64_t>(splits_for(p, c), 1 << 30));
   return c;
@@ -93,15 +95,14 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.items < 1 || std::int64_t{c.items} * c.vector_bytes > item_bytes_limit(p, prune))
     return fail("split rows: slice too large for registers");
   if (c.splits != splits_for(p, c)) return fail("split rows: splits must be the slices a row needs");
-  if (!p.backward && (c.row_loop != 1 || c.recompute)) return fail("row loop and recompute are backward fields");
+  if (!p.backward && c.recompute) return fail("recompute is a backward field");
+  if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
+  if (!p.backward && c.row_loop > 1 && c.cooperative) return fail("the cooperative one-pass form has no row loop");
   if (c.row_chunk < 0 || (p.backward && c.row_chunk != 0)) return fail("row chunks: forward only, at least 0");
   if (c.cooperative && p.backward) return fail("the cooperative one-pass form: forward only");
   if (c.cooperative && c.row_chunk != 0)
     return fail("the cooperative one-pass form reads x once: no row chunks (they exist for the re-read)");
-  if (p.backward) {
-    if (!is_pow2(c.row_loop) || c.row_loop > (1 << 30)) return fail("row loop: power of two");
-    if (!p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
-  }
+  if (p.backward && !p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
   if (!prune) return true;
   if (p.cols * elem < kMinRowBytes) return fail("split rows only for rows of 64 KiB and more");
   if (c.threads_per_row < 128) return fail("split rows: at least 128 threads per slice");
@@ -112,6 +113,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   // A row's slices must all be co-resident: the launch checks the device; this drops what few GPUs hold.
   if (c.cooperative && std::int64_t{c.splits} * c.threads_per_row > kMaxCoopThreads)
     return fail("cooperative: a row's slices exceed 2^17 threads (half of an H100 at full occupancy)");
+  // The forward's output phase: a row loop of 4 shares gamma / beta between rows.
+  if (!p.backward && c.row_loop != 1 && (c.row_loop != 4 || !(p.gamma || p.beta) || p.rows < 8))
+    return fail("split rows: the output phase's row loop is 4, with gamma or beta and 8 rows or more");
   if (p.backward) {
     if (grads(p) == 0 && c.row_loop != 1) return fail("split rows: a row loop only for dgamma/dbeta");
     if (grads(p) > 0) {
@@ -143,7 +147,7 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             if (p.backward) continue;
             Config one_pass = c;  // the cooperative one-pass form of the same slices
             one_pass.cooperative = true;
-            if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
+            if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
               if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
@@ -211,7 +215,7 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     g.direct = false;
     add(0, grid(rows * splits));
     add(1, grid(rows));
-    add(2, grid(rows * splits));
+    add(2, grid(ceil_div(rows, c.row_loop) * splits));
     g.stat_final_offset = align256(partials * std::size_t(c.threads_per_row / 32) * 4);
     g.workspace_bytes = align256(g.stat_final_offset + 3 * finals);
     g.grid = g.phase_grid[0];
@@ -291,6 +295,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double chunks = c.row_chunk == 0 ? 1.0 : std::ceil(double(p.rows) / double(c.row_chunk));
   const double reread = plane / chunks <= kL2Bytes ? 0.2 : 1.0;
   double bytes = p.backward ? plane * (3 + 2 * reread + (c.recompute ? reread : 0)) : plane * (2 + reread);
+  // The forward's output phase reads gamma / beta once per row loop, mostly from L2 (about half the
+  // cost of DRAM bytes: H200, 64 x 2^22 bf16, bench/NOTES.md 2026-11-29).
+  if (!p.backward) bytes += 0.5 * double(p.gamma + p.beta) * double(p.rows) / c.row_loop * double(p.cols) * elem;
   bytes += double(grads(p)) * double(g.grad_groups > 1 ? g.grad_groups : 0) * double(p.cols) * 8;
   const double blocks = double(p.rows) * double(c.splits);
   const double per_sm = std::max(1, std::min(16, 2048 / c.threads_per_row));

@@ -18,7 +18,9 @@
 //                                     scale and shift as floats into p.row_final[row]
 //                                  2: each slice reads its row's three floats (every slice bitwise
 //                                     the same mean and scale), re-reads its slice of x and writes
-//                                     y (and mean / rstd)
+//                                     y (and mean / rstd); x and y with the evict-first hint, so
+//                                     that gamma / beta stay in L2. With a row loop (LOOP), a block
+//                                     takes one slice of p.row_loop rows, gamma / beta loaded once.
 //   kvt_normalize_backward_split   0, 1: the statistics as above (recompute only)
 //                                  2, 3: each slice's sums of g, g * xhat and (saved mean) x - mean,
 //                                     then (p.direct == 0) merged per row
@@ -273,10 +275,13 @@ __device__ __forceinline__ void kvt_load_slice(const KvtNormalizeParams& p, cons
 
 // The output of one slice from its row's merged statistics (phase 2 and the cooperative kernel):
 // y (and, RES == 2, residual_out) from the kept vectors, and the row's mean / rstd from its first slice.
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+// HELD: gamma / beta of the slice come from g / b, loaded once for a block's rows (kvt_load_affine);
+// else each output loads them.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0, bool HELD = false>
 __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, const KvtResidualParams& rp,
                                                  const Vec<T, VW> (&v)[ITEMS], long long row, long long begin,
-                                                 float shift, float mean, float scale) {
+                                                 float shift, float mean, float scale,
+                                                 const Vec<T, VW>* held_g = nullptr, const Vec<T, VW>* held_b = nullptr) {
   using V = Vec<T, VW>;
   T* y = static_cast<T*>(p.y) + row * p.ld_y;
   const T* gamma = static_cast<const T*>(p.gamma);
@@ -287,8 +292,8 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
     if (j >= p.cols) continue;
     if constexpr (RES == 2) store_masked<T, VW, true>(static_cast<T*>(rp.residual_out) + row * rp.ld_s, j, p.cols, v[i]);
     V g, b, out;
-    if constexpr ((AFFINE & 1) != 0) g = load_masked<T, VW>(gamma, j, p.cols);
-    if constexpr ((AFFINE & 2) != 0) b = load_masked<T, VW>(beta, j, p.cols);
+    if constexpr ((AFFINE & 1) != 0) g = HELD ? held_g[i] : load_masked<T, VW>(gamma, j, p.cols);
+    if constexpr ((AFFINE & 2) != 0) b = HELD ? held_b[i] : load_masked<T, VW>(beta, j, p.cols);
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
       float r = ((kvt_to_float(v[i].v[k]) - shift) - mean) * scale;
@@ -304,7 +309,11 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
   }
 }
 
-template <int PHASE, class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+// LOOP (the output phase of config `loop=N`): each block takes one slice of p.row_loop rows in turn,
+// gamma and beta loaded once for them: every row re-reads the whole of gamma / beta otherwise (16 MB
+// a row for 2^22 bf16 columns, as many bytes as x's row).
+template <int PHASE, class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0,
+          int LOOP = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
@@ -313,6 +322,27 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
     __shared__ KvtMerge merge_scratch[kWarps];
     for (long long row = blockIdx.x; row < p.rows; row += gridDim.x)
       kvt_merge_row_scale<MODE>(p, row, p.splits * kWarps, merge_scratch);
+  } else if constexpr (PHASE == 2 && LOOP != 0) {
+    const long long groups = (p.rows + p.row_loop - 1) / p.row_loop;
+    for (long long item = blockIdx.x; item < groups * p.splits; item += gridDim.x) {
+      const long long first = (item / p.splits) * p.row_loop;
+      const long long last = first + p.row_loop < p.rows ? first + p.row_loop : p.rows;
+      const long long begin = (item % p.splits) * kSlice;
+      V g[ITEMS], b[ITEMS];
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
+        if constexpr ((AFFINE & 1) != 0) g[i] = load_masked<T, VW>(static_cast<const T*>(p.gamma), j, p.cols);
+        if constexpr ((AFFINE & 2) != 0) b[i] = load_masked<T, VW>(static_cast<const T*>(p.beta), j, p.cols);
+      }
+      for (long long row = first; row < last; ++row) {
+        V v[ITEMS];
+        kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, static_cast<const T*>(p.x) + row * p.ld_x, row, begin, v);
+        const float* final_row = p.row_final + row * 3;
+        kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES, true>(p, rp, v, row, begin, final_row[2],
+                                                                                 final_row[0], final_row[1], g, b);
+      }
+    }
   } else {
     for (long long item = blockIdx.x; item < p.rows * p.splits; item += gridDim.x) {
       const long long row = item / p.splits;

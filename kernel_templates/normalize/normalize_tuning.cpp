@@ -482,6 +482,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.row_partials = reinterpret_cast<float*>(base);
   params.row_final = reinterpret_cast<float*>(base + g.stat_final_offset);
   params.splits = config.splits;
+  params.row_loop = config.row_loop;
   if (g.cooperative) return launch_cooperative(kernel, config, g, params, residual, stream);
   // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
   const std::size_t elem = std::size_t(problem.element_bytes());
