@@ -127,7 +127,7 @@ void check_forward(Kernel kernel, const Problem& p, const Config& config, Where 
     params.splits = config.splits;
     params.row_loop = config.row_loop;
     for (int i = 0; i < g.phase_count; ++i)
-      emulate(g.phase_grid[i], g.phase_block[i], [&] { kernel(g.phases[i], params, residual); });
+      emulate(g.phase_grid[i], g.block, [&] { kernel(g.phases[i], params, residual); });
   }
   const auto ref = normalize::reference(widened(s_expected), rows, cols, cols, p.mode, 1e-5, params.ddof,
                                         p.gamma ? widened(gamma) : std::vector<double>{},

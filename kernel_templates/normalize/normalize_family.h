@@ -150,7 +150,6 @@ struct Geometry {
   int phase_count = 0;           // phases launched, in order (normalize_split.cuh); 0: one launch
   int phases[6] = {};
   unsigned phase_grid[6] = {};
-  unsigned phase_block[6] = {};      // threads a block of each phase (the forward's merge: 1024; else block)
   bool direct = true;                // backward: the output phases merge the partials themselves (the forward: false)
   std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
   bool cooperative = false;          // one cooperative launch; grid is its upper bound (the launch takes

@@ -188,10 +188,9 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
   const auto grid = [](std::int64_t blocks) { return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxGrid)); };
   g.direct = splits <= kDirectSplits;
   g.phase_count = 0;
-  const auto add = [&g](int phase, unsigned blocks, unsigned threads = 0) {
+  const auto add = [&g](int phase, unsigned blocks) {
     g.phases[g.phase_count] = phase;
     g.phase_grid[g.phase_count] = blocks;
-    g.phase_block[g.phase_count] = threads == 0 ? g.block : threads;
     ++g.phase_count;
   };
   // Forward rows in chunks: every phase runs over one chunk, then the next (the workspace holds one).
@@ -215,7 +214,7 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     // Phase 0 writes one partial of 4 floats per warp of each slice (normalize_split.cuh).
     g.direct = false;
     add(0, grid(rows * splits));
-    add(1, grid(rows), kMergeThreads);  // a row's partials (splits x warps) merged by 1024 threads
+    add(1, grid(rows));
     add(2, grid(ceil_div(rows, c.row_loop) * splits));
     g.stat_final_offset = align256(partials * std::size_t(c.threads_per_row / 32) * 4);
     g.workspace_bytes = align256(g.stat_final_offset + 3 * finals);

@@ -103,7 +103,6 @@ template <bool CHAN, int K>
 __device__ __forceinline__ KvtMerge kvt_merge_block_all(const float* src, long long count, long long slice,
                                                         long long cols, KvtMerge* scratch) {
   KvtMerge m = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll 4
   for (long long i = threadIdx.x; i < count; i += blockDim.x) kvt_merge<CHAN>(m, kvt_partial<K>(src, i, slice, cols));
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -313,18 +312,14 @@ __device__ __forceinline__ void kvt_split_output(const KvtNormalizeParams& p, co
 // LOOP (the output phase of config `loop=N`): each block takes one slice of p.row_loop rows in turn,
 // gamma and beta loaded once for them: every row re-reads the whole of gamma / beta otherwise (16 MB
 // a row for 2^22 bf16 columns, as many bytes as x's row).
-// Phase 1 runs kKvtMergeThreads threads a block (split_rows::kMergeThreads on the host).
-constexpr int kKvtMergeThreads = 1024;
-
 template <int PHASE, class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0,
           int LOOP = 0>
-__global__ void __launch_bounds__(PHASE == 1 ? kKvtMergeThreads : TPR)
-    kvt_normalize_split(const KvtNormalizeParams p, const KvtResidualParams rp) {
+__global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   constexpr int kWarps = TPR / 32;
   if constexpr (PHASE == 1) {
-    __shared__ KvtMerge merge_scratch[kKvtMergeThreads / 32];
+    __shared__ KvtMerge merge_scratch[kWarps];
     for (long long row = blockIdx.x; row < p.rows; row += gridDim.x)
       kvt_merge_row_scale<MODE>(p, row, p.splits * kWarps, merge_scratch);
   } else if constexpr (PHASE == 2 && LOOP != 0) {

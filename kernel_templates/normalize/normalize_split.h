@@ -17,9 +17,6 @@ constexpr std::int64_t kMinRowBytes = 64 * 1024;
 /// Backward: at most this many slices per row are merged by each output block itself; more get a
 /// merge phase. The forward always has its merge phase (normalize_split.cuh).
 constexpr std::int64_t kDirectSplits = 32;
-/// Threads of a block of the forward's merge phase (kKvtMergeThreads in normalize_split.cuh): a row
-/// of 2^22 bf16 columns has 4096 partials, merged 4 a thread (1 block a row: few rows, few blocks).
-constexpr unsigned kMergeThreads = 1024;
 
 /// Elements per slice of a split config.
 std::int64_t slice_elements(const Problem& p, const Config& c);

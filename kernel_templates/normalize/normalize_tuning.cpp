@@ -497,8 +497,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
     params.rstd = a.rstd == nullptr ? nullptr : a.rstd + first;
     params.rows = std::min<std::int64_t>(g.row_chunk, a.rows - first);
     for (int i = 0; i < g.phase_count; ++i) {
-      const cudaError_t s =
-          kernel.launch_phase(g.phases[i], dim3(g.phase_grid[i]), dim3(g.phase_block[i]), 0, stream, params, residual);
+      const cudaError_t s = kernel.launch_phase(g.phases[i], dim3(g.phase_grid[i]), dim3(g.block), 0, stream, params, residual);
       if (s != cudaSuccess) return s;
     }
   }
