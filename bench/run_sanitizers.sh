@@ -11,7 +11,9 @@
 # every dtype x mode x optional tensor of normalize, every direction x layout of dwconv) is the
 # memcheck sweep; bench/sanitize/changed-shapes.json (make_changed_shapes.py: 77 distinct problems, 5,112
 # variants) covers the kernels added after it (residual add, normalize backward, split rows, fused
-# activations, seq_idx, states, decode). On an H200 (2026-11-29) memcheck took 487 s over it and
+# activations, seq_idx, states, decode); bench/sanitize/split-phases-shapes.json (3 problems) the
+# split-row forward as one kernel per phase (2026-11-29: per-warp statistics, the output phase's row
+# loop, evict-first x and y). On an H200 (2026-11-29) memcheck took 487 s over it and
 # racecheck 18-60 s a normalize-backward problem (three tools sharing the GPU): give each tool its own call, over sub-lists when
 # a call has a time limit. Run the tools one at a time: run as three processes side by side, one
 # synccheck process stopped once on an illegal address that five reruns did not reproduce
