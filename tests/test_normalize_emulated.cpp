@@ -304,7 +304,7 @@ TEST_CASE("emulated: the fused residual add on rows split across blocks", "[norm
     check_forward(&split_phase<float, 256, 4, 4, 1, 3, 3, 2>, p, c, w);
   }
   // 2 x 4096 + 100 columns: the last slice's 100 columns lie in its first warp, so its other seven
-  // warps have count 0, which the merge must skip.
+  // warps write partials of count 0, which the merge must skip.
   const Problem tail = forward_problem(NormMode::layernorm, 8292, 3, true, false);
   const Config t = normalize::split_rows::make(tail, 256, 16, 4, 1, false);
   REQUIRE(t.splits == 3);

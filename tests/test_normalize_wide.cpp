@@ -264,8 +264,8 @@ TEST_CASE("split rows: phases and workspace arrays laid out without overlap", "[
         const std::int64_t chunk = g.row_chunk;
         const std::size_t partials = std::size_t(chunk) * std::size_t(h.splits) * 4;
         std::vector<std::pair<std::size_t, std::size_t>> arrays;
-        if (!bwd) {  // each slice's statistics, the row's shift and the slice's column count
-          arrays.push_back({0, 4 * partials});
+        if (!bwd) {  // each warp's statistics of its part of a slice, the row's shift and a count
+          arrays.push_back({0, 4 * partials * std::size_t(h.threads_per_row / 32)});
           if (!g.direct) arrays.push_back({g.stat_final_offset, 3 * std::size_t(chunk) * 4});
         } else {
           arrays.push_back({0, 2 * partials});  // recompute: the statistics

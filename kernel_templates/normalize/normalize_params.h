@@ -17,8 +17,8 @@ struct KvtNormalizeParams {
   int ddof;
   // Split rows (normalize_split.cuh; zero for the one-block kernel): each row is `splits` slices,
   // processed in phases, one kernel each.
-  float* row_partials;  // [rows][splits][4] (phased; cooperative: [3]) statistics of each slice, the
-                        // row's shift (and the slice's column count)
+  float* row_partials;  // phased: [rows][splits][warps][4] statistics of each warp's part of a slice;
+                        // cooperative: [rows][splits][3] of each slice (both with the row's shift)
   float* row_final;     // [rows][3] the row's mean (relative to the shift), scale and shift (phase 1)
   long long splits;
   int row_loop;  // the phased output's rows per block (config `loop`; 1 otherwise)

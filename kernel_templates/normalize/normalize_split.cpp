@@ -211,12 +211,12 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     // The forward's phase 1 always runs: it leaves each row's mean, scale and shift as floats, so
     // the output phase holds no float64 merge state next to its slice (fewer registers, more
     // blocks an SM; bench/NOTES.md, 2026-11-29).
-    // Phase 0 writes one partial of 4 floats a slice (normalize_split.cuh).
+    // Phase 0 writes one partial of 4 floats per warp of each slice (normalize_split.cuh).
     g.direct = false;
     add(0, grid(rows * splits));
     add(1, grid(rows));
     add(2, grid(ceil_div(rows, c.row_loop) * splits));
-    g.stat_final_offset = align256(4 * partials);
+    g.stat_final_offset = align256(partials * std::size_t(c.threads_per_row / 32) * 4);
     g.workspace_bytes = align256(g.stat_final_offset + 3 * finals);
     g.grid = g.phase_grid[0];
     return;
@@ -304,7 +304,9 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   const double resident = std::min(blocks, double(sm_count) * per_sm);
   const double in_flight = resident * c.threads_per_row * c.items * c.vector_bytes;
   const double memory = bytes / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
-  const double merge = g.direct ? 0 : double(c.splits) / c.threads_per_row * kLatency;
+  // Phase 1 (or 3) merges a row's partials in one block: one per slice, the forward's one per warp.
+  const double partials = p.backward ? double(c.splits) : double(c.splits) * (c.threads_per_row / 32);
+  const double merge = g.direct ? 0 : partials / c.threads_per_row * kLatency;
   return memory + chunks * g.phase_count * kLaunch + merge;
 }
 

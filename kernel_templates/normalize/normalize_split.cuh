@@ -6,12 +6,13 @@
 //                                  its own registers: compiled as one kernel, every phase had the
 //                                  heaviest one's (bf16 x 256 threads x 4 vectors: 90; now 86 for
 //                                  phase 0, 59 for phase 2; bench/NOTES.md, 2026-11-29)
-//                                  0: each slice's statistics relative to the row's first element
-//                                     (each warp a two-pass over its vectors in registers, reduced
-//                                     by shuffles alone: mean, centred M2; rmsnorm: sum of squares;
-//                                     the warps merged once at the block's end), that element (the
-//                                     shift: in place, phase 2 must not read it from y) and the
-//                                     slice's column count, into p.row_partials[row][split]
+//                                  0: each warp's part of a slice: statistics relative to the row's
+//                                     first element (two-pass over the warp's vectors in registers,
+//                                     reduced by shuffles alone: mean, centred M2; rmsnorm: sum of
+//                                     squares), that element (the shift: in place, phase 2 must not
+//                                     read it from y) and the warp's column count, into
+//                                     p.row_partials[row][split][warp]. No block barrier: a warp
+//                                     that has reduced starts its next loads while others reduce.
 //                                  1: one block per row merges the partials (Chan, float64, fixed
 //                                     order) and writes the row's mean (relative to the shift),
 //                                     scale and shift as floats into p.row_final[row]
@@ -62,7 +63,7 @@ __device__ __forceinline__ void kvt_merge(KvtMerge& l, const KvtMerge& r) {
 
 // Partial i of a row (K floats each; slices of `slice` elements, the last one shorter). Loaded past
 // L1 (ld.cg): the cooperative kernel reads partials that other blocks wrote during the same launch.
-// K == 4 (the phased forward's partials) carries its own element count as its fourth float.
+// K == 4 (the phased forward's per-warp partials) carries its own element count as its fourth float.
 template <int K>
 __device__ __forceinline__ KvtMerge kvt_partial(const float* src, long long i, long long slice, long long cols) {
   KvtMerge m;
@@ -202,14 +203,13 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
 }
 
-// The statistics of a slice (phase 0 of the phased forward): each warp takes the same two-pass as
-// kvt_slice_stats over its ITEMS vectors a lane, reduced by shuffles only (a warp with no column in
-// the row has count 0, which the merge skips); then thread 0 merges the warps' (count, mean, M2) in
-// warp order (Chan, float64) and writes [mean or sum of squares, centred M2, shift, count] at dst (4
-// floats). One barrier, at the end, where a block of one item waits for its last warp anyway.
+// The statistics of one warp's part of a slice (phase 0 of the phased forward): the same two-pass
+// as kvt_slice_stats over the warp's ITEMS vectors a lane, reduced by shuffles only, so no warp
+// waits for another. Lane 0 writes [mean or sum of squares, centred M2, shift, count] at dst (4
+// floats; a warp with no column in the row writes count 0, which the merge skips).
 template <class T, int TPR, int VW, int ITEMS, int MODE>
 __device__ __forceinline__ void kvt_warp_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
-                                               float shift, float* dst, KvtMerge* warps) {
+                                               float shift, float* dst) {
   using Warp = RowGroup<32, 1>;
   const long long lane0 = begin + (long long)(threadIdx.x & ~31) * VW;  // the warp's first column, item 0
   long long count = 0;  // the warp's columns in the row: the same in every lane
@@ -242,15 +242,10 @@ __device__ __forceinline__ void kvt_warp_stats(const Vec<T, VW> (&v)[ITEMS], lon
     centred = Warp::sum(centred, nullptr);
     sum = mean;
   }
-  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = {(double)count, (double)sum, (double)centred, 0.0};
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    KvtMerge m = warps[0];  // warp 0 always has columns: the slice begins inside the row
-#pragma unroll
-    for (int w = 1; w < TPR / 32; ++w) kvt_merge<MODE != 2>(m, warps[w]);
-    dst[0] = (float)m.a, dst[1] = (float)m.b, dst[2] = shift, dst[3] = (float)m.n;
+  if ((threadIdx.x & 31) == 0) {
+    float* out = dst + (threadIdx.x / 32) * 4;
+    out[0] = sum, out[1] = centred, out[2] = shift, out[3] = (float)count;
   }
-  __syncthreads();  // the block's next item reuses `warps`
 }
 
 // The row's first input element (the statistics' shift): x[0], or x[0] + residual[0] rounded to T.
@@ -326,7 +321,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
   if constexpr (PHASE == 1) {
     __shared__ KvtMerge merge_scratch[kWarps];
     for (long long row = blockIdx.x; row < p.rows; row += gridDim.x)
-      kvt_merge_row_scale<MODE>(p, row, p.splits, merge_scratch);
+      kvt_merge_row_scale<MODE>(p, row, p.splits * kWarps, merge_scratch);
   } else if constexpr (PHASE == 2 && LOOP != 0) {
     const long long groups = (p.rows + p.row_loop - 1) / p.row_loop;
     for (long long item = blockIdx.x; item < groups * p.splits; item += gridDim.x) {
@@ -349,7 +344,6 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
       }
     }
   } else {
-    __shared__ KvtMerge warp_scratch[PHASE == 0 ? kWarps : 1];
     for (long long item = blockIdx.x; item < p.rows * p.splits; item += gridDim.x) {
       const long long row = item / p.splits;
       const long long begin = (item % p.splits) * kSlice;
@@ -358,7 +352,7 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
       kvt_load_slice<T, TPR, VW, ITEMS, RES, PHASE == 2>(p, rp, x, row, begin, v);
       if constexpr (PHASE == 0) {
         const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
-        kvt_warp_stats<T, TPR, VW, ITEMS, MODE>(v, begin, p.cols, shift, p.row_partials + item * 4, warp_scratch);
+        kvt_warp_stats<T, TPR, VW, ITEMS, MODE>(v, begin, p.cols, shift, p.row_partials + item * kWarps * 4);
       } else {
         // In place, x[0] may already hold y[0] (or residual_out's s[0]): the shift comes from phase 1.
         const float* final_row = p.row_final + row * 3;
