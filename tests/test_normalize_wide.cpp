@@ -512,3 +512,48 @@ TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[n
   const std::size_t total = test::check_compiled(batches, variants);
   WARN("compiled " << total << " cooperative split-row normalize variants for sm_80 and sm_90");
 }
+
+TEST_CASE("split rows: the output phase's row loop is a forward axis with gamma or beta", "[normalize][wide]") {
+  // 64 rows of 2^22 bf16 layernorm: every phased split shape also has its loop=4 twin (never a
+  // cooperative one); its output phase takes rows in groups of 4, the other phases every row.
+  const Problem p = forward(DType::bf16, NormMode::layernorm, std::int64_t(1) << 22, 16, 64);
+  std::size_t looped = 0, phased = 0;
+  for (const Config& c : normalize::enumerate(p)) {
+    if (c.splits == 1) continue;
+    if (c.row_loop == 1) {
+      phased += !c.cooperative && c.row_chunk == 0;
+      continue;
+    }
+    ++looped;
+    INFO(c.label());
+    CHECK(c.row_loop == 4);
+    CHECK_FALSE(c.cooperative);
+    CHECK(c.label().find(",loop=4") != std::string::npos);
+    CHECK(Config::from_json(c.to_json()) == c);
+    const auto g = normalize::geometry(p, c, 64);
+    REQUIRE(g.phase_count == 3);
+    const std::int64_t rows = g.row_chunk;  // the rows of one group of launches (64 unchunked)
+    CHECK(g.phase_grid[0] == unsigned(rows * c.splits));
+    CHECK(g.phase_grid[2] == unsigned((rows + 3) / 4 * c.splits));
+    CHECK(normalize::kernel_phases(p, c) == 3);
+  }
+  CHECK(phased > 0);
+  CHECK(looped >= phased);  // each unchunked shape, and the chunked ones, have their twin
+  CHECK(normalize::heuristic_config(p, 9).row_loop == 1);
+  // No gamma or beta, or fewer than 8 rows: no row loop in the pruned space (any power of two runs).
+  Problem plain = p;
+  plain.gamma = plain.beta = false;
+  Problem few = p;
+  few.rows = 4;
+  for (const Problem& q : {plain, few})
+    for (const Config& c : normalize::enumerate(q)) CHECK(c.row_loop == 1);
+  Config odd = normalize::heuristic_config(plain, 9);
+  odd.row_loop = 2;
+  std::string why;
+  CHECK(normalize::is_runnable(plain, odd, &why));
+  CHECK_FALSE(normalize::is_valid(plain, odd, &why));
+  CHECK(why.find("row loop is 4") != std::string::npos);
+  odd.cooperative = true;
+  CHECK_FALSE(normalize::is_runnable(plain, odd, &why));
+  CHECK(why.find("cooperative one-pass form has no row loop") != std::string::npos);
+}
