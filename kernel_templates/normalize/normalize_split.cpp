@@ -163,11 +163,16 @@ std::optional<Config> heuristic(const Problem& p, bool one_block_valid) {
   for (bool prune : {true, false}) {
     for (int vb = std::min(16, p.align_bytes); vb >= elem; vb /= 2) {
       // The largest slice that still gives at least 512 blocks, else the smallest valid one (the
-      // most blocks); per slice size the shortest valid row loop. Never row chunks: on an H100 every
-      // chunked variant lost to its unchunked twin (bench/NOTES.md, 2026-11-26 23:46).
+      // most blocks); per slice size the backward's shortest valid row loop, the forward's longest
+      // (loop=4 where valid: the tuned winner of 3 of the 4 normalize-wide rows with gamma or beta
+      // and 8 rows or more, 9-14 % ahead; 128 x 2^20 f32 5 % behind; H200, bench/NOTES.md
+      // 2026-11-29). Never row chunks: on an H100 every chunked variant lost to its unchunked twin
+      // (bench/NOTES.md, 2026-11-26 23:46).
       std::optional<Config> chosen;
+      const std::int64_t longest = row_loop_limit(p);
       for (int items = item_bytes_limit(p, prune) / vb; items >= 1; items /= 2) {
-        for (std::int64_t loop = 1; loop <= row_loop_limit(p); loop *= 4) {
+        for (std::int64_t loop = p.backward ? 1 : longest; loop >= 1 && loop <= longest;
+             loop = p.backward ? loop * 4 : loop / 4) {
           const Config c = make(p, 256, vb, items, static_cast<int>(loop), !p.saved_stats);
           if (!check(p, c, nullptr, prune)) continue;
           chosen = c;
