@@ -6,6 +6,7 @@ namespace kvtune::embedded {
 extern const std::string_view common_cuh;
 extern const std::string_view normalize_cu;
 extern const std::string_view normalize_params_h;
+extern const std::string_view normalize_backward_cuh;
 extern const std::string_view normalize_split_cuh;
 /// The normalize heuristic's recorded rankings for sm_90 (data, not a kernel: not in any template hash).
 extern const std::string_view normalize_learned_sm90_json;

@@ -28,9 +28,9 @@ LoadedKernel LoadedKernel::load(const std::string& image, const std::string& low
              "cudaLibraryLoadData", where);
   LoadedKernel loaded;
   loaded.library_ = std::shared_ptr<CUlib_st>(library, [](cudaLibrary_t l) { cudaLibraryUnload(l); });
-  cuda_check(cudaLibraryGetKernel(&loaded.kernel_, library, lowered_name.c_str()), "cudaLibraryGetKernel", where);
+  cuda_check(cudaLibraryGetKernel(&loaded.phase_kernels_[0], library, lowered_name.c_str()), "cudaLibraryGetKernel",
+             where);
   loaded.phase_count_ = phases;
-  loaded.phase_kernels_[0] = loaded.kernel_;
   for (int k = 1; k < phases; ++k)
     cuda_check(cudaLibraryGetKernel(&loaded.phase_kernels_[std::size_t(k)], library,
                                     phase_kernel_name(lowered_name, k).c_str()),
@@ -65,7 +65,7 @@ cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, i
   int cooperative = 0, sms = 0, per_sm = 0;
   if ((status = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device)) != cudaSuccess ||
       (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-      (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel_),
+      (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel()),
                                                               static_cast<int>(block), smem)) != cudaSuccess)
     return status;
   *blocks = cooperative != 0 ? sms * per_sm : 0;
@@ -78,7 +78,7 @@ void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {
   // Without the opt-in, static plus dynamic shared memory must fit in 48 KiB (a kernel with 17 KiB
   // of static arrays fails to launch with 32 KiB of dynamic memory).
   if (attributes_.static_smem + bytes <= 48 * 1024) return;
-  cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
+  cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel()),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
 }

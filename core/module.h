@@ -36,10 +36,10 @@ class LoadedKernel {
   /// template; throws kvtune::Error on failure.
   static LoadedKernel load(const std::string& image, const std::string& lowered_name, int phases = 1);
 
-  cudaKernel_t kernel() const { return kernel_; }
+  cudaKernel_t kernel() const { return phase_kernels_[0]; }
   /// Over every phase: the fewest threads a block allows, the most registers, shared memory and stack.
   const KernelAttributes& attributes() const { return attributes_; }
-  explicit operator bool() const { return kernel_ != nullptr; }
+  explicit operator bool() const { return phase_kernels_[0] != nullptr; }
   /// The phases loaded (1 for a kernel that is not phased).
   int phases() const { return phase_count_; }
 
@@ -80,14 +80,13 @@ class LoadedKernel {
     config.stream = stream;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel_), args);
+    return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel()), args);
   }
 
  private:
   static constexpr int kMaxDevices = 64;
   std::shared_ptr<CUlib_st> library_;
-  cudaKernel_t kernel_ = nullptr;
-  std::array<cudaKernel_t, kMaxPhases> phase_kernels_ = {};  // [0] is kernel_
+  std::array<cudaKernel_t, kMaxPhases> phase_kernels_ = {};  // [0]: the kernel the binary names
   int phase_count_ = 0;
   KernelAttributes attributes_;
   // co_resident_blocks per device ordinal, plus one (0: not yet asked); shared by copies.

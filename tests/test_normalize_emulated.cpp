@@ -1,6 +1,7 @@
-// The normalize kernels (kernel_templates/normalize/normalize.cu and normalize_split.cuh) compiled as
-// host C++ and run on emulated CUDA threads (tests/emulation/common.cuh: f32 only, a block's threads
-// as host threads meeting at barriers, a warp's shuffles through an exchange, blocks in turn), against
+// The normalize kernels (kernel_templates/normalize/normalize.cu, normalize_backward.cuh and
+// normalize_split.cuh) compiled as host C++ and run on emulated CUDA threads (tests/emulation/
+// common.cuh: f32 only, a block's threads as host threads meeting at barriers, a warp's shuffles
+// through an exchange, blocks in turn), against
 // the float64 reference: the fused residual add (s = x + residual, written in place over an input or
 // apart) and its backward with the gradient into s, in every keep (registers, FULL, shared, re-read),
 // in the phased split-row kernels and in the backward's dgamma/dbeta reduction. It checks the kernels'

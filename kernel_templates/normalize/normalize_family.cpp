@@ -80,6 +80,7 @@ std::string residual_argument(const Problem& p) {
 std::vector<detail::HeaderSource> headers() {
   return {{"common.cuh", embedded::common_cuh},
           {"normalize_params.h", embedded::normalize_params_h},
+          {"normalize_backward.cuh", embedded::normalize_backward_cuh},
           {"normalize_split.cuh", embedded::normalize_split_cuh}};
 }
 
@@ -739,7 +740,7 @@ detail::CompileRequest reference_request(const Problem& p, const std::string& ar
 
 std::string template_hash() {
   return detail::sources_hash({embedded::normalize_cu, embedded::common_cuh, embedded::normalize_params_h,
-                              embedded::normalize_split_cuh}, kDescriptionVersion);
+                              embedded::normalize_backward_cuh, embedded::normalize_split_cuh}, kDescriptionVersion);
 }
 
 }  // namespace kvtune::normalize

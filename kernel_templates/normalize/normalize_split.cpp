@@ -216,12 +216,11 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     // The forward's phase 1 always runs: it leaves each row's mean, scale and shift as floats, so
     // the output phase holds no float64 merge state next to its slice (fewer registers, more
     // blocks an SM; bench/NOTES.md, 2026-11-29).
-    // Phase 0 writes one partial of 4 floats per warp of each slice (normalize_split.cuh).
     g.direct = false;
     add(0, grid(rows * splits));
     add(1, grid(rows));
     add(2, grid(ceil_div(rows, c.row_loop) * splits));
-    g.stat_final_offset = align256(partials * std::size_t(c.threads_per_row / 32) * 4);
+    g.stat_final_offset = align256(partials * std::size_t(c.threads_per_row / 32) * 4);  // 4 floats a warp
     g.workspace_bytes = align256(g.stat_final_offset + 3 * finals);
     g.grid = g.phase_grid[0];
     return;

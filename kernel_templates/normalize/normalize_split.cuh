@@ -166,13 +166,11 @@ __device__ __forceinline__ void kvt_merge_row_scale(const KvtNormalizeParams& p,
   }
 }
 
-// The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
-// K == 3 also stores the shift.
-template <class T, int TPR, int VW, int ITEMS, int MODE, int K>
-__device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
-                                                float shift, float* dst, float* scratch) {
-  using Group = RowGroup<TPR, 1>;
-  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+// This thread's sum over its kept vectors of x - shift (rmsnorm: its square) or, CENTRED, of
+// ((x - shift) - mean)^2; columns at or past `cols` left out.
+template <class T, int TPR, int VW, int ITEMS, int MODE, bool CENTRED>
+__device__ __forceinline__ float kvt_thread_sum(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
+                                                float shift, float mean) {
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i)
@@ -180,9 +178,24 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
     for (int k = 0; k < VW; ++k) {
       const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
       const float f = kvt_to_float(v[i].v[k]) - shift;
-      if (j < cols) sum += MODE == 2 ? f * f : f;
+      if constexpr (CENTRED) {
+        const float d = f - mean;
+        if (j < cols) sum += d * d;
+      } else {
+        if (j < cols) sum += MODE == 2 ? f * f : f;
+      }
     }
-  sum = Group::sum(sum, scratch);
+  return sum;
+}
+
+// The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
+// K == 3 also stores the shift.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int K>
+__device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
+                                                float shift, float* dst, float* scratch) {
+  using Group = RowGroup<TPR, 1>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  const float sum = Group::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, false>(v, begin, cols, shift, 0.f), scratch);
   if (K == 3 && threadIdx.x == 0) dst[2] = shift;
   if constexpr (MODE == 2) {
     if (threadIdx.x == 0) dst[0] = sum, dst[1] = 0.f;
@@ -190,16 +203,7 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
   }
   const long long left = cols - begin;
   const float mean = sum / (float)(left < kSlice ? left : kSlice);
-  float centred = 0.f;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-    for (int k = 0; k < VW; ++k) {
-      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
-      const float d = (kvt_to_float(v[i].v[k]) - shift) - mean;
-      if (j < cols) centred += d * d;
-    }
-  centred = Group::sum(centred, scratch);
+  const float centred = Group::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, true>(v, begin, cols, shift, mean), scratch);
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
 }
 
@@ -218,28 +222,11 @@ __device__ __forceinline__ void kvt_warp_stats(const Vec<T, VW> (&v)[ITEMS], lon
     const long long left = cols - (lane0 + (long long)i * TPR * VW);
     count += left <= 0 ? 0 : left < 32 * VW ? left : 32 * VW;
   }
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-    for (int k = 0; k < VW; ++k) {
-      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
-      const float f = kvt_to_float(v[i].v[k]) - shift;
-      if (j < cols) sum += MODE == 2 ? f * f : f;
-    }
-  sum = Warp::sum(sum, nullptr);
+  float sum = Warp::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, false>(v, begin, cols, shift, 0.f), nullptr);
   float centred = 0.f;
   if constexpr (MODE != 2) {
     const float mean = count > 0 ? sum / (float)count : 0.f;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-      for (int k = 0; k < VW; ++k) {
-        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
-        const float d = (kvt_to_float(v[i].v[k]) - shift) - mean;
-        if (j < cols) centred += d * d;
-      }
-    centred = Warp::sum(centred, nullptr);
+    centred = Warp::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, true>(v, begin, cols, shift, mean), nullptr);
     sum = mean;
   }
   if ((threadIdx.x & 31) == 0) {
