@@ -17,6 +17,7 @@
 #include "compile_batches.h"
 #include "dwconv_fixtures.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_sizes.h"
 
 using namespace kvtune;
 using namespace kvtune::test;
@@ -433,6 +434,80 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
   nhwc.layout = DwLayout::nhwc;
   for (const auto& v : dwconv::enumerate(dwconv::make_problem(nhwc)))
     CHECK((tiled_of(v) == nullptr || tiled_of(v)->outputs_per_thread <= 16));
+}
+
+// S4ConvD's long kernels (K = 63, NLC f32 [16, 256, 4096], "same" padding): windows over 64 registers
+// where a thread holds nothing else (channel-last rows from global memory, one row a thread; 1D
+// register-tiled weight gradients), not where staged tiles, rows per thread or the fused forms
+// compete for them. Before, only runs of 2 were valid: 735 us forward and 2,030 us weight gradient on
+// an H200, against 108 and 179 with these (bench/NOTES.md, "long 1D kernels").
+TEST_CASE("long 1D kernels: windows over 64 registers where nothing else holds registers", "[dwconv][nvrtc]") {
+  DwConvArgs a = args_1d(DwDirection::forward, DwLayout::nlc, 63, 1, 1);
+  a.n = 16, a.c = 256, a.w = 4096;
+  a.causal = false, a.pad_left = a.pad_right = 31;
+  a.bias = fake(6 << 20);
+  const Problem fwd = dwconv::make_problem(a);
+  const auto window = [](const Problem& p, int rw) {
+    return dwconv::sizes::window(static_cast<int>(p.direction), p.kw, p.sw, p.dw, p.pad_left, rw);
+  };
+  int long_tiled = 0;
+  for (const auto& v : dwconv::enumerate(fwd)) {
+    const auto* t = tiled_of(v);
+    if (t == nullptr || window(fwd, t->outputs_per_thread) * t->vector_channels <= dwconv::sizes::kMaxWindowRegisters) continue;
+    ++long_tiled;
+    INFO(v.label());
+    CHECK_FALSE(t->smem_halo);
+    CHECK(t->rows_per_thread == 1);
+    CHECK(window(fwd, t->outputs_per_thread) * t->vector_channels <= dwconv::sizes::kMaxLongWindowRegisters);
+    CHECK(t->outputs_per_thread * t->vector_channels <= 64);
+  }
+  CHECK(long_tiled >= 8);
+  // The heuristic: runs of 32 from global memory, taps in registers (the exhaustive winner).
+  const dwconv::TiledConfig h = dwconv::heuristic_config(fwd, 9).tiled();
+  CHECK(h.outputs_per_thread == 32);
+  CHECK(h.vector_channels == 1);
+  CHECK_FALSE(h.smem_halo);
+  CHECK_FALSE(h.smem_filter);
+  // The same run as a staged tile stays refused (its window is held beside the tile's copies).
+  dwconv::TiledConfig staged = dwconv::tiled_config(32, 32, 4, 1, 1, 0, 1, 1);
+  std::string why;
+  CHECK_FALSE(dwconv::is_runnable(fwd, staged, &why));
+  CHECK(why.find("register window") != std::string::npos);
+  // seq_idx keeps the 64-register window: causal K = 31 f32, runs of 32 in pairs of channels (124).
+  DwConvArgs causal = args_1d(DwDirection::forward, DwLayout::nlc, 31, 1, 1);
+  causal.n = 2, causal.c = 64, causal.w = 4096;
+  const dwconv::TiledConfig pairs = dwconv::tiled_config(32, 32, 1, 2, 0, 0, 1, 1);
+  CHECK(dwconv::is_runnable(dwconv::make_problem(causal), pairs));
+  causal.seq_idx = static_cast<const std::int32_t*>(fake(8 << 20));
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(causal), pairs, &why));
+  // Weight gradient: register tiles of 4, 8 and 16 with every tap; the heuristic takes 16 on 8
+  // channels x 32 run threads.
+  a.direction = DwDirection::backward_weight;
+  a.bias = nullptr, a.dbias = fake(7 << 20);
+  const Problem wg = dwconv::make_problem(a);
+  std::set<int> runs;
+  for (const auto& v : dwconv::enumerate(wg))
+    if (const auto* w = std::get_if<dwconv::WgradConfig>(&v.variant()); w != nullptr && w->outputs_per_thread > 1) {
+      runs.insert(w->outputs_per_thread);
+      CHECK(w->taps_per_block == 63);
+    }
+  CHECK(runs == std::set<int>{4, 8, 16});
+  const dwconv::WgradConfig hw = dwconv::heuristic_config(wg, 9).wgrad();
+  CHECK(hw.outputs_per_thread == 16);
+  CHECK(hw.taps_per_block == 63);
+  CHECK(hw.channels_per_block == 8);
+  CHECK(hw.position_threads == 32);
+  // 2D register tiles (here one kernel row of a 3 x 63 kernel a block column) keep the 64-register window.
+  DwConvArgs two_d = args_2d(DwDirection::backward_weight, DwLayout::nchw);
+  two_d.kernel_h = 3, two_d.kernel_w = 63, two_d.w = 200, two_d.pad_left = two_d.pad_right = 31;
+  CHECK_FALSE(dwconv::is_runnable(dwconv::make_problem(two_d), dwconv::wgrad_config(1, 128, 63, 1, 0, 8, 1, 1), &why));
+  // Every long-window tiled variant of the problem and its backward_data twin compiles.
+  CHECK(compile_selected({[&] { DwConvArgs f = a; f.direction = DwDirection::forward; f.dbias = nullptr; return f; }()},
+                         [&](const Config& v) {
+                           const auto* t = tiled_of(v);
+                           return t != nullptr && window(fwd, t->outputs_per_thread) * t->vector_channels >
+                                                      dwconv::sizes::kMaxWindowRegisters;
+                         }) >= 16);
 }
 
 TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", "[dwconv][nvrtc]") {

@@ -21,6 +21,7 @@
 #include "sample.h"
 #include "kernel_templates/dwconv/dwconv_family.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
+#include "kernel_templates/dwconv/dwconv_sizes.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
 #include "core/cuda_check.h"
 #include "core/device.h"
@@ -405,6 +406,54 @@ TEST_CASE("a sample of staged channel-last dwconv variants matches the float64 r
 TEST_CASE("staged channel-last dwconv variants match the float64 reference",
           "[.][gpu-exhaustive][exhaustive-3][dwconv][staged]") {
   check_staged_variants(test::kEveryVariant);
+}
+
+// Long 1D kernels whose windows exceed 64 registers (channel-last rows from global memory; 1D
+// register-tiled weight gradients): runs over both row ends, channels no block fills (C = 40),
+// dilation, stride 2 (backward_data runs a multiple of it), 16-bit types, both reductions.
+static void check_long_window_variants(const test::Sample& sample) {
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  const Shape shapes[] = {
+      {"NLC f32 K=63 pad 31, C = 40, L = 300", DwLayout::nlc, DType::f32, 2, 40, 1, 300, 1, 63, 1, 1, 31, 31, false, true},
+      {"NLC bf16 K=63 causal, C = 48, L = 257", DwLayout::nlc, DType::bf16, 2, 48, 1, 257, 1, 63, 1, 1, 0, 0, true, false},
+      {"NLC f32 K=33 dilation 2 pad 32, C = 16, L = 190", DwLayout::nlc, DType::f32, 3, 16, 1, 190, 1, 33, 1, 2, 32, 32, false, true},
+      {"NLC f16 K=47 stride 2 pad 23, C = 24, L = 181", DwLayout::nlc, DType::f16, 2, 24, 1, 181, 1, 47, 2, 1, 23, 23, false, true},
+  };
+  Verified counts;
+  Sweep sweep{sample};
+  run_sweep(sweep, [&] {
+    for (const auto& shape : shapes)
+      for (DwDirection dir : {DwDirection::forward, DwDirection::backward_data, DwDirection::backward_weight})
+        for (bool deterministic : {true, false}) {
+          if (!deterministic && dir != DwDirection::backward_weight) continue;
+          DwConvArgs a = make_args(shape, dir);
+          const dwconv::Problem p = dwconv::make_problem(a);
+          const auto window = [&](int rw) {
+            return dwconv::sizes::window(static_cast<int>(dir == DwDirection::backward_data), p.kw, p.sw, p.dw, p.pad_left, rw);
+          };
+          verify_variants(shape, dir, deterministic, fp, stream, [&](const dwconv::Config& c) {
+            if (const auto* t = std::get_if<dwconv::TiledConfig>(&c.variant()))
+              return window(t->outputs_per_thread) * t->vector_channels > dwconv::sizes::kMaxWindowRegisters;
+            if (const auto* w = std::get_if<dwconv::WgradConfig>(&c.variant()))
+              return w->outputs_per_thread > 1 && window(w->outputs_per_thread) + w->vector_channels > dwconv::sizes::kMaxWindowRegisters;
+            return false;
+          }, counts, sweep);
+        }
+  });
+  cudaStreamDestroy(stream);
+  WARN("verified " << counts.verified << " long-window dwconv variants");
+  CHECK(counts.verified > 100 / sample.every);
+}
+
+TEST_CASE("a sample of long-window 1D dwconv variants matches the float64 reference", "[gpu][dwconv][long]") {
+  check_long_window_variants(test::Sample{8});
+}
+
+TEST_CASE("long-window 1D dwconv variants match the float64 reference", "[.][gpu-exhaustive][exhaustive-3][dwconv][long]") {
+  check_long_window_variants(test::kEveryVariant);
 }
 
 static void check_mma_variants(const test::Sample& sample) {

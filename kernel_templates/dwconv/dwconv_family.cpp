@@ -64,11 +64,12 @@ bool check_wgrad(const Problem& p, const WgradConfig& c, std::string* why, bool 
   if (p.activation != Activation::none &&
       (c.staged || rw == 1 || rh != 1 || c.taps_per_block != taps(p)))
     return fail(why, "the fused weight gradient: register-tiled runs of one row with every tap, not staged");
-  // Mirror of the kernel's partial[kRows][CT][TG + 1]: one row per warp where lanes reduce first.
+  // Mirror of the kernel's partial[kRows][CT][TG + 1] (one row per warp where lanes reduce first) and
+  // its last_block flag, padded to 4 bytes: ptxas refused 32 x 8 x 48 floats + the flag (0xc001 bytes).
   const int ct = c.channels_per_block;
   const bool lane_reduce = ct < 32 && 32 % ct == 0 && block % 32 == 0;
   const std::size_t partial_rows = lane_reduce ? std::size_t(block / 32) : std::size_t(c.position_threads);
-  if (partial_rows * ct * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmem) return fail(why, "shared memory");
+  if (partial_rows * ct * std::size_t(c.taps_per_block + 1) * 4 + 4 > kMaxSmem) return fail(why, "shared memory");
   // Register tiling (rw > 1): runs of rw dy elements along W, every tap in the thread's registers.
   if (rw > 1 && c.taps_per_block != taps(p) && !(c.taps_per_block == p.kw && p.kh > 1))
     return fail(why, "register-tiled wgrad keeps every tap (tg = taps) or one kernel row's (tg = kw)");
@@ -82,7 +83,9 @@ bool check_wgrad(const Problem& p, const WgradConfig& c, std::string* why, bool 
     if (rw % vc != 0) return fail(why, "vectors along W: outputs per thread a multiple of the width");
     if (p.src_w() % vc != 0 || p.dst_w() % vc != 0) return fail(why, "vectors along W: rows a multiple of the width");
   }
-  if (rw > 1 && window(0, p.kw, p.sw, p.dw, p.pad_left, rw) + vc > kMaxWindowRegisters)
+  // 1D tiles (one x row a tile) may hold a long window (K = 63).
+  if (rw > 1 && window(0, p.kw, p.sw, p.dw, p.pad_left, rw) + vc >
+                    (p.kh == 1 && rh == 1 ? kMaxLongWindowRegisters : kMaxWindowRegisters))
     return fail(why, "register window too large");
   if (prune && rw > 1 && p.dst_w() < rw) return fail(why, "runs longer than the rows");
   if (prune && rh > next_pow2(p.dst_h())) return fail(why, "more rows per thread than the output has");
@@ -96,7 +99,7 @@ bool check_wgrad(const Problem& p, const WgradConfig& c, std::string* why, bool 
     if (c.splits > 64) return fail(why, "staged wgrad: splits 1..64 (whole images)");
     // The planes plus the block's static partials (kvt_wgrad_finish).
     const std::size_t planes = wgrad_plane_bytes(p, c);
-    if (planes + partial_rows * std::size_t(c.taps_per_block + 1) * 4 > kMaxSmemOptIn) return fail(why, "shared memory");
+    if (planes + partial_rows * std::size_t(c.taps_per_block + 1) * 4 + 4 > kMaxSmemOptIn) return fail(why, "shared memory");
     if (prune && planes > 2 * kMaxSmem) return fail(why, "staged planes over 96 KiB");
     if (prune && c.splits > p.n) return fail(why, "more splits than images");
     if (prune && p.dst_h() == 1) return fail(why, "staged wgrad: planes of one row");
@@ -203,7 +206,11 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   } else {
     if (vc < 1 || (vc & (vc - 1)) != 0 || vc * elem > 16 || vc * elem > p.align_bytes)
       return fail(why, "vector width exceeds alignment");
-    if ((win + span) * vc > kMaxWindowRegisters) return fail(why, "register window too large");
+    // Rows of one-row kernels from global memory, one a thread (kvt_last_rows), may hold a long window.
+    const bool long_window = p.kh == 1 && !c.smem_halo && rh == 1 && span == 0 && !p.seq_idx;
+    if ((win + span) * vc > (long_window ? kMaxLongWindowRegisters : kMaxWindowRegisters))
+      return fail(why, "register window too large");
+    if (long_window && win * vc > kMaxWindowRegisters && rw * vc > kMaxAccumulators) return fail(why, "too many accumulators");
     if (!c.smem_filter && taps(p) * vc > kMaxFilterRegisters) return fail(why, "filter too large for registers");
     if (p.c % vc != 0) return fail(why, "channel-last vectors: channels a multiple of the width");
     if (c.smem_halo) {
@@ -522,6 +529,16 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 1;
     }
+    if (p.channel_last() && p.dst_h() == 1 && p.kw >= 16 && taps(p) <= kMaxAccumulators && p.dst_w() >= 16) {
+      // Long 1D kernels, channel-last: register-tiled runs of 16 with every tap, 8 channels x 32 run
+      // threads. H200, exhaustive, NLC f32 K=63 16x256x4096: 178.9 us with 8 splits, the winner, and
+      // 211.4 with the 32 the rule below gives, against 2,030 us for the untiled kernel that was the
+      // only choice while windows were held to 64 registers (bench/NOTES.md, "long 1D kernels").
+      c.channels_per_block = 8;
+      c.position_threads = 32;
+      c.taps_per_block = taps(p);
+      c.outputs_per_thread = 16;
+    }
     // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ tiles a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
     const std::int64_t tiles = wgrad_tiles(p, c);
@@ -578,8 +595,11 @@ Config heuristic_config(const Problem& p, int cc_major) {
       if (!two_d) c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
       if (!two_d && p.kw >= 16) {
         c.vector_channels = 1;
+        // Windows from global memory may be long (K = 63: runs of 32 read 94 values; H200, exhaustive,
+        // NLC f32 16x256x4096: forward 107.7 us, the winner, against 109.5 for runs of 16 and 735 for
+        // the runs of 2 that fit 64 registers; bench/NOTES.md, "long 1D kernels").
         for (int rw : {32, 16}) {
-          if (rw % rw_base != 0 || window(dir_index(p.direction), p.kw, p.sw, p.dw, p.pad_left, rw) > kMaxWindowRegisters)
+          if (rw % rw_base != 0 || window(dir_index(p.direction), p.kw, p.sw, p.dw, p.pad_left, rw) > kMaxLongWindowRegisters)
             continue;
           c.outputs_per_thread = rw;
           break;

@@ -20,6 +20,11 @@ namespace kvtune::dwconv::sizes {
 
 constexpr std::size_t kSmemPerSm = 228 * 1024;  // sm_90: shared memory an SM holds (cost model)
 constexpr int kMaxWindowRegisters = 64;         // source values one thread holds per kernel row
+// One source row's window a thread holds where nothing else competes for its registers, for kernels
+// of one row: channel-last rows from global memory (one output row a thread, no fused x window, no
+// seq ids) and register-tiled weight gradients. Long 1D kernels (K = 63) need it for runs of more
+// than 2 outputs.
+constexpr int kMaxLongWindowRegisters = 128;
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 inline int floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
