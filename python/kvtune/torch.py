@@ -404,6 +404,14 @@ def _traced(x):
     return HAS_CUSTOM_OPS and (_is_compiling() or type(x) is not torch.Tensor)
 
 
+def _op_conv_input(x):
+    """x for a traced convolution op: a layout kvtune cannot take is copied here, in the graph, so that
+    the op saves the copy for its backward. The op's own fallback copy would be made again by the
+    weight gradient (Mamba's transposed half of in_proj: 2 copies a block instead of 1; H200,
+    bench/NOTES.md, "long 1D kernels")."""
+    return x if x.dim() not in (3, 4) or layout_supported(x) else x.contiguous()
+
+
 def _shape_list(normalized_shape):
     if isinstance(normalized_shape, int):
         return [normalized_shape]
@@ -754,7 +762,8 @@ def dwconv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     pads = _padding_1d(padding, k, int(dilation), "dwconv1d")
     act = _activation_code("dwconv1d", activation)
     if _traced(x):
-        return torch.ops.kvtune.dwconv1d(x, weight, bias, int(stride), pads, int(dilation), bool(deterministic), act)
+        return torch.ops.kvtune.dwconv1d(_op_conv_input(x), weight, bias, int(stride), pads, int(dilation),
+                                         bool(deterministic), act)
     return _dwconv("dwconv1d", x, weight, bias, _cfg_1d(k, stride, pads, dilation, False, deterministic, act))
 
 
@@ -776,7 +785,7 @@ def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
         return _causal_conv1d_states(x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic, act),
                                      initial_states, return_final_states, seq_idx, final_states_out)
     if _traced(x):
-        return torch.ops.kvtune.causal_conv1d(x, weight, bias, int(dilation), bool(deterministic), act)
+        return torch.ops.kvtune.causal_conv1d(_op_conv_input(x), weight, bias, int(dilation), bool(deterministic), act)
     return _dwconv("causal_conv1d", x, weight, bias, _cfg_1d(k, 1, (0, 0), dilation, True, deterministic, act))
 
 
@@ -793,7 +802,7 @@ def dwconv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     pads = _padding_2d(padding, k, dilation, "dwconv2d")
     act = _activation_code("dwconv2d", activation)
     if _traced(x):
-        return torch.ops.kvtune.dwconv2d(x, weight, bias, stride, pads, dilation, bool(deterministic), act)
+        return torch.ops.kvtune.dwconv2d(_op_conv_input(x), weight, bias, stride, pads, dilation, bool(deterministic), act)
     return _dwconv("dwconv2d", x, weight, bias, _cfg_2d(k, stride, pads, dilation, deterministic, act))
 
 

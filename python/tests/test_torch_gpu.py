@@ -500,6 +500,32 @@ def test_compile_fullgraph_matches_eager(mode):
         close(p.grad, g, (1e-4, 1e-4), "compiled gradient")
 
 
+def test_compile_copies_an_untakeable_layout_once_and_matches_torch():
+    # Mamba's pattern: the conv input is a transposed half of in_proj's output (channel stride 1,
+    # position stride 2C), a layout kvtune copies. Under torch.compile the copy is made in the graph
+    # before the op, which saves it for the weight gradient.
+    torch._dynamo.reset()
+    conv = knn.CausalConv1d(16, 4, activation="silu").cuda()
+    ref = torch.nn.Conv1d(16, 16, 4, padding=3, groups=16).cuda()
+    ref.load_state_dict(conv.state_dict())
+
+    def f(x):
+        u, z = x.chunk(2, dim=-1)
+        return conv(u.transpose(1, 2)) * z.transpose(1, 2)
+
+    x = torch.randn(2, 50, 32, device="cuda", requires_grad=True)
+    y = torch.compile(f, fullgraph=True)(x)
+    y.square().sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    u, z = xr.chunk(2, dim=-1)
+    yr = F.silu(ref(u.transpose(1, 2))[..., :50]) * z.transpose(1, 2)
+    yr.square().sum().backward()
+    close(y, yr.detach(), (1e-5, 1e-5), "forward")
+    close(x.grad, xr.grad, (1e-4, 1e-4), "input gradient")
+    close(conv.weight.grad, ref.weight.grad, (1e-4, 1e-4), "weight gradient")
+    close(conv.bias.grad, ref.bias.grad, (1e-4, 1e-4), "bias gradient")
+
+
 def test_compile_dynamic_shapes():
     torch._dynamo.reset()
 
