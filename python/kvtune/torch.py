@@ -478,8 +478,10 @@ def _activation_code(op, activation):
             return code
     raise _invalid(op, "activation", f"activation must be None, 'silu', 'gelu', 'gelu_tanh' or 'relu', got {activation!r}")
 
-def _layout_of(op, field, t):
-    """kvtune's layout for the memory format of a 3D or 4D tensor, or an error."""
+
+def _layout_code(t):
+    """kvtune's layout for the memory format of a 3D or 4D tensor, None where it has none. Raises
+    nothing, so that torch.compile traces it (_op_conv_input)."""
     if t.dim() == 4:
         if t.is_contiguous():
             return _capi.NCHW
@@ -490,19 +492,23 @@ def _layout_of(op, field, t):
             return _capi.NCL
         if t.transpose(1, 2).is_contiguous():
             return _capi.NLC
-    else:
+    return None
+
+
+def _layout_of(op, field, t):
+    """kvtune's layout for the memory format of a 3D or 4D tensor, or an error."""
+    if t.dim() not in (3, 4):
         raise _invalid(op, field, f"{field} must be 3D [N, C, L] or 4D [N, C, H, W], got {t.dim()}D")
-    raise _invalid(op, field, f"{field} with shape {list(t.shape)} and strides {list(t.stride())} is neither "
-                   "contiguous nor channels-last: call .contiguous() first")
+    layout = _layout_code(t)
+    if layout is None:
+        raise _invalid(op, field, f"{field} with shape {list(t.shape)} and strides {list(t.stride())} is neither "
+                       "contiguous nor channels-last: call .contiguous() first")
+    return layout
 
 
 def layout_supported(t):
     """Whether t's memory format is one kvtune takes without a copy."""
-    try:
-        _layout_of("dwconv", "x", t)
-        return True
-    except InvalidArgumentError:
-        return False
+    return _layout_code(t) is not None
 
 
 def _to_layout(t, layout):
