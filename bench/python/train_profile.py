@@ -23,7 +23,7 @@ import train_step as ts  # noqa: E402
 
 # first match wins; names are CUDA kernel names as the profiler reports them
 KINDS = (
-    ("kvtune", r"^kvt_"),
+    ("kvtune", r"^(void )?kvt_"),
     ("gemm", r"gemm|gemv|sm90_xmma|sm80_xmma|cutlass|cublas|nvjet|splitKreduce"),
     ("triton", r"^triton_"),
     ("optimizer", r"multi_tensor_apply|foreach|adam"),
