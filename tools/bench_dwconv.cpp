@@ -92,12 +92,10 @@ std::vector<BenchSuite> bench_suites<detail::DwConvFamily>() {
   out.push_back({"s4", [=] {
     const std::string name = "s4";
     const std::string src = "S4/H3-style short 1D convolutions: H3's causal shift conv (K = 3) on 512 channels "
-                            "x 4096 tokens, a wider local conv (K = 31) in channel-last layout, and the S4ConvD "
-                            "training model's long conv (K = 63, 'same', channel-last f32)";
+                            "x 4096 tokens, and a wider local conv (K = 31) in channel-last layout";
     std::vector<BenchProblem> v;
     all_directions(v, name, f32, {DwLayout::ncl, 16, 512, 1, 4096, 3, 1, true}, src);
     v.push_back(dw(name, fwd, bf16, {DwLayout::nlc, 16, 512, 1, 4096, 31, 1, false}, src));
-    all_directions(v, name, f32, {DwLayout::nlc, 16, 256, 1, 4096, 63, 1, false}, src);
     return v;
   }});
   out.push_back({"mobilenetv2", [=] {
