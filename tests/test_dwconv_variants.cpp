@@ -468,6 +468,7 @@ TEST_CASE("long 1D kernels: windows over 64 registers where nothing else holds r
   CHECK(h.vector_channels == 1);
   CHECK_FALSE(h.smem_halo);
   CHECK_FALSE(h.smem_filter);
+  CHECK(Config(h).label() == "tiled,rw=32,tx=64,ty=1,vc=1,halo=global,filter=reg");  // the H200 winner
   // The same run as a staged tile stays refused (its window is held beside the tile's copies).
   dwconv::TiledConfig staged = dwconv::tiled_config(32, 32, 4, 1, 1, 0, 1, 1);
   std::string why;
@@ -497,7 +498,8 @@ TEST_CASE("long 1D kernels: windows over 64 registers where nothing else holds r
   CHECK(hw.taps_per_block == 63);
   CHECK(hw.channels_per_block == 8);
   CHECK(hw.position_threads == 32);
-  CHECK(hw.splits == 32);  // the wave-filling rule's count; the exhaustive winner took 8 (179 against 211 us)
+  CHECK(hw.splits == 8);  // one block an SM: the exhaustive winner's 8 (179 us; 32 splits took 211)
+  CHECK(Config(hw).label() == "wgrad,ct=8,py=32,tg=63,split=8,reduce=ordered,rw=16");  // the H200 winner
   // 2D register tiles (here one kernel row of a 3 x 63 kernel a block column) keep the 64-register window.
   DwConvArgs two_d = args_2d(DwDirection::backward_weight, DwLayout::nchw);
   two_d.kernel_h = 3, two_d.kernel_w = 63, two_d.w = 200, two_d.pad_left = two_d.pad_right = 31;

@@ -529,21 +529,24 @@ Config heuristic_config(const Problem& p, int cc_major) {
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 1;
     }
+    int blocks_per_sm = 5;
     if (p.channel_last() && p.dst_h() == 1 && p.kw >= 16 && taps(p) <= kMaxAccumulators && p.dst_w() >= 16) {
       // Long 1D kernels, channel-last: register-tiled runs of 16 with every tap, 8 channels x 32 run
-      // threads. H200, exhaustive, NLC f32 K=63 16x256x4096: 178.9 us with 8 splits, the winner, and
-      // 211.4 with the 32 the rule below gives, against 2,030 us for the untiled kernel that was the
-      // only choice while windows were held to 64 registers (bench/NOTES.md, "long 1D kernels").
+      // threads, splits for one block an SM (their ~230 registers a thread leave room for no second).
+      // H200, exhaustive, NLC f32 K=63 16x256x4096: 178.9 us with 8 splits, the winner, 211.4 with the
+      // 32 that 5 blocks an SM would give, against 2,030 us for the untiled kernel that was the only
+      // choice while windows were held to 64 registers (bench/NOTES.md, "long 1D kernels").
       c.channels_per_block = 8;
       c.position_threads = 32;
       c.taps_per_block = taps(p);
       c.outputs_per_thread = 16;
+      blocks_per_sm = 1;
     }
-    // Split the reduction until the grid fills ~5 blocks per SM, each split keeping 4+ tiles a thread.
+    // Split the reduction until the grid fills ~blocks_per_sm blocks per SM, each split keeping 4+ tiles a thread.
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
     const std::int64_t tiles = wgrad_tiles(p, c);
     c.splits = 1;
-    while (c.splits < 128 && blocks * c.splits < 5 * 132 && tiles / (c.splits * 2) >= 4 * c.position_threads)
+    while (c.splits < 128 && blocks * c.splits < blocks_per_sm * 132 && tiles / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
     ruled = first_portable(c, portable,
                            {[](WgradConfig& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 1; },
