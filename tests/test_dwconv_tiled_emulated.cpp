@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_reference.h"
 #include "kernel_templates/dwconv/dwconv_tuning.h"
 #include "kernel_templates/dwconv_states/dwconv_states_family.h"
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
@@ -160,4 +161,54 @@ TEST_CASE("emulated tiled dwconv: the 1D forward with an activation and seq_idx,
   seven_variants<0, 2, 1>(2, 6, 37, 6);
   seven_variants<0, 3, 1>(1, 2, 301, 9);  // gelu_erf
   check<0, 4, 64, 1, 1, 0, 1, 2, 1>(1, 2, 300, 5);
+}
+
+namespace {
+
+// Channel-last long windows (NLC f32, K = 63, pad 31: "same"): a run of RW outputs reads RW + 62
+// positions, over the 64 registers other windows keep to. Forward and backward_data against float64,
+// exact buffers; C = 40 (no multiple of a block's channels) and L = 300 (runs past both row ends).
+template <int DIR, int RW, int TX, int FILTER>
+void check_long(std::int64_t n, std::int64_t c, std::int64_t w) {
+  DwConvArgs a;
+  a.direction = DwDirection(DIR), a.layout = DwLayout::nlc, a.dtype = DType::f32;
+  a.n = n, a.c = c, a.w = w, a.kernel_w = 63, a.pad_left = a.pad_right = 31;
+  const std::size_t tensor = std::size_t(n * c * w);
+  const auto x = values(tensor, 5), weight = values(std::size_t(c * 63), 6), bias = values(std::size_t(c), 7);
+  const std::vector<float> fx(x.begin(), x.end()), fw(weight.begin(), weight.end()), fb(bias.begin(), bias.end());
+  std::vector<float> out(tensor, NAN);
+  a.weight = fw.data();
+  if (DIR == 0) a.x = fx.data(), a.bias = fb.data(), a.y = out.data();
+  else a.dy = fx.data(), a.dx = out.data();
+  dwconv::validate(a);
+  const dwconv::Problem problem = dwconv::make_problem(a);
+  const std::string name = "kvt_dwconv_tiled<float, 1, " + std::to_string(DIR) + ", 1, 63, 1, 1, 1, 1, 0, 31, " +
+                           std::to_string(RW) + ", " + std::to_string(TX) + ", 1, 1, 0, " + std::to_string(FILTER) +
+                           ", " + std::to_string(DIR == 0 ? 1 : 0) + ">";
+  INFO(problem.key() << " " << name);
+  const dwconv::Config* config = nullptr;
+  const auto space = dwconv::enumerate(problem);
+  for (const auto& candidate : space)
+    if (dwconv::compile_request(problem, candidate, "sm_90").name_expressions.at(0) == name) config = &candidate;
+  REQUIRE(config != nullptr);  // a variant of the library's space
+  const dwconv::Geometry g = dwconv::geometry(problem, *config, n);
+  REQUIRE(g.block == unsigned(TX));
+  REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
+  const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
+  const std::vector<double> want = DIR == 0 ? dwconv::reference_forward(problem, n, x, weight, bias)
+                                            : dwconv::reference_backward_data(problem, n, x, weight);
+  kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&params] {
+    kvt_dwconv_tiled<float, 1, DIR, 1, 63, 1, 1, 1, 1, 0, 31, RW, TX, 1, 1, 0, FILTER, DIR == 0 ? 1 : 0>(params);
+  });
+  CHECK(relative_error(out, want) < 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("emulated tiled dwconv: channel-last long windows (K = 63), exact buffers", "[dwconv][emulated]") {
+  check_long<0, 32, 64, 0>(2, 40, 300);
+  check_long<0, 16, 128, 1>(1, 40, 300);
+  check_long<0, 4, 64, 0>(1, 40, 97);
+  check_long<1, 32, 64, 0>(2, 40, 300);
+  check_long<1, 16, 64, 1>(1, 40, 300);
 }
