@@ -1,7 +1,8 @@
 // The tiled dwconv kernel (kernel_templates/dwconv/dwconv_tiled*.cuh) compiled as host C++ and run on
 // emulated CUDA threads (tests/emulation/common.cuh), for the 1D causal channel-first forms with a
 // fused activation and seq_idx: the forward (act(conv + bias), taps masked across sequences) and the
-// fused data gradient (dy * act'(z) formed from an x window beside each dy window). Every tensor is a
+// fused data gradient (dy * act'(z) formed from an x window beside each dy window); and channel-last
+// long windows (NLC K = 63, windows over 64 registers). Every tensor is a
 // host buffer of exactly its size, so under AddressSanitizer (the asan stage of tests/run_all.sh) a
 // read or write outside one is an error (compute-sanitizer on the GPU sees only the tuning harness's
 // allocations, each at least 256 bytes: not a read a little past a small weight or bias tensor). Each instantiation is one variant of the library's space: the test finds the Config whose
