@@ -11,7 +11,7 @@
 #            (kvtune_tests, which runs the tools it tests from the same build) except [slow] and
 #            [compiles]: the two NVRTC compile sweeps and five cases that only compile batches of
 #            kernels, whose time is spent in NVRTC (not instrumented) and which the release stage
-#            runs; and except [heavy]: five cases that enumerate the whole variant spaces of large
+#            runs; and except [heavy]: six cases that enumerate the whole variant spaces of large
 #            problems (1-1.5 minutes each when instrumented), code the other cases run on small
 #            problems here and the release stage runs on the large ones, and three normalize cases
 #            on emulated threads over many blocks (a host thread per CUDA thread: 43-120 s each

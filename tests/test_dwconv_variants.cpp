@@ -441,7 +441,7 @@ TEST_CASE("runs per thread (channel-first, one kernel row) and long 1D channel-l
 // register-tiled weight gradients), not where staged tiles, rows per thread or the fused forms
 // compete for them. Before, only runs of 2 were valid: 735 us forward and 2,030 us weight gradient on
 // an H200, against 108 and 179 with these (bench/NOTES.md, "long 1D kernels").
-TEST_CASE("long 1D kernels: windows over 64 registers where nothing else holds registers", "[dwconv][nvrtc]") {
+TEST_CASE("long 1D kernels: windows over 64 registers where nothing else holds registers", "[dwconv][nvrtc][heavy]") {
   DwConvArgs a = args_1d(DwDirection::forward, DwLayout::nlc, 63, 1, 1);
   a.n = 16, a.c = 256, a.w = 4096;
   a.causal = false, a.pad_left = a.pad_right = 31;
