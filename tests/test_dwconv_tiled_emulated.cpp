@@ -206,10 +206,8 @@ void check_long(std::int64_t n, std::int64_t c, std::int64_t w) {
 
 }  // namespace
 
-TEST_CASE("emulated tiled dwconv: channel-last long windows (K = 63), exact buffers", "[dwconv][emulated]") {
-  check_long<0, 32, 64, 0>(2, 40, 300);
-  check_long<0, 16, 128, 1>(1, 40, 300);
-  check_long<0, 4, 64, 0>(1, 40, 97);
-  check_long<1, 32, 64, 0>(2, 40, 300);
-  check_long<1, 16, 64, 1>(1, 40, 300);
+TEST_CASE("emulated tiled dwconv: a channel-last long window (K = 63, runs of 16), exact buffers", "[dwconv][emulated]") {
+  // One variant: each K = 63 instantiation costs 20-30 s of the ASan build's compile (five took 82 s).
+  // The [gpu][dwconv][long] cases run every long-window variant on the GPU.
+  check_long<0, 16, 64, 0>(2, 40, 300);
 }
