@@ -9,7 +9,6 @@ usage: python3 bench/python/train_profile.py [--models mamba,s4convd] [--size la
 """
 
 import argparse
-import copy
 import os
 import re
 import sys
@@ -49,22 +48,8 @@ def device_time_us(evt):
     return 0.0
 
 
-def profile_variant(name, variant, base, x, target, task, args):
-    model = copy.deepcopy(base)
-    kind, _, suffix = variant.partition("+")
-    if kind.startswith("kvtune"):
-        ts.knn.patch(model)
-    if kind == "kvtune-fused":
-        ts.fuse_causal_convs(model)
-    fwd = torch.compile(model) if "compile" in (kind, suffix) else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = ts.loss_fn(task, fwd(x), target)
-        loss.backward()
-        opt.step()
-
+def profile_variant(variant, base, x, target, task, args):
+    step = ts.make_step(variant, base, x, target, task, 1e-3)[0]
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
@@ -112,7 +97,7 @@ def main():
             if variant.startswith("kvtune-fused") and name not in ts.FUSED_MODELS:
                 continue
             torch._dynamo.reset()
-            by_variant[variant] = profile_variant(name, variant, base, x, target, task, args)
+            by_variant[variant] = profile_variant(variant, base, x, target, task, args)
         kinds = [k for k, _ in KINDS] + ["other"]
         lines += [f"## {name} {list(shape)}", "",
                   "| variant | step ms (events) | kernels ms | " + " | ".join(kinds) + " |",

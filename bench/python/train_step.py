@@ -165,7 +165,9 @@ VARIANTS = ("eager", "compile", "kvtune", "kvtune+compile", "kvtune-fused", "kvt
 FUSED_MODELS = ("mamba",)  # the models kvtune-fused applies to; the others skip the fused variants
 
 
-def run_variant(name, variant, base, x, target, task, args):
+def make_step(variant, base, x, target, task, lr):
+    """A deep copy of `base` as `variant` makes it (patched, fused, compiled) and its training step
+    (forward, loss, backward, AdamW). Returns (step, patch report or None, fused convs or None)."""
     model = copy.deepcopy(base)
     kind, _, suffix = variant.partition("+")  # "kvtune-fused+compile" -> "kvtune-fused", "compile"
     report = fused = None
@@ -174,7 +176,7 @@ def run_variant(name, variant, base, x, target, task, args):
     if kind == "kvtune-fused":
         fused = fuse_causal_convs(model)
     fwd = torch.compile(model) if "compile" in (kind, suffix) else model
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -182,6 +184,11 @@ def run_variant(name, variant, base, x, target, task, args):
         loss.backward()
         opt.step()
         return loss
+    return step, report, fused
+
+
+def run_variant(name, variant, base, x, target, task, args):
+    step, report, fused = make_step(variant, base, x, target, task, args.lr)
 
     losses, times = [], []
     torch.cuda.reset_peak_memory_stats()

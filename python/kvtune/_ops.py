@@ -39,15 +39,16 @@ def register(kt):
                                            tags=(torch.Tag.needs_fixed_stride_order,))
     else:
         custom_op = torch.library.custom_op
-    norm_strides_supported, layout_supported = kt["norm_strides_supported"], kt["layout_supported"]
+    norm_strides_supported = kt["norm_strides_supported"]
 
     # Under torch.compile a custom op may still meet strides kvtune cannot take: it copies then
-    # (the eager functions raise instead, so that a copy is never silent there).
+    # (the eager functions raise instead, so that a copy is never silent there). The traced
+    # convolution functions copy before the op already (kvtune.torch._op_conv_input); this is the
+    # fallback for a direct torch.ops.kvtune call.
     def norm_input(x, cols):
         return x if norm_strides_supported(x, cols) else x.contiguous()
 
-    def conv_input(x):
-        return x if x.dim() not in (3, 4) or layout_supported(x) else x.contiguous()
+    conv_input = kt["_op_conv_input"]
     norm_forward, norm_backward = kt["_norm_forward"], kt["_norm_backward"]
     normalized_cols, check_tensor = kt["_normalized_cols"], kt["_check_tensor"]
 
