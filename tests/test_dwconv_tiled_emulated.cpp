@@ -2,7 +2,7 @@
 // emulated CUDA threads (tests/emulation/common.cuh), for the 1D causal channel-first forms with a
 // fused activation and seq_idx: the forward (act(conv + bias), taps masked across sequences) and the
 // fused data gradient (dy * act'(z) formed from an x window beside each dy window); and channel-last
-// long windows (NLC K = 63, windows over 64 registers). Every tensor is a
+// long windows (NLC K = 63, windows over 64 registers, loaded in segments). Every tensor is a
 // host buffer of exactly its size, so under AddressSanitizer (the asan stage of tests/run_all.sh) a
 // read or write outside one is an error (compute-sanitizer on the GPU sees only the tuning harness's
 // allocations, each at least 256 bytes: not a read a little past a small weight or bias tensor). Each instantiation is one variant of the library's space: the test finds the Config whose
@@ -206,8 +206,11 @@ void check_long(std::int64_t n, std::int64_t c, std::int64_t w) {
 
 }  // namespace
 
-TEST_CASE("emulated tiled dwconv: a channel-last long window (K = 63, runs of 16), exact buffers", "[dwconv][emulated]") {
+TEST_CASE("emulated tiled dwconv: a channel-last long window (K = 63, runs of 32 in segments), exact buffers",
+          "[dwconv][emulated]") {
   // One variant: each K = 63 instantiation costs 20-30 s of the ASan build's compile (five took 82 s).
-  // The [gpu][dwconv][long] cases run every long-window variant on the GPU.
-  check_long<0, 16, 64, 0>(2, 40, 300);
+  // Runs of 32 load their 94-position window in three segments (kvt_last_segments), the path whose
+  // bounds are the easiest to get wrong. The [gpu][dwconv][long] cases run every long-window variant
+  // on the GPU.
+  check_long<0, 32, 64, 0>(2, 40, 300);
 }

@@ -157,6 +157,9 @@ int main() {
   run_case<kvt_bf16, 512, 8, 2, 1, 3>("256 x 2^20 layernorm bf16", 256, 1LL << 20);
   run_case<float, 256, 4, 4, 1, 3>("128 x 2^20 layernorm f32 (winner)", 128, 1LL << 20);
   run_case<float, 1024, 4, 4, 2, 1>("8 x 2^22 rmsnorm f32 (winner)", 8, 1LL << 22);
+  // Few rows: phase 1 (one block a row, 4,096 warp partials each) is a large part of the round.
+  run_case<kvt_bf16, 256, 8, 4, 1, 3>("4 x 2^22 layernorm bf16 (winner)", 4, 1LL << 22);
+  run_case<float, 256, 4, 4, 1, 3>("2 x 2^20 layernorm f32 (phased)", 2, 1LL << 20);
   // The output phase's row loop (gamma / beta loaded once for 4 rows).
   run_case<kvt_bf16, 256, 8, 4, 1, 3, 1>("64 x 2^22 layernorm bf16, loop 4", 64, 1LL << 22);
   run_case<kvt_bf16, 512, 8, 2, 1, 3, 1>("64 x 2^22 layernorm bf16, loop 4", 64, 1LL << 22);

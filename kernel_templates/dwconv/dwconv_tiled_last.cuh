@@ -274,19 +274,24 @@ template <class S, bool X = false> struct KvtLastWindow {
   bool inside;  // columns inside the row (every thread but the edge ones): loads without tests
 
   __device__ __forceinline__ void load(long long row, V (&win)[kWin], bool row_may_be_outside) const {
+    load_part<0, kWin>(row, win, row_may_be_outside);
+  }
+  // Window positions LO .. LO + N - 1 (a segment of a long window, kvt_last_segments).
+  template <int LO, int N>
+  __device__ __forceinline__ void load_part(long long row, V (&win)[N], bool row_may_be_outside) const {
     using T = typename S::T;
     const long long height = X ? p.dst_h : p.src_h, width = X ? p.dst_w : p.src_w;
     const bool row_in = !row_may_be_outside || (row >= 0 && row < height);
     const T* srow = static_cast<const T*>(X ? p.aux : p.src) + ((at.n * height + (row_in ? row : 0)) * width + win0) * p.channels + at.c0;
     if (inside && row_in) {
 #pragma unroll
-      for (int j = 0; j < kWin; ++j) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
+      for (int j = 0; j < N; ++j) win[j] = *reinterpret_cast<const V*>(srow + (LO + j) * p.channels);
       return;
     }
 #pragma unroll
-    for (int j = 0; j < kWin; ++j) {
-      const long long q = win0 + j;
-      if (row_in && q >= 0 && q < width) win[j] = *reinterpret_cast<const V*>(srow + j * p.channels);
+    for (int j = 0; j < N; ++j) {
+      const long long q = win0 + LO + j;
+      if (row_in && q >= 0 && q < width) win[j] = *reinterpret_cast<const V*>(srow + (LO + j) * p.channels);
       else kvt_zero_vec(win[j]);
     }
   }
@@ -307,6 +312,31 @@ __device__ __forceinline__ void kvt_last_accumulate(float (&acc)[S::RH][S::RW][S
   }
 }
 
+// A long window (over 64 registers: 1D kernels like K = 63) in segments of S::kSeg vectors: each
+// segment's products with every (output, tap) pair that reads it, so a thread holds one segment at
+// a time beside its accumulators and taps.
+template <class S, int LO>
+__device__ __forceinline__ void kvt_last_segments(const KvtLastWindow<S>& window, long long row, int kh,
+                                                  const KvtLastTaps<S>& taps, float (&acc)[S::RH][S::RW][S::VC]) {
+  constexpr int N = S::kWin - LO < S::kSeg ? S::kWin - LO : S::kSeg;
+  typename S::V part[N];
+  window.template load_part<LO, N>(row, part, false);
+#pragma unroll
+  for (int kw = 0; kw < S::KW; ++kw) {
+    float t[S::VC];
+    taps.of(kh * S::KW + kw, t);
+#pragma unroll
+    for (int r = 0; r < S::RW; ++r) {
+      constexpr int kLo = LO;
+      const int j = S::AW::offset(r, kw) - kLo;
+      if (S::AW::valid(r, kw) && j >= 0 && j < N)
+#pragma unroll
+        for (int v = 0; v < S::VC; ++v) acc[0][r][v] += kvt_to_float(part[j].v[v]) * t[v];
+    }
+  }
+  if constexpr (LO + S::kSeg < S::kWin) kvt_last_segments<S, LO + S::kSeg>(window, row, kh, taps, acc);
+}
+
 // One output row a thread (RH = 1): each kernel row's source row, skipped where none.
 template <class S>
 __device__ __forceinline__ void kvt_last_rows(const KvtDwConvParams& p, const KvtLastWindow<S>& window,
@@ -315,6 +345,10 @@ __device__ __forceinline__ void kvt_last_rows(const KvtDwConvParams& p, const Kv
   for (int kh = 0; kh < S::KH; ++kh) {
     long long row;
     if (!source_row<S::DIR, S::KH, S::SH, S::DH, S::PH>(window.at.h, kh, p.src_h, row)) continue;
+    if constexpr (S::kSeg < S::kWin && !S::SEQ) {
+      kvt_last_segments<S, 0>(window, row, kh, taps, acc);
+      continue;
+    }
     typename S::V win[S::kWin];
     window.load(row, win, false);
     if constexpr (S::SEQ) {

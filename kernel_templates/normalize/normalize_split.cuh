@@ -64,15 +64,28 @@ __device__ __forceinline__ void kvt_merge(KvtMerge& l, const KvtMerge& r) {
 // Partial i of a row (K floats each; slices of `slice` elements, the last one shorter). Loaded past
 // L1 (ld.cg): the cooperative kernel reads partials that other blocks wrote during the same launch.
 // K == 4 (the phased forward's per-warp partials) carries its own element count as its fourth float.
+// Loaded as floats (kvt_partial_load) and widened when merged (kvt_partial_value), so that a batch of
+// loads in flight holds half the registers.
+struct KvtPartialRaw {
+  float a, b, c, n;
+};
+
+template <int K>
+__device__ __forceinline__ KvtPartialRaw kvt_partial_load(const float* src, long long i) {
+  return {__ldcg(src + i * K), K > 1 ? __ldcg(src + i * K + 1) : 0.f, K > 2 ? __ldcg(src + i * K + 2) : 0.f,
+          K == 4 ? __ldcg(src + i * K + 3) : 0.f};
+}
+
+template <int K>
+__device__ __forceinline__ KvtMerge kvt_partial_value(const KvtPartialRaw& r, long long i, long long slice,
+                                                      long long cols) {
+  const long long left = cols - i * slice;
+  return {K == 4 ? (double)r.n : (double)(left < slice ? left : slice), (double)r.a, (double)r.b, (double)r.c};
+}
+
 template <int K>
 __device__ __forceinline__ KvtMerge kvt_partial(const float* src, long long i, long long slice, long long cols) {
-  KvtMerge m;
-  const long long left = cols - i * slice;
-  m.n = K == 4 ? (double)__ldcg(src + i * K + 3) : (double)(left < slice ? left : slice);
-  m.a = __ldcg(src + i * K);
-  m.b = K > 1 ? __ldcg(src + i * K + 1) : 0.0;
-  m.c = K > 2 ? __ldcg(src + i * K + 2) : 0.0;
-  return m;
+  return kvt_partial_value<K>(kvt_partial_load<K>(src, i), i, slice, cols);
 }
 
 __device__ __forceinline__ KvtMerge kvt_shfl_down(const KvtMerge& m, int o) {
@@ -102,8 +115,25 @@ __device__ __forceinline__ KvtMerge kvt_merge_warp(const float* src, long long c
 template <bool CHAN, int K>
 __device__ __forceinline__ KvtMerge kvt_merge_block_all(const float* src, long long count, long long slice,
                                                         long long cols, KvtMerge* scratch) {
+  // Partials are loaded kBatch at a time, as floats, before any is merged: one at a time, each merge
+  // waited for its own L2 round trip (a row of 4,096 warp partials: 16 in turn a thread, most of
+  // phase 1's time). Four keep 1024-thread blocks within their 64 registers. The merge order is
+  // unchanged.
+  constexpr int kBatch = 4;
   KvtMerge m = {0.0, 0.0, 0.0, 0.0};
-  for (long long i = threadIdx.x; i < count; i += blockDim.x) kvt_merge<CHAN>(m, kvt_partial<K>(src, i, slice, cols));
+  for (long long first = threadIdx.x; first < count; first += (long long)kBatch * blockDim.x) {
+    KvtPartialRaw r[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const long long i = first + (long long)b * blockDim.x;
+      if (i < count) r[b] = kvt_partial_load<K>(src, i);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const long long i = first + (long long)b * blockDim.x;
+      if (i < count) kvt_merge<CHAN>(m, kvt_partial_value<K>(r[b], i, slice, cols));
+    }
+  }
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
