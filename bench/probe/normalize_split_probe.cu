@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "normalize.cu"
@@ -20,6 +21,7 @@
 namespace {
 
 int g_persistent = 0;  // PROBE_PERSISTENT
+const char* g_only = nullptr;  // PROBE_ONLY: run only the cases whose name holds this text (for ncu)
 
 template <class T>
 __global__ void fill(T* p, long long n, unsigned seed, float offset) {
@@ -46,6 +48,7 @@ float median(std::vector<float> v) {
 
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int LOOP = 0>
 void run_case(const char* name, long long rows, long long cols) {
+  if (g_only != nullptr && std::strstr(name, g_only) == nullptr) return;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
   const long long splits = (cols + kSlice - 1) / kSlice;
   const long long n = rows * cols;
@@ -141,6 +144,7 @@ void run_case(const char* name, long long rows, long long cols) {
 
 int main() {
   if (const char* v = std::getenv("PROBE_PERSISTENT")) g_persistent = std::atoi(v);
+  g_only = std::getenv("PROBE_ONLY");
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);

@@ -197,8 +197,10 @@ __device__ __forceinline__ void kvt_merge_row_scale(const KvtNormalizeParams& p,
 }
 
 // This thread's sum over its kept vectors of x - shift (rmsnorm: its square) or, CENTRED, of
-// ((x - shift) - mean)^2; columns at or past `cols` left out.
-template <class T, int TPR, int VW, int ITEMS, int MODE, bool CENTRED>
+// ((x - shift) - mean)^2; columns at or past `cols` left out. FULL: the caller knows every column is
+// in the row, so no element is tested (the same sums; the tests were most of phase 0's instructions:
+// Nsight Compute, H200, 2026-11-29, 77 % of issue on 64 x 2^22 layernorm bf16).
+template <class T, int TPR, int VW, int ITEMS, int MODE, bool CENTRED, bool FULL = false>
 __device__ __forceinline__ float kvt_thread_sum(const Vec<T, VW> (&v)[ITEMS], long long begin, long long cols,
                                                 float shift, float mean) {
   float sum = 0.f;
@@ -206,16 +208,25 @@ __device__ __forceinline__ float kvt_thread_sum(const Vec<T, VW> (&v)[ITEMS], lo
   for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
       const float f = kvt_to_float(v[i].v[k]) - shift;
-      if constexpr (CENTRED) {
-        const float d = f - mean;
-        if (j < cols) sum += d * d;
+      const float term = CENTRED ? (f - mean) * (f - mean) : MODE == 2 ? f * f : f;
+      if constexpr (FULL) {
+        sum += term;
       } else {
-        if (j < cols) sum += MODE == 2 ? f * f : f;
+        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW + k;
+        if (j < cols) sum += term;
       }
     }
   return sum;
+}
+
+// kvt_thread_sum for a group whose columns may all be in the row (`full`, the same in every thread
+// of the group): the untested form then, else the tested one.
+template <class T, int TPR, int VW, int ITEMS, int MODE, bool CENTRED>
+__device__ __forceinline__ float kvt_thread_sum_of(const Vec<T, VW> (&v)[ITEMS], bool full, long long begin,
+                                                   long long cols, float shift, float mean) {
+  return full ? kvt_thread_sum<T, TPR, VW, ITEMS, MODE, CENTRED, true>(v, begin, cols, shift, mean)
+              : kvt_thread_sum<T, TPR, VW, ITEMS, MODE, CENTRED, false>(v, begin, cols, shift, mean);
 }
 
 // The statistics of one slice of a row (phase 0): two-pass over the kept vectors, relative to shift;
@@ -225,7 +236,9 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
                                                 float shift, float* dst, float* scratch) {
   using Group = RowGroup<TPR, 1>;
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
-  const float sum = Group::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, false>(v, begin, cols, shift, 0.f), scratch);
+  const bool full = begin + kSlice <= cols;
+  const float sum =
+      Group::sum(kvt_thread_sum_of<T, TPR, VW, ITEMS, MODE, false>(v, full, begin, cols, shift, 0.f), scratch);
   if (K == 3 && threadIdx.x == 0) dst[2] = shift;
   if constexpr (MODE == 2) {
     if (threadIdx.x == 0) dst[0] = sum, dst[1] = 0.f;
@@ -233,7 +246,8 @@ __device__ __forceinline__ void kvt_slice_stats(const Vec<T, VW> (&v)[ITEMS], lo
   }
   const long long left = cols - begin;
   const float mean = sum / (float)(left < kSlice ? left : kSlice);
-  const float centred = Group::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, true>(v, begin, cols, shift, mean), scratch);
+  const float centred =
+      Group::sum(kvt_thread_sum_of<T, TPR, VW, ITEMS, MODE, true>(v, full, begin, cols, shift, mean), scratch);
   if (threadIdx.x == 0) dst[0] = mean, dst[1] = centred;
 }
 
@@ -252,11 +266,12 @@ __device__ __forceinline__ void kvt_warp_stats(const Vec<T, VW> (&v)[ITEMS], lon
     const long long left = cols - (lane0 + (long long)i * TPR * VW);
     count += left <= 0 ? 0 : left < 32 * VW ? left : 32 * VW;
   }
-  float sum = Warp::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, false>(v, begin, cols, shift, 0.f), nullptr);
+  const bool full = count == (long long)ITEMS * 32 * VW;  // every column of the warp in the row
+  float sum = Warp::sum(kvt_thread_sum_of<T, TPR, VW, ITEMS, MODE, false>(v, full, begin, cols, shift, 0.f), nullptr);
   float centred = 0.f;
   if constexpr (MODE != 2) {
     const float mean = count > 0 ? sum / (float)count : 0.f;
-    centred = Warp::sum(kvt_thread_sum<T, TPR, VW, ITEMS, MODE, true>(v, begin, cols, shift, mean), nullptr);
+    centred = Warp::sum(kvt_thread_sum_of<T, TPR, VW, ITEMS, MODE, true>(v, full, begin, cols, shift, mean), nullptr);
     sum = mean;
   }
   if ((threadIdx.x & 31) == 0) {
