@@ -368,6 +368,38 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
 #endif
 }
 
+// A row's float64 statistics, as the reference kernels (forward and backward) compute them: the
+// mean (0 for rmsnorm), the scale (rstd) and, for standardize, sigma. `x` is anything indexed by
+// column that yields T (the forward's reads x + residual through it).
+struct KvtReferenceStats {
+  double mean, scale, sigma;
+};
+
+template <int MODE, class X>
+__device__ KvtReferenceStats kvt_reference_stats(const X& x, long long cols, int ddof, float eps) {
+  const double n = static_cast<double>(cols);
+  KvtReferenceStats r = {0.0, 0.0, 0.0};
+  double m2 = 0.0;
+  if constexpr (MODE == 2) {
+    for (long long j = 0; j < cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
+    r.scale = 1.0 / sqrt(m2 / n + (double)eps);
+  } else {
+    for (long long j = 0; j < cols; ++j) r.mean += (double)kvt_to_float(x[j]);
+    r.mean /= n;
+    for (long long j = 0; j < cols; ++j) {
+      const double d = (double)kvt_to_float(x[j]) - r.mean;
+      m2 += d * d;
+    }
+    if constexpr (MODE == 0) {
+      r.sigma = sqrt(m2 / (n - ddof));
+      r.scale = 1.0 / (r.sigma + (double)eps);
+    } else {
+      r.scale = 1.0 / sqrt(m2 / n + (double)eps);
+    }
+  }
+  return r;
+}
+
 // The naive variant: one thread per row, float64 throughout, y written as f32 into p.y. With a
 // residual (non-null rp.residual) the row is s = x + residual rounded to T, written as f32 into
 // rp.residual_out when that is non-null.
@@ -389,21 +421,8 @@ __global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtRes
   float* y = static_cast<float*>(p.y) + row * p.ld_y;
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
-  const double n = static_cast<double>(p.cols);
-  double mean = 0.0, m2 = 0.0, scale;
-  if (MODE == 2) {
-    for (long long j = 0; j < p.cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
-    scale = 1.0 / sqrt(m2 / n + (double)p.eps);
-  } else {
-    for (long long j = 0; j < p.cols; ++j) mean += (double)kvt_to_float(x[j]);
-    mean /= n;
-    for (long long j = 0; j < p.cols; ++j) {
-      const double d = (double)kvt_to_float(x[j]) - mean;
-      m2 += d * d;
-    }
-    if (MODE == 0) scale = 1.0 / (sqrt(m2 / (n - p.ddof)) + (double)p.eps);
-    else scale = 1.0 / sqrt(m2 / n + (double)p.eps);
-  }
+  const KvtReferenceStats stats = kvt_reference_stats<MODE>(x, p.cols, p.ddof, p.eps);
+  const double mean = stats.mean, scale = stats.scale;
   for (long long j = 0; j < p.cols; ++j) {
     double r = ((double)kvt_to_float(x[j]) - mean) * scale;
     if ((AFFINE & 1) != 0) r *= (double)kvt_to_float(gamma[j]);

@@ -544,24 +544,8 @@ __global__ void kvt_normalize_backward_reference(const KvtNormalizeBackwardParam
   float* dx = static_cast<float*>(p.dx) + row * p.ld_dx;
   const T* gamma = static_cast<const T*>(p.gamma);
   const double n = static_cast<double>(p.cols);
-  double mean = 0.0, m2 = 0.0, s, sigma = 0.0;
-  if (MODE == 2) {
-    for (long long j = 0; j < p.cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
-    s = 1.0 / sqrt(m2 / n + (double)p.eps);
-  } else {
-    for (long long j = 0; j < p.cols; ++j) mean += (double)kvt_to_float(x[j]);
-    mean /= n;
-    for (long long j = 0; j < p.cols; ++j) {
-      const double d = (double)kvt_to_float(x[j]) - mean;
-      m2 += d * d;
-    }
-    if (MODE == 0) {
-      sigma = sqrt(m2 / (n - p.ddof));
-      s = 1.0 / (sigma + (double)p.eps);
-    } else {
-      s = 1.0 / sqrt(m2 / n + (double)p.eps);
-    }
-  }
+  const KvtReferenceStats stats_row = kvt_reference_stats<MODE>(x, p.cols, p.ddof, p.eps);
+  const double mean = stats_row.mean, s = stats_row.scale, sigma = stats_row.sigma;
   double a = 0.0, b = 0.0;
   for (long long j = 0; j < p.cols; ++j) {
     const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
