@@ -57,13 +57,13 @@ struct KvtTiled {
   static constexpr int kWin = AW::kWindow;
   static constexpr int kTaps = KH * KW;
   // Windows over 64 registers (channel-last rows from global memory only) are loaded in segments of
-  // 32 registers (kvt_last_segments) where the run is at least a segment long: every segment re-reads
-  // the taps, which costs little against a run of 32 outputs and everything against a run of 1
-  // (H200, K = 63: runs of 32 7-19 % faster, runs of 1-8 with taps in shared memory up to 3.3x slower;
-  // bench/NOTES.md, 2026-11-29 evening).
+  // 32 registers (kvt_last_segments) where each thread has one channel and a run of 32 outputs or
+  // more: every segment re-reads the taps, which costs little against a run of 32 and everything
+  // against a run of a few. Measured on an H200 (bench/NOTES.md, 2026-11-29 evening): NLC f32
+  // K = 63, runs of 32 7-19 % faster, runs of 1-8 with taps in shared memory up to 3.3x slower;
+  // NLC bf16 K = 31 with 2-channel vectors, runs of 32 10-14 % slower, so not there.
   static constexpr int kSegRegisters = 32;
-  static constexpr int kSeg =
-      kWin * VC <= 64 || RW * VC < kSegRegisters ? kWin : (kSegRegisters + VC - 1) / VC;
+  static constexpr int kSeg = kWin * VC <= 64 || RW < 32 || VC != 1 ? kWin : kSegRegisters;
 };
 
 // Channel-last: the taps of VC consecutive channels from c0, as filter[tap * VC + channel]. They are
