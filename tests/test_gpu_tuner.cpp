@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -442,6 +443,31 @@ TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner][ex
   CHECK(runs[0].variants_timed >= 1);
   CHECK(runs[0].variants_timed < 40);
   WARN("1 ms budget: " << runs[0].variants_timed << " candidates timed, tuning took " << runs[0].wall_seconds << " s");
+}
+
+TEST_CASE("a tuning run records where its time went", "[gpu][tuner]") {
+  KVTUNE_REQUIRE_GPU();
+  TempCache cache("split");
+  Context ctx(options(Policy::tune, cache.path, 12));
+  test::LayerNormCase c(4096, 768, 17);
+  ctx.normalize(c.args());
+  CHECK(c.max_error() < 1e-4);
+  auto store = cache::Store::open(cache.path);
+  const auto runs = store->tuning_runs(normalize::make_problem(c.args()).key());
+  REQUIRE(runs.size() == 1);
+  const auto seconds = nlohmann::json::parse(runs[0].json).at("seconds");
+  double parts = 0;
+  for (const char* part : {"compile_wait", "verify", "time", "final"}) {
+    INFO(part);
+    CHECK(seconds.at(part).get<double>() >= 0);
+    parts += seconds.at(part).get<double>();
+  }
+  const double harness = seconds.at("harness").get<double>(), bench = seconds.at("bench").get<double>();
+  CHECK(seconds.at("time").get<double>() > 0);    // 12 candidates timed
+  CHECK(seconds.at("verify").get<double>() > 0);  // and verified
+  CHECK(parts <= bench * 1.001 + 1e-6);           // the parts of the benchmark phase, not more
+  CHECK(harness + bench <= runs[0].wall_seconds * 1.001 + 1e-6);
+  WARN("split of " << runs[0].wall_seconds << " s: " << seconds.dump());
 }
 
 TEST_CASE("several GPUs: modules per device, results keyed by the device's fingerprint", "[gpu][tuner][multi]") {

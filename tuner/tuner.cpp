@@ -361,13 +361,16 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     }
     const int i = order[k];
     const Candidate& c = candidates[std::size_t(i)];
+    auto phase_start = Clock::now();
     const Compiled& compiled = pipeline.get(i);
+    outcome.wait_seconds += seconds_since(phase_start);
     cache::Trial trial;
     trial.label = c.label;
     trial.config_json = c.config_json;
     Status status = compiled.status;
     std::string message = compiled.message;
     detail::LoadedKernel kernel;
+    phase_start = Clock::now();
     if (status == Status::ok) status = load_checked(c, compiled, options, kernel, message);
     if (status == Status::ok) {
       const Verdict verdict = harness.verify(c, kernel, stream);
@@ -378,8 +381,11 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
         message = verdict.message;
       }
     }
+    outcome.verify_seconds += seconds_since(phase_start);
     if (status == Status::ok) {
+      phase_start = Clock::now();
       timings[std::size_t(i)] = time_kernel(c, kernel, harness, options, stream);
+      outcome.time_seconds += seconds_since(phase_start);
       trial.median_ms = timings[std::size_t(i)].median_ms;
       trial.spread = timings[std::size_t(i)].spread;
       trial.gbps = harness.model_bytes() / (trial.median_ms * 1e-3) / 1e9;
@@ -422,6 +428,7 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
   if (incumbent_ok && std::find(finalists.begin(), finalists.end(), options.incumbent) == finalists.end())
     finalists.push_back(options.incumbent);
   if (finalists.size() > 1 && options.final_rounds > 0) {
+    const auto final_start = Clock::now();
     std::vector<detail::LoadedKernel> kernels(finalists.size());
     std::vector<std::unique_ptr<Bench>> benches;
     for (std::size_t f = 0; f < finalists.size(); ++f) {
@@ -451,6 +458,7 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
         options.debug(fmt::format("  final {:<42} {:>10.4f} ms spread {:.3f}", trial.label, trial.median_ms,
                                   trial.spread));
     }
+    outcome.final_seconds = seconds_since(final_start);
   }
 
   // Fastest final median wins; candidates within its noise tie and the static rank decides.

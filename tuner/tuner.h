@@ -128,7 +128,12 @@ struct Outcome {
   double winner_ms = -1, winner_spread = 0;
   double incumbent_ms = -1;
   double compile_seconds = 0;  // CPU-side wall time until the last compile finished
-  double bench_seconds = 0;
+  double bench_seconds = 0;    // wall time from the first candidate's turn to the end
+  // Where bench_seconds went, on the thread that drives the GPU (the rest: loading, bookkeeping):
+  double wait_seconds = 0;    // waiting for a candidate's compile to finish
+  double verify_seconds = 0;  // loading each kernel and checking its output against the reference
+  double time_seconds = 0;    // warming up and timing the candidates
+  double final_seconds = 0;   // the finalists' interleaved re-measure
   int compiles = 0;            // NVRTC compilations done
   int reused = 0;              // cubins taken from the store
   std::vector<std::string> rejected_binaries;  // stored cubins refused: not what this build makes for

@@ -113,7 +113,10 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
     cudaStreamDestroy(s);
   });
   const detail::GpuConditions before = detail::read_gpu_conditions(dev.ordinal);
+  const auto harness_start = std::chrono::steady_clock::now();
   auto harness = F::harness(problem, configs, arch, s.options.hot_l2 ? 0 : dev.fingerprint.l2_bytes, stream);
+  const double harness_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - harness_start).count();
   s.log("info", fmt::format("{} {}: tuning on {} ({} variants, budget {})", F::kOp, key, dev.fingerprint.name,
                           candidates.size(), topt.budget_variants));
   tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream);
@@ -174,7 +177,13 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
   run.incumbent_ms = outcome.incumbent_ms;
   run.replaced_incumbent = !incumbent_label.empty() && !outcome.kept_incumbent;
   const detail::GpuConditions after = detail::read_gpu_conditions(dev.ordinal);
+  // Where the wall time went: the harness (buffers, inputs, the reference), then on the thread that
+  // drives the GPU the waits for compiles, verification, timing and the finalists' re-measure.
+  const nlohmann::json split{{"harness", harness_seconds},      {"compile_wait", outcome.wait_seconds},
+                             {"verify", outcome.verify_seconds}, {"time", outcome.time_seconds},
+                             {"final", outcome.final_seconds},   {"bench", outcome.bench_seconds}};
   run.json = nlohmann::json{{"winner_spread", outcome.winner_spread},
+                            {"seconds", split},
                             {"budget_variants", s.options.budget_variants},
                             {"budget_ms", s.options.budget_ms},
                             {"hot_l2", s.options.hot_l2},
@@ -183,10 +192,12 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
                  .dump();
   s.store_result(winner, binaries, outcome.trials, run);
   s.log("info", fmt::format("{} {}: winner {} {:.4f} ms {:.0f} GB/s ({} of {} variants, {} compiled, {} reused; "
-                          "compile {:.2f} s, benchmark {:.2f} s, SM clock {} MHz){}",
+                          "compile {:.2f} s, benchmark {:.2f} s: harness {:.2f}, compile wait {:.2f}, verify {:.2f}, "
+                          "timing {:.2f}, finalists {:.2f}; SM clock {} MHz){}",
                           F::kOp, key, winner.label, winner.median_ms, winner.gbps, outcome.trials.size(),
                           candidates.size(), outcome.compiles, outcome.reused, outcome.compile_seconds,
-                          outcome.bench_seconds, before.sm_clock_mhz,
+                          outcome.bench_seconds, harness_seconds, outcome.wait_seconds, outcome.verify_seconds,
+                          outcome.time_seconds, outcome.final_seconds, before.sm_clock_mhz,
                           incumbent_label.empty() ? ""
                           : outcome.kept_incumbent
                               ? fmt::format("; incumbent {} kept", incumbent_label)
