@@ -192,7 +192,7 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
                  .dump();
   s.store_result(winner, binaries, outcome.trials, run);
   s.log("info", fmt::format("{} {}: winner {} {:.4f} ms {:.0f} GB/s ({} of {} variants, {} compiled, {} reused; "
-                          "compile {:.2f} s, benchmark {:.2f} s: harness {:.2f}, compile wait {:.2f}, verify {:.2f}, "
+                          "compile {:.2f} s, benchmark {:.2f} s; harness {:.2f}, compile wait {:.2f}, verify {:.2f}, "
                           "timing {:.2f}, finalists {:.2f}; SM clock {} MHz){}",
                           F::kOp, key, winner.label, winner.median_ms, winner.gbps, outcome.trials.size(),
                           candidates.size(), outcome.compiles, outcome.reused, outcome.compile_seconds,
