@@ -1,5 +1,6 @@
 """Installs the pure-Python package and, when one is found, a copy of libkvtune.so inside it
-(kvtune/lib/libkvtune.so), so that the installed package needs no environment variable.
+(kvtune/lib/libkvtune.so, with the kvtune-compile-worker beside it), so that the installed package
+needs no environment variable.
 
 The library is taken from $KVTUNE_LIBRARY, else from $KVTUNE_BUILD_DIR, else from ../build (the
 build tree next to this folder). Without one the package installs anyway and finds the library at
@@ -44,6 +45,11 @@ class BuildPyWithLibrary(build_py):
         os.makedirs(target, exist_ok=True)
         shutil.copyfile(library, os.path.join(target, "libkvtune.so"))
         print(f"kvtune: bundled {library} as kvtune/lib/libkvtune.so")
+        # The helper process tuning compiles in; the library looks for it in its own folder.
+        worker = os.path.join(os.path.dirname(library), "kvtune-compile-worker")
+        if os.path.isfile(worker):
+            shutil.copy2(worker, os.path.join(target, "kvtune-compile-worker"))
+            print(f"kvtune: bundled {worker} as kvtune/lib/kvtune-compile-worker")
 
 
 setup(cmdclass={"build_py": BuildPyWithLibrary})

@@ -18,7 +18,7 @@ namespace {
 
 // The layouts the Python package's ctypes structs mirror (python/kvtune/_capi.py): a change here is
 // an ABI change.
-static_assert(sizeof(kvt_context_options) == 72, "kvt_context_options layout");
+static_assert(sizeof(kvt_context_options) == 80, "kvt_context_options layout");
 static_assert(sizeof(kvt_normalize_args) == 152, "kvt_normalize_args layout");
 static_assert(offsetof(kvt_normalize_args, residual) == 120 && offsetof(kvt_normalize_args, ld_residual_out) == 144,
               "normalize residual offsets (appended after the 120 bytes of the first layout)");

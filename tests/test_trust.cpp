@@ -378,6 +378,7 @@ TEST_CASE("trust: every ContextOptions number out of range is an error naming th
   refused([](ContextOptions& o) { o.policy = static_cast<Policy>(17); }, "policy");
   refused([](ContextOptions& o) { o.log_level = "loud"; }, "log_level");
   refused([](ContextOptions& o) { o.test_fault = "segv"; }, "test_fault");
+  refused([](ContextOptions& o) { o.compile_worker = "/nonexistent/kvtune-compile-worker"; }, "compile_worker");
   refused([](ContextOptions& o) { o.buckets = "8,4"; }, "buckets");
   ContextOptions fine;
   fine.cache_path = "";

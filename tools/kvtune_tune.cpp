@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "cache/store.h"
+#include "core/compile_workers.h"
 #include "core/device.h"
 #include "core/hash.h"
 #include "core/nvrtc.h"
@@ -353,7 +354,9 @@ int compile_only(const Settings& s, const Problems& p) {
   }
   std::fflush(stdout);
 
-  // Compile on every core; each cubin goes into the cache as soon as it exists.
+  // Compile on every core, in compile worker processes when there are (core/compile_workers.h); each
+  // cubin goes into the cache as soon as it exists.
+  const std::string compile_worker = detail::find_compile_worker();
   const int threads = std::max(1, std::min<int>(s.jobs > 0 ? s.jobs : static_cast<int>(std::thread::hardware_concurrency()),
                                                 static_cast<int>(jobs.size())));
   std::atomic<std::size_t> next{0};
@@ -366,7 +369,7 @@ int compile_only(const Settings& s, const Problems& p) {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       const Job& job = jobs[i];
       try {
-        const auto compiled = detail::nvrtc_compile(job.variant.request);
+        const auto compiled = detail::compile_in_worker(compile_worker, job.variant.request);
         store->put_binary(cache::Binary{job.hash, s.arch, compiled.lowered_names.at(0), compiled.cubin,
                                         detail::hash_hex(compiled.cubin)});
       } catch (const CompileError& e) {

@@ -121,15 +121,20 @@ class Bench {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-// Compiles the chosen candidates on worker threads while the caller benchmarks them in order:
+// Compiles the chosen candidates on threads (each handing its compiles to a worker process when
+// there is one: core/compile_workers.h) while the caller benchmarks them in order:
 // get(i) waits for candidate i only. Stored cubins are filled in first and never recompiled, and
 // candidates whose programs are identical (one compile hash: variants that differ only in how
 // they are launched, such as the normalize backward's cooperative twins) are compiled once.
 class CompilePipeline {
  public:
   CompilePipeline(const std::vector<Candidate>& candidates, std::vector<int> order, std::vector<Compiled>& results,
-                  int threads)
-      : candidates_(candidates), order_(std::move(order)), results_(results), ready_(candidates.size(), 0) {
+                  int threads, std::string worker_path)
+      : candidates_(candidates),
+        order_(std::move(order)),
+        worker_(std::move(worker_path)),
+        results_(results),
+        ready_(candidates.size(), 0) {
     start_ = Clock::now();
     std::vector<int> work;
     std::unordered_map<std::string, int> first;  // compile hash -> the candidate that compiles it
@@ -175,7 +180,7 @@ class CompilePipeline {
       const int i = work_[n];
       Compiled out;
       try {
-        auto compiled = detail::nvrtc_compile(candidates_[std::size_t(i)].request);
+        auto compiled = detail::compile_in_worker(worker_, candidates_[std::size_t(i)].request);
         out.cubin = std::move(compiled.cubin);
         out.lowered_name = compiled.lowered_names.at(0);
         out.seconds = compiled.seconds;
@@ -200,6 +205,7 @@ class CompilePipeline {
 
   const std::vector<Candidate>& candidates_;
   std::vector<int> order_;
+  const std::string worker_;
   std::vector<int> work_;
   std::unordered_map<int, std::vector<int>> twins_;  // a compiled candidate -> those with its program
   std::vector<Compiled>& results_;
@@ -253,11 +259,11 @@ const char* to_string(Status status) {
   return "?";
 }
 
-std::vector<Compiled> compile_all(const std::vector<Candidate>& candidates, int threads) {
+std::vector<Compiled> compile_all(const std::vector<Candidate>& candidates, int threads, const std::string& worker) {
   std::vector<Compiled> results(candidates.size());
   std::vector<int> all(candidates.size());
   std::iota(all.begin(), all.end(), 0);
-  CompilePipeline pipeline(candidates, all, results, threads);
+  CompilePipeline pipeline(candidates, all, results, threads, worker);
   pipeline.seconds();  // joins the workers
   return results;
 }
@@ -344,7 +350,7 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     }
   }
 
-  CompilePipeline pipeline(candidates, order, outcome.compiled, options.compile_threads);
+  CompilePipeline pipeline(candidates, order, outcome.compiled, options.compile_threads, options.compile_worker);
   std::vector<Timing> timings(candidates.size());
   std::vector<int> trial_of(candidates.size(), -1);
   const auto bench_start = Clock::now();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/store.h"
+#include "core/compile_workers.h"
 #include "core/module.h"
 #include "core/nvrtc.h"
 
@@ -48,9 +49,11 @@ struct Compiled {
   bool reused = false;  // came from the store instead of NVRTC
 };
 
-/// Compiles every candidate on `threads` threads (0: all cores). Never throws for a candidate
-/// that fails to compile: its result has status compile_failed and the NVRTC log.
-std::vector<Compiled> compile_all(const std::vector<Candidate>& candidates, int threads);
+/// Compiles every candidate on `threads` threads (0: all cores), each in a compile worker process
+/// started from `worker` ("": in this process; core/compile_workers.h). Never throws for a
+/// candidate that fails to compile: its result has status compile_failed and the NVRTC log.
+std::vector<Compiled> compile_all(const std::vector<Candidate>& candidates, int threads,
+                                  const std::string& worker = detail::find_compile_worker());
 
 struct Verdict {
   bool ok = false;
@@ -87,6 +90,8 @@ struct Options {
   double batch_ms = 0.25;        // each timed batch lasts at least this long
   double warmup_ms = 1.0;        // untimed launches first
   int compile_threads = 0;
+  /// The compile worker executable (core/compile_workers.h); "" compiles in this process.
+  std::string compile_worker;
   int max_dynamic_smem = 48 * 1024;  // the device's opt-in limit per block
   /// Search budget: at most this many candidates (0: all). Beyond it the cost model's best
   /// (1 - explore) share plus random picks (seeded by `seed`) are tried; `required` always are.

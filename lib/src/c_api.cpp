@@ -297,6 +297,7 @@ kvt_status kvt_context_create(const kvt_context_options* options, kvt_context** 
       if (s.budget_ms >= 0) o.budget_ms = s.budget_ms;
       if (s.retune >= 0) o.retune = s.retune != 0;
       if (s.lease_seconds > 0) o.lease_seconds = s.lease_seconds;
+      if (s.compile_worker != nullptr) o.compile_worker = s.compile_worker;
     }
     auto handle = std::make_unique<kvt_context>();
     handle->owned = std::make_unique<kvtune::Context>(std::move(o));

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "core/compile_workers.h"
+
 namespace kvtune {
 namespace {
 
@@ -57,6 +59,9 @@ ContextOptions validated(ContextOptions o) {
     refuse("budget_ms", fmt::format("must be a finite number >= 0 (0: none), got {}", o.budget_ms));
   if (!(o.lease_seconds > 0) || o.lease_seconds > kMaxLeaseSeconds)
     refuse("lease_seconds", fmt::format("must be > 0 and <= {} seconds, got {}", kMaxLeaseSeconds, o.lease_seconds));
+  if (!o.compile_worker.empty() && o.compile_worker != "off" && access(o.compile_worker.c_str(), X_OK) != 0)
+    refuse("compile_worker", fmt::format("must be \"\" (the worker beside the library), \"off\" or an executable, got '{}'",
+                                         o.compile_worker));
   if (!o.test_fault.empty() && detail::fault_define(o.test_fault) == 0)
     refuse("test_fault", fmt::format("must be wrong, oob or hang, got '{}'", o.test_fault));
   return o;
@@ -84,6 +89,7 @@ ContextOptions ContextOptions::from_environment() {
   // Test builds only (cmake -DKVTUNE_TEST_HOOKS=ON): a library users get never reads it.
   if (const char* v = std::getenv("KVTUNE_TEST_FAULT"); v != nullptr) o.test_fault = v;
 #endif
+  if (const char* v = std::getenv("KVTUNE_COMPILE_WORKER"); v != nullptr) o.compile_worker = v;
   if (const char* v = std::getenv("KVTUNE_BUCKETS"); v != nullptr && *v != '\0') {
     detail::Buckets::parse(v, "KVTUNE_BUCKETS");  // refuse a bad spec here, naming the variable
     o.buckets = v;
@@ -129,6 +135,9 @@ Counters AtomicCounters::snapshot() const {
 ContextState::ContextState(ContextOptions o)
     : options(validated(std::move(o))),
       buckets(Buckets::parse(options.buckets, "buckets")),
+      compile_worker(options.compile_worker == "off" ? std::string()
+                     : options.compile_worker.empty() ? find_compile_worker()
+                                                      : options.compile_worker),
       log_rank(log_level_rank(options.log_level)) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);

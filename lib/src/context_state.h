@@ -46,6 +46,7 @@ class ContextState {
 
   const ContextOptions options;
   const Buckets buckets;
+  const std::string compile_worker;  // the resolved worker executable; "": compiles in this process
   std::unique_ptr<cache::Store> store;
   std::string owner;  // lease owner: host, process and context
   const int log_rank;

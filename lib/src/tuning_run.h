@@ -74,6 +74,7 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
   tuner::Options topt;
   topt.samples = s.options.timing_samples;
   topt.compile_threads = s.options.compile_threads;
+  topt.compile_worker = s.compile_worker;
   topt.max_dynamic_smem = dev.fingerprint.max_smem_per_block_optin;
   topt.budget_variants = s.options.budget_variants;
   topt.budget_ms = s.options.budget_ms;

@@ -138,13 +138,14 @@ class DwConvDecodeArgs(ctypes.Structure):
 
 
 class ContextOptions(ctypes.Structure):
-    """kvt_context_options (72 bytes on LP64)."""
+    """kvt_context_options (80 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("policy", ctypes.c_int32),
         ("cache_path", ctypes.c_char_p), ("log_level", ctypes.c_char_p), ("buckets", ctypes.c_char_p),
         ("timing_samples", ctypes.c_int32), ("compile_threads", ctypes.c_int32),
         ("budget_variants", ctypes.c_int32), ("hot_l2", ctypes.c_int32), ("budget_ms", ctypes.c_double),
         ("retune", ctypes.c_int32), ("reserved0", ctypes.c_int32), ("lease_seconds", ctypes.c_double),
+        ("compile_worker", ctypes.c_char_p),
     ]
 
 
@@ -314,14 +315,14 @@ class Context:
 
     Options: policy ("tune", "heuristic", "cached", "background", "record"), cache_path ("" for
     in-memory), log_level, buckets, timing_samples, compile_threads, budget_variants, budget_ms,
-    hot_l2, retune, lease_seconds.
+    hot_l2, retune, lease_seconds, compile_worker ("" beside the library, "off", or a path).
     """
 
     _default = None
 
     def __init__(self, policy=None, cache_path=None, log_level=None, buckets=None, timing_samples=None,
                  compile_threads=None, budget_variants=None, budget_ms=None, hot_l2=None, retune=None,
-                 lease_seconds=None, _handle=None):
+                 lease_seconds=None, compile_worker=None, _handle=None):
         lib = library()
         if _handle is not None:
             self._handle, self._owned = _handle, False
@@ -334,9 +335,10 @@ class Context:
                                            f"{', '.join(POLICIES)}) [field policy]", 1, "policy")
             o.policy = POLICIES[policy]
         self._strings = []  # keeps the bytes alive until the call returns
-        for name, value in (("cache_path", cache_path), ("log_level", log_level), ("buckets", buckets)):
+        for name, value in (("cache_path", cache_path), ("log_level", log_level), ("buckets", buckets),
+                            ("compile_worker", compile_worker)):
             if value is not None:
-                b = os.fsencode(value) if name == "cache_path" else str(value).encode()
+                b = os.fsencode(value) if name in ("cache_path", "compile_worker") else str(value).encode()
                 self._strings.append(b)
                 setattr(o, name, b)
         for name, value in (("timing_samples", timing_samples), ("compile_threads", compile_threads),

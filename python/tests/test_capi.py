@@ -55,7 +55,7 @@ def test_struct_layouts_match_the_header():
     assert _capi.DwConvArgs.x.offset == 96 and _capi.DwConvArgs.workspace_bytes.offset == 168
     assert _capi.DwConvArgs.activation.offset == 176
     assert _capi.DwConvArgs.initial_state.offset == 184 and _capi.DwConvArgs.seq_idx.offset == 208
-    assert ctypes.sizeof(_capi.ContextOptions) == 72
+    assert ctypes.sizeof(_capi.ContextOptions) == 80
     assert ctypes.sizeof(_capi.Counters) == 144
     assert ctypes.sizeof(_capi.NormalizeBackwardArgs) == 160
     assert _capi.NormalizeBackwardArgs.x.offset == 24 and _capi.NormalizeBackwardArgs.workspace_bytes.offset == 136
@@ -182,6 +182,10 @@ def test_context_options_are_validated():
     with pytest.raises(kvtune.InvalidArgumentError) as e:
         kvtune.Context(cache_path="", budget_ms=float("nan"))
     assert e.value.field == "budget_ms"
+    with pytest.raises(kvtune.InvalidArgumentError) as e:
+        kvtune.Context(cache_path="", compile_worker="/nonexistent/kvtune-compile-worker")
+    assert e.value.field == "compile_worker"
+    kvtune.Context(cache_path="", compile_worker="off")  # compiles on this process's threads
 
 
 def test_counters_and_default_context(context):

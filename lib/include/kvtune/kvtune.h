@@ -280,7 +280,7 @@ using LogCallback = std::function<void(const char* level, const std::string& mes
 
 /// Settings of a Context. Environment variables override the defaults (not explicit settings made
 /// through a ContextOptions the caller builds): KVTUNE_POLICY, KVTUNE_CACHE, KVTUNE_LOG,
-/// KVTUNE_BUDGET_VARIANTS, KVTUNE_BUDGET_MS, KVTUNE_BUCKETS.
+/// KVTUNE_BUDGET_VARIANTS, KVTUNE_BUDGET_MS, KVTUNE_BUCKETS, KVTUNE_COMPILE_WORKER.
 struct ContextOptions {
   Policy policy = Policy::tune;
   /// SQLite cache file; "" for in-memory. Default: $XDG_CACHE_HOME/kvtune/cache.sqlite
@@ -294,6 +294,12 @@ struct ContextOptions {
   int timing_samples = 15;
   /// Threads compiling candidates in parallel; 0 means all cores.
   int compile_threads = 0;
+  /// Where tuning runs compile: "" finds kvtune-compile-worker beside the library (same folder, its
+  /// parent, or ../libexec/kvtune/) and compiles in those helper processes, which scale with the
+  /// cores where threads of one process do not; "off" compiles on threads of this process; any
+  /// other value is the path of the worker executable. Without a worker, or when one fails, the
+  /// compile runs in this process: the same cubin either way.
+  std::string compile_worker;
   /// Search budget per problem: at most this many variants are compiled and timed (the cost
   /// model's best plus exploration, always with the heuristic); 0 means exhaustive.
   int budget_variants = 40;

@@ -100,6 +100,7 @@ typedef struct kvt_context_options {
   int32_t retune;           /**< < 0: default (no); 0 or 1 */
   int32_t reserved0;        /**< 0 */
   double lease_seconds;     /**< <= 0: default (120) */
+  const char* compile_worker; /**< NULL: default; "": beside the library; "off"; or a path (ContextOptions) */
 } kvt_context_options;
 
 /** Arguments of kvt_normalize (kvtune::NormalizeArgs). */
