@@ -134,6 +134,9 @@ class WorkerPool {
     } catch (const Error&) {  // the worker answered with the compile's error: it is healthy
       release(w);
       throw;
+    } catch (...) {  // out of memory reading the answer, say: the exchange is in an unknown state
+      discard(w);
+      throw;
     }
     if (!result) {
       discard(w);

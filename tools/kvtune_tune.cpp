@@ -597,7 +597,7 @@ int main_body(int argc, char** argv) {
   app.add_option("--samples", s.samples, "timing samples per variant (default: the library's)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--budget-variants", s.budget_variants,
-                 "at most N variants compiled and timed per problem; 0: every variant (default: the library's, 40)")
+                 "at most N variants compiled and timed per problem; 0: every variant (default: the library's, 32)")
       ->check(CLI::Range(0, 1000000))
       ->type_name("N");
   app.add_option("--budget-ms", s.budget_ms,

@@ -63,7 +63,7 @@ struct LibraryLog {
 struct LibrarySettings {
   std::string cache_path;
   int samples = 0;
-  int budget_variants = 40;
+  int budget_variants = 32;
   double budget_ms = 0;
   bool retune = false;
 };

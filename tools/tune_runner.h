@@ -21,7 +21,7 @@ struct TuneOptions {
   bool isolate = false;           ///< one child process per problem
   double timeout_seconds = 1800;  ///< per problem, with isolate
   int samples = 0;                ///< timing samples per variant; 0: the library's default
-  int budget_variants = 40;       ///< ContextOptions::budget_variants (0: exhaustive), resolved
+  int budget_variants = 32;       ///< ContextOptions::budget_variants (0: exhaustive), resolved
   double budget_ms = 0;           ///< ContextOptions::budget_ms (0: none), resolved
   bool progress_bar = false;      ///< stdout is a terminal
   bool quiet = false;             ///< no progress at all (--json)
@@ -96,7 +96,7 @@ struct ChildRequest {
   std::string result_path;
   std::string progress_path;  ///< where each finished candidate is appended as a line
   int samples = 0;
-  int budget_variants = 40;
+  int budget_variants = 32;
   double budget_ms = 0;
   bool retune = false;
 };

@@ -167,7 +167,7 @@ __global__ void kvt_dwconv_direct(const KvtDwConvParams p) {
     float acc = HAS_BIAS ? kvt_to_float(static_cast<const T*>(p.bias)[c]) : 0.f;
     const T* src = static_cast<const T*>(p.src);
     const T* wt = static_cast<const T*>(p.weight) + c * KH * KW;
-#pragma unroll
+#pragma unroll(KH * KW > kKvtUnrolledTaps ? 1 : KH)
     for (int kh = 0; kh < KH; ++kh) {
       long long row;
       if (!source_row<DIR, KH, SH, DH, PH>(h, kh, p.src_h, row)) continue;

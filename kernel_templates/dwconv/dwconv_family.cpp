@@ -2,6 +2,7 @@
 // geometry, byte and FLOP models, compile requests, template hash and cost model. Problems, configs,
 // keys and argument rules as values: dwconv_problem.cpp.
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_params.h"
 #include "kernel_templates/dwconv/dwconv_sizes.h"
 
 #include <algorithm>
@@ -150,6 +151,8 @@ bool check_tiled(const Problem& p, const TiledConfig& c, std::string* why, bool 
   if (rw < 1 || rw > (p.channel_last() ? 32 : 16) || tx < 1 || ty < 1 || tx * ty > 1024) return fail(why, "tile shape");
   if (rh < 1 || rh > 8) return fail(why, "rows per thread: 1..8");
   if (rt < 1 || rt > 8) return fail(why, "runs per thread: 1..8");
+  if (!p.channel_last() && rh > 1 && taps(p) > kKvtUnrolledTaps)
+    return fail(why, "rows per thread: one for channel-first kernels of more than 256 taps (dwconv_params.h)");
   // The fused data gradient (dwconv_tiled.cuh, kvt_first_fused / kvt_last_fused): windows from global
   // memory, one row a thread, and an x window of span more values beside each dy window.
   const int span = p.fused_data() ? (p.kw - 1) * p.dw : 0;

@@ -7,6 +7,14 @@
 //                     (the fused 1D form with an activation also reads weight, bias and seq_idx)
 #pragma once
 
+// Kernels of more taps than this loop over their rows (2 at a time where the taps are in shared
+// memory; each row's taps unrolled), and channel-first tiles of one output row a thread only: a
+// 31x31 kernel's 961 taps fully unrolled made 110-180 KB cubins that took NVRTC 2.4-5.5 s each,
+// the largest share of a cold tuning, and ran no faster (H200: 16x128x56x56 forward 366.7 us
+// against 362.9 unrolled; several 14x14 variants 1.2-2x faster looped). Tiles of 2 output rows a
+// thread ran 4.5x the best (bench/NOTES.md, "compiles in worker processes").
+constexpr int kKvtUnrolledTaps = 256;
+
 struct KvtDwConvParams {
   const void* src;
   void* dst;

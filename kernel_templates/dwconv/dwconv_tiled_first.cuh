@@ -324,7 +324,8 @@ __device__ __forceinline__ void kvt_first_rows(const KvtDwConvParams& p, const K
                                                const KvtFirstTaps<S>& taps, const float* tile, int tx, int ty,
                                                float (&acc)[S::RH][S::RW]) {
   constexpr int DIR = S::DIR, SH = S::SH, DH = S::DH, PH = S::PH, RW = S::RW, SW = S::SW;
-#pragma unroll
+  // Taps in shared memory can be indexed by a run-time row: large kernels loop over their rows.
+#pragma unroll(S::FILTER != 0 && S::KH * S::KW > kKvtUnrolledTaps ? 2 : S::KH)
   for (int kh = 0; kh < S::KH; ++kh) {
     float win[S::kWin];
     if constexpr (S::STAGE == 1) {

@@ -302,7 +302,7 @@ struct ContextOptions {
   std::string compile_worker;
   /// Search budget per problem: at most this many variants are compiled and timed (the cost
   /// model's best plus exploration, always with the heuristic); 0 means exhaustive.
-  int budget_variants = 40;
+  int budget_variants = 32;
   /// Time budget per tuning in milliseconds (no new candidate starts after it); 0: none.
   double budget_ms = 0;
   /// Batch bucketing (normalize rows, dwconv n): "pow2", "exact" or ascending sizes "1,8,64,512".

@@ -94,7 +94,7 @@ typedef struct kvt_context_options {
   const char* buckets;      /**< NULL: default; "pow2", "exact" or "1,8,64" */
   int32_t timing_samples;   /**< <= 0: default (15) */
   int32_t compile_threads;  /**< < 0: default (0, all cores) */
-  int32_t budget_variants;  /**< < 0: default (40); 0: exhaustive */
+  int32_t budget_variants;  /**< < 0: default (32); 0: exhaustive */
   int32_t hot_l2;           /**< < 0: default (no); 0 or 1 */
   double budget_ms;         /**< < 0: default (0, none) */
   int32_t retune;           /**< < 0: default (no); 0 or 1 */

@@ -1,0 +1,89 @@
+// How NVRTC compiles scale with the cores: the tuning variants of one problem compiled on T threads
+// of this process, or on T threads each handing its compile to a compile worker process
+// (core/compile_workers.h). No GPU needed.
+//   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers]
+// Takes N of the problem's tuning variants evenly over its space (the family's enumeration order),
+// compiles one first (NVRTC's and the workers' start-up, not counted), then all N; prints the wall
+// time, programs a second, and the mean and largest time of one compile as seen by its thread.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/compile_workers.h"
+#include "kvtune/error.h"
+#include "lib/src/families.h"
+
+using namespace kvtune;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+std::vector<detail::CompileRequest> requests(const std::string& key, int programs) {
+  const auto problem = F::from_key(key);
+  if (!problem) throw Error("not a " + std::string(F::kOp) + " problem key: " + key);
+  const auto configs = detail::tuning_configs<F>(*problem, 9);
+  std::vector<detail::CompileRequest> out;
+  const int n = std::min<int>(programs, int(configs.size()));
+  for (int i = 0; i < n; ++i) out.push_back(F::compile_request(*problem, configs[std::size_t(i) * configs.size() / n], "sm_90"));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtune_compile_scaling: NVRTC compiles on threads of one process or in compile workers"};
+  std::string key;
+  int programs = 48, threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  bool workers = false;
+  app.add_option("--key", key, "problem key (normalize,... or dwconv,...)")->required();
+  app.add_option("--programs", programs, "variants to compile")->check(CLI::Range(1, 100000));
+  app.add_option("--threads", threads, "compiling threads")->check(CLI::Range(1, 1024));
+  app.add_flag("--workers", workers, "each thread compiles in a compile worker process");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs)
+                                                      : requests<detail::DwConvFamily>(key, programs);
+    const std::string worker = workers ? detail::find_compile_worker() : std::string();
+    if (workers && worker.empty()) throw Error("no kvtune-compile-worker beside this executable");
+    // Start-up outside the measurement: NVRTC's first compile, and one worker per thread.
+    std::vector<std::thread> warm;
+    for (int t = 0; t < (workers ? threads : 1); ++t) warm.emplace_back([&] { detail::compile_in_worker(worker, reqs[0]); });
+    for (auto& t : warm) t.join();
+    std::atomic<std::size_t> next{0};
+    std::vector<double> seconds(reqs.size());
+    const auto start = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (std::size_t i = next++; i < reqs.size(); i = next++) {
+          const auto s = Clock::now();
+          detail::compile_in_worker(worker, reqs[i]);
+          seconds[i] = std::chrono::duration<double>(Clock::now() - s).count();
+        }
+      });
+    for (auto& t : pool) t.join();
+    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    double sum = 0, most = 0;
+    for (double s : seconds) sum += s, most = std::max(most, s);
+    const auto stats = detail::compile_worker_stats(worker);
+    std::printf("%zu programs, %d threads, %s: wall %.3f s, %.1f programs/s, one compile %.3f s mean, %.3f s max%s\n",
+                reqs.size(), threads, workers ? "worker processes" : "this process", wall, double(reqs.size()) / wall,
+                sum / double(reqs.size()), most,
+                workers ? (", " + std::to_string(stats.started) + " workers, " + std::to_string(stats.fell_back) +
+                           " compiled here after a worker failed").c_str()
+                        : "");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtune_compile_scaling: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
