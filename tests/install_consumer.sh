@@ -8,6 +8,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
 test -f "$work/prefix/include/kvtune/kvtune.h"
+# The compile worker where the installed library looks for it (core/compile_workers.h: ../libexec/kvtune/).
+test -x "$work/prefix/libexec/kvtune/kvtune-compile-worker"
 cmake -S "$source_dir/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
 cmake --build "$work/build" > "$work/build.log"
 HOME="$work" "$work/build/consumer"

@@ -89,7 +89,7 @@ TEST_CASE("compile workers: a compile error comes back as the same CompileError"
   CHECK(compile_worker_stats(w).fell_back == before.fell_back);
 }
 
-TEST_CASE("compile workers: threads share the pool; every result is right", "[compile_workers]") {
+TEST_CASE("compile workers: threads share the pool and every result is right", "[compile_workers]") {
   const std::string w = worker();
   std::vector<std::string> expected;
   for (int n = 1; n <= 6; ++n) expected.push_back(nvrtc_compile(request_for(n)).cubin);
@@ -122,7 +122,7 @@ TEST_CASE("compile workers: a worker that dies is replaced, and the request stil
   for (int pid : idle) CHECK(::kill(pid, 0) != 0);  // reaped, no zombie left
 }
 
-TEST_CASE("compile workers: a worker that cannot serve (exits, echoes) is given up on; compiles go on here",
+TEST_CASE("compile workers: a worker that cannot serve (exits, echoes) is given up on, compiles go on here",
           "[compile_workers]") {
   // One exits at once; one echoes the request back (not an answer).
   char folder[] = "/tmp/kvtune-impostor-XXXXXX";
@@ -149,7 +149,7 @@ TEST_CASE("compile workers: a worker that cannot serve (exits, echoes) is given 
   ::rmdir(folder);
 }
 
-TEST_CASE("compile workers: idle workers exit; a forked child compiles in itself", "[compile_workers]") {
+TEST_CASE("compile workers: idle workers exit, and a forked child compiles in itself", "[compile_workers]") {
   const std::string w = worker();
   set_compile_worker_idle_seconds(0.2);
   compile_in_worker(w, request_for(8));
