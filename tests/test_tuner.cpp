@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -460,4 +461,65 @@ TEST_CASE("the fallback ladder's nearest shape: same dtype/mode/layout only, clo
   const auto c = *D::from_key("dwconv,forward,nhwc,f32,n<=32,c=96,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16");
   CHECK(D::distance(a, b) == Approx(2.0));
   CHECK(std::isinf(D::distance(a, c)));
+}
+
+namespace {
+
+// Verifies nothing: every loaded candidate is a wrong result (no GPU: none loads).
+class RejectingHarness : public tuner::Harness {
+ public:
+  int slots() const override { return 1; }
+  cudaError_t launch(const tuner::Candidate&, const detail::LoadedKernel&, int, cudaStream_t) override {
+    ++launches;
+    return cudaErrorUnknown;
+  }
+  tuner::Verdict verify(const tuner::Candidate&, const detail::LoadedKernel&, cudaStream_t) override {
+    ++verified;
+    return tuner::Verdict{false, 1.0, 1.0, "wrong: this harness rejects every output"};
+  }
+  double model_bytes() const override { return 1; }
+  int launches = 0, verified = 0;
+};
+
+}  // namespace
+
+TEST_CASE("tune: compiles started before the harness, each candidate a trial, no winner without a verified output",
+          "[tuner]") {
+  static constexpr const char* kSource = "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= N; }";
+  static constexpr const char* kBroken = "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= M; }";
+  std::vector<tuner::Candidate> candidates;
+  for (int i = 0; i < 6; ++i) {
+    tuner::Candidate c;
+    c.label = fmt::format("v{}", i);
+    c.request.program_name = "scale.cu";
+    c.request.source = i == 5 ? kBroken : kSource;
+    c.request.name_expressions = {fmt::format("scale<{}>", i == 4 ? 3 : i)};  // v4 is v3's program
+    c.request.arch = "sm_90";
+    c.block_threads = 32;
+    c.predicted_seconds = double(i);
+    candidates.push_back(std::move(c));
+  }
+  tuner::Options o;
+  o.samples = 1;
+  for (const bool early : {true, false}) {
+    INFO("compiles started before the harness: " << early);
+    std::optional<tuner::StartedCompiles> started;
+    if (early) started.emplace(candidates, o);
+    RejectingHarness harness;
+    const auto outcome = tuner::tune(candidates, harness, o, nullptr, early ? &*started : nullptr);
+    CHECK(outcome.winner == -1);
+    CHECK(outcome.chosen == std::vector<int>{0, 1, 2, 3, 4, 5});  // best predicted first
+    REQUIRE(outcome.trials.size() == 6);
+    CHECK(outcome.compiles == 5);  // v3 and v4 share one program
+    CHECK(outcome.compiled[3].cubin == outcome.compiled[4].cubin);
+    for (int i = 0; i < 5; ++i) {
+      CHECK_FALSE(outcome.compiled[std::size_t(i)].cubin.empty());
+      // No GPU: the load fails; with one, the harness rejects the output.
+      CHECK((outcome.trials[std::size_t(i)].status == "launch_failed" ||
+             outcome.trials[std::size_t(i)].status == "wrong_result"));
+    }
+    CHECK(outcome.trials[5].status == "compile_failed");
+    CHECK(outcome.trials[5].message.find("identifier \"M\" is undefined") != std::string::npos);
+    CHECK(harness.launches == 0);  // nothing unverified is timed
+  }
 }

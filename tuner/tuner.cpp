@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -319,12 +320,18 @@ Timing time_kernel(const Candidate& candidate, const detail::LoadedKernel& kerne
   return summarize(samples, bench.batch(), bench.graph());
 }
 
-Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const Options& options,
-             cudaStream_t stream) {
-  const auto tune_start = Clock::now();
+struct StartedCompiles::State {
   Outcome outcome;
+  std::vector<int> order;
+  std::unique_ptr<CompilePipeline> pipeline;
+};
+
+StartedCompiles::StartedCompiles(const std::vector<Candidate>& candidates, const Options& options)
+    : state_(std::make_unique<State>()) {
+  Outcome& outcome = state_->outcome;
+  std::vector<int>& order = state_->order;
   outcome.compiled.resize(candidates.size());
-  std::vector<int> order = choose(candidates, options);
+  order = choose(candidates, options);
   outcome.budgeted = order.size() < candidates.size();
 
   if (options.find_binaries) {
@@ -349,8 +356,21 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
       ++outcome.reused;
     }
   }
+  state_->pipeline = std::make_unique<CompilePipeline>(candidates, order, outcome.compiled, options.compile_threads,
+                                                       options.compile_worker);
+}
 
-  CompilePipeline pipeline(candidates, order, outcome.compiled, options.compile_threads, options.compile_worker);
+StartedCompiles::~StartedCompiles() = default;  // stops the pipeline, joins its threads
+
+Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const Options& options,
+             cudaStream_t stream, StartedCompiles* started) {
+  const auto tune_start = Clock::now();
+  std::optional<StartedCompiles> own;
+  if (started == nullptr) started = &own.emplace(candidates, options);
+  // The outcome is returned by copy: the pipeline, joined by then, still refers to its cubins.
+  Outcome& outcome = started->state_->outcome;
+  std::vector<int>& order = started->state_->order;
+  CompilePipeline& pipeline = *started->state_->pipeline;
   std::vector<Timing> timings(candidates.size());
   std::vector<int> trial_of(candidates.size(), -1);
   const auto bench_start = Clock::now();

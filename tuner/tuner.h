@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -149,9 +150,25 @@ struct Outcome {
 /// `required`, the cost model's top share and seeded random exploration.
 std::vector<int> choose(const std::vector<Candidate>& candidates, const Options& options);
 
+/// A tuning's choice of candidates, its stored binaries and its compiles, started before the
+/// harness exists: the harness's buffers and float64 reference are then built while the candidates
+/// compile. Give it to tune() with the same candidates and options; tune() starts its own without.
+class StartedCompiles {
+ public:
+  StartedCompiles(const std::vector<Candidate>& candidates, const Options& options);
+  ~StartedCompiles();
+  StartedCompiles(const StartedCompiles&) = delete;
+  StartedCompiles& operator=(const StartedCompiles&) = delete;
+
+ private:
+  friend Outcome tune(const std::vector<Candidate>&, Harness&, const Options&, cudaStream_t, StartedCompiles*);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// Tunes. Throws kvtune::Error only for broken infrastructure (a sticky CUDA error, no memory).
 Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const Options& options,
-             cudaStream_t stream);
+             cudaStream_t stream, StartedCompiles* started = nullptr);
 
 /// Times one loaded kernel: median milliseconds per launch over `options.samples` batches, and
 /// the relative spread (p90 - p10) / median. Kernels under options.graph_below_ms are timed as

@@ -114,13 +114,15 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
     cudaStreamDestroy(s);
   });
   const detail::GpuConditions before = detail::read_gpu_conditions(dev.ordinal);
+  // The candidates compile while the harness allocates its buffers and runs its float64 reference.
+  tuner::StartedCompiles compiles(candidates, topt);
   const auto harness_start = std::chrono::steady_clock::now();
   auto harness = F::harness(problem, configs, arch, s.options.hot_l2 ? 0 : dev.fingerprint.l2_bytes, stream);
   const double harness_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - harness_start).count();
   s.log("info", fmt::format("{} {}: tuning on {} ({} variants, budget {})", F::kOp, key, dev.fingerprint.name,
                           candidates.size(), topt.budget_variants));
-  tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream);
+  tuner::Outcome outcome = tuner::tune(candidates, *harness, topt, stream, &compiles);
   ++s.counters.tunes;
   s.counters.compiles += static_cast<std::uint64_t>(outcome.compiles);
   s.counters.binaries_reused += static_cast<std::uint64_t>(outcome.reused);
