@@ -427,17 +427,23 @@ TEST_CASE("faulting variants in kvtune-tune: an out-of-bounds write fails cleanl
 }
 #endif
 
+// Tunes one layernorm problem with `o` (its cache at cache.path), checks the output, returns the
+// cache's tuning runs of that problem.
+static std::vector<cache::TuningRun> tune_layernorm(const ContextOptions& o, const TempCache& cache, std::int64_t rows,
+                                                    std::int64_t cols, std::uint64_t seed) {
+  Context ctx(o);
+  test::LayerNormCase c(rows, cols, seed);
+  ctx.normalize(c.args());
+  CHECK(c.max_error() < 1e-4);
+  return cache::Store::open(cache.path)->tuning_runs(normalize::make_problem(c.args()).key());
+}
+
 TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner][exclusive]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("budget-ms");
   auto o = options(Policy::tune, cache.path, 40);
   o.budget_ms = 1;  // spent by the first candidate
-  Context ctx(o);
-  test::LayerNormCase c(16384, 1024, 13);
-  ctx.normalize(c.args());
-  CHECK(c.max_error() < 1e-4);
-  auto store = cache::Store::open(cache.path);
-  const auto runs = store->tuning_runs(normalize::make_problem(c.args()).key());
+  const auto runs = tune_layernorm(o, cache, 16384, 1024, 13);
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].search == "budgeted");
   CHECK(runs[0].variants_timed >= 1);
@@ -448,12 +454,7 @@ TEST_CASE("a time budget stops starting candidates once spent", "[gpu][tuner][ex
 TEST_CASE("a tuning run records where its time went", "[gpu][tuner]") {
   KVTUNE_REQUIRE_GPU();
   TempCache cache("split");
-  Context ctx(options(Policy::tune, cache.path, 12));
-  test::LayerNormCase c(4096, 768, 17);
-  ctx.normalize(c.args());
-  CHECK(c.max_error() < 1e-4);
-  auto store = cache::Store::open(cache.path);
-  const auto runs = store->tuning_runs(normalize::make_problem(c.args()).key());
+  const auto runs = tune_layernorm(options(Policy::tune, cache.path, 12), cache, 4096, 768, 17);
   REQUIRE(runs.size() == 1);
   const auto seconds = nlohmann::json::parse(runs[0].json).at("seconds");
   double parts = 0;
