@@ -167,7 +167,8 @@ class WorkerPool {
         w = idle_.back();
         idle_.pop_back();
         int status = 0;
-        if (::waitpid(w.pid, &status, WNOHANG) == 0) return true;
+        // Alive unless reaped here (-1: a process that ignores SIGCHLD has its children reaped for it).
+        if (::waitpid(w.pid, &status, WNOHANG) != w.pid) return true;
         // It exited (killed, or by itself) while idle: reaped, replaced below.
         ::close(w.fd);
         w = Worker{};
