@@ -1,10 +1,13 @@
 // How NVRTC compiles scale with the cores: the tuning variants of one problem compiled on T threads
 // of this process, or on T threads each handing its compile to a compile worker process
 // (core/compile_workers.h). No GPU needed.
-//   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers]
+//   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers] [--each]
 // Takes N of the problem's tuning variants evenly over its space (the family's enumeration order),
 // compiles one first (NVRTC's and the workers' start-up, not counted), then all N; prints the wall
 // time, programs a second, and the mean and largest time of one compile as seen by its thread.
+// --each: every distinct program once (variants of one compile hash are one program), then each
+// one's compile time, the family's compile cost estimate and the label of its first variant,
+// slowest first.
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/compile_workers.h"
+#include "core/nvrtc.h"
 #include "kvtune/error.h"
 #include "lib/src/families.h"
 
@@ -26,14 +30,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Program {
+  std::string label;  // the first variant's
+  detail::CompileRequest request;
+  double compile_cost = 0;  // the family's estimate (tuner::Candidate::compile_cost)
+};
+
 template <class F>
-std::vector<detail::CompileRequest> requests(const std::string& key, int programs) {
+std::vector<Program> requests(const std::string& key, int programs, bool each) {
   const auto problem = F::from_key(key);
   if (!problem) throw Error("not a " + std::string(F::kOp) + " problem key: " + key);
-  const auto configs = detail::tuning_configs<F>(*problem, 9);
-  std::vector<detail::CompileRequest> out;
-  const int n = std::min<int>(programs, int(configs.size()));
-  for (int i = 0; i < n; ++i) out.push_back(F::compile_request(*problem, configs[std::size_t(i) * configs.size() / n], "sm_90"));
+  const auto candidates = F::candidates(*problem, detail::tuning_configs<F>(*problem, 9), "sm_90");
+  std::vector<Program> out;
+  if (each) {
+    std::vector<std::string> seen;
+    for (const auto& c : candidates) {
+      const auto hash = detail::compile_hash(c.request);
+      if (std::find(seen.begin(), seen.end(), hash) != seen.end()) continue;
+      seen.push_back(hash);
+      out.push_back(Program{c.label, c.request, c.compile_cost});
+    }
+    return out;
+  }
+  const int n = std::min<int>(programs, int(candidates.size()));
+  for (int i = 0; i < n; ++i) {
+    const auto& c = candidates[std::size_t(i) * candidates.size() / n];
+    out.push_back(Program{c.label, c.request, c.compile_cost});
+  }
   return out;
 }
 
@@ -43,20 +66,21 @@ int main(int argc, char** argv) {
   CLI::App app{"kvtune_compile_scaling: NVRTC compiles on threads of one process or in compile workers"};
   std::string key;
   int programs = 48, threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  bool workers = false;
+  bool workers = false, each = false;
   app.add_option("--key", key, "problem key (normalize,... or dwconv,...)")->required();
   app.add_option("--programs", programs, "variants to compile")->check(CLI::Range(1, 100000));
   app.add_option("--threads", threads, "compiling threads")->check(CLI::Range(1, 1024));
   app.add_flag("--workers", workers, "each thread compiles in a compile worker process");
+  app.add_flag("--each", each, "every distinct program of the space once, each one's time printed (slowest first)");
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs)
-                                                      : requests<detail::DwConvFamily>(key, programs);
+    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs, each)
+                                                      : requests<detail::DwConvFamily>(key, programs, each);
     const std::string worker = workers ? detail::find_compile_worker() : std::string();
     if (workers && worker.empty()) throw Error("no kvtune-compile-worker beside this executable");
     // Start-up outside the measurement: NVRTC's first compile, and one worker per thread.
     std::vector<std::thread> warm;
-    for (int t = 0; t < (workers ? threads : 1); ++t) warm.emplace_back([&] { detail::compile_in_worker(worker, reqs[0]); });
+    for (int t = 0; t < (workers ? threads : 1); ++t) warm.emplace_back([&] { detail::compile_in_worker(worker, reqs[0].request); });
     for (auto& t : warm) t.join();
     std::atomic<std::size_t> next{0};
     std::vector<double> seconds(reqs.size());
@@ -66,7 +90,7 @@ int main(int argc, char** argv) {
       pool.emplace_back([&] {
         for (std::size_t i = next++; i < reqs.size(); i = next++) {
           const auto s = Clock::now();
-          detail::compile_in_worker(worker, reqs[i]);
+          detail::compile_in_worker(worker, reqs[i].request);
           seconds[i] = std::chrono::duration<double>(Clock::now() - s).count();
         }
       });
@@ -81,6 +105,12 @@ int main(int argc, char** argv) {
                 workers ? (", " + std::to_string(stats.started) + " workers, " + std::to_string(stats.fell_back) +
                            " compiled here after a worker failed").c_str()
                         : "");
+    if (each) {
+      std::vector<std::size_t> slowest(reqs.size());
+      for (std::size_t i = 0; i < slowest.size(); ++i) slowest[i] = i;
+      std::sort(slowest.begin(), slowest.end(), [&](std::size_t a, std::size_t b) { return seconds[a] > seconds[b]; });
+      for (std::size_t i : slowest) std::printf("%8.3f s  cost %7.0f  %s\n", seconds[i], reqs[i].compile_cost, reqs[i].label.c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtune_compile_scaling: %s\n", e.what());
     return 1;
