@@ -723,13 +723,15 @@ TEST_CASE("dwconv seed designs against the tuned winner", "[.][gpu-exhaustive][e
       double best_seed = 1e30;
       for (const auto& seed : seeds) {
         const auto it = std::find(configs.begin(), configs.end(), seed.second);
-        const auto& trial = outcome.trials[std::size_t(it - configs.begin())];
+        const int t = outcome.trial_index[std::size_t(it - configs.begin())];
+        REQUIRE(t >= 0);
+        const auto& trial = outcome.trials[std::size_t(t)];
         CHECK(trial.status == "ok");
         best_seed = std::min(best_seed, trial.median_ms);
         table += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} |\n", shape.what, to_string(dir), seed.first,
                              seed.second.label(), trial.median_ms * 1e3, trial.gbps);
       }
-      const auto& win = outcome.trials[std::size_t(outcome.winner)];
+      const auto& win = outcome.trials[std::size_t(outcome.trial_index[std::size_t(outcome.winner)])];
       table += fmt::format("| {} | {} | **tuned** | {} | {:.1f} | {:.0f} ({:.2f}x best seed) |\n", shape.what,
                            to_string(dir), win.label, win.median_ms * 1e3, win.gbps, best_seed / win.median_ms);
     }

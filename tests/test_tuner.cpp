@@ -508,18 +508,55 @@ TEST_CASE("tune: compiles started before the harness, each candidate a trial, no
     RejectingHarness harness;
     const auto outcome = tuner::tune(candidates, harness, o, nullptr, early ? &*started : nullptr);
     CHECK(outcome.winner == -1);
-    CHECK(outcome.chosen == std::vector<int>{0, 1, 2, 3, 4, 5});  // best predicted first
+    // Every candidate tried once, in the order its compile finished.
+    auto chosen = outcome.chosen;
+    std::sort(chosen.begin(), chosen.end());
+    CHECK(chosen == std::vector<int>{0, 1, 2, 3, 4, 5});
     REQUIRE(outcome.trials.size() == 6);
+    const auto trial = [&](int i) -> const cache::Trial& {
+      REQUIRE(outcome.trial_index[std::size_t(i)] >= 0);
+      return outcome.trials[std::size_t(outcome.trial_index[std::size_t(i)])];
+    };
     CHECK(outcome.compiles == 5);  // v3 and v4 share one program
     CHECK(outcome.compiled[3].cubin == outcome.compiled[4].cubin);
     for (int i = 0; i < 5; ++i) {
       CHECK_FALSE(outcome.compiled[std::size_t(i)].cubin.empty());
+      CHECK(trial(i).label == candidates[std::size_t(i)].label);
       // No GPU: the load fails; with one, the harness rejects the output.
-      CHECK((outcome.trials[std::size_t(i)].status == "launch_failed" ||
-             outcome.trials[std::size_t(i)].status == "wrong_result"));
+      CHECK((trial(i).status == "launch_failed" || trial(i).status == "wrong_result"));
     }
-    CHECK(outcome.trials[5].status == "compile_failed");
-    CHECK(outcome.trials[5].message.find("identifier \"M\" is undefined") != std::string::npos);
+    CHECK(trial(5).status == "compile_failed");
+    CHECK(trial(5).message.find("identifier \"M\" is undefined") != std::string::npos);
     CHECK(harness.launches == 0);  // nothing unverified is timed
   }
+
+  // On one compile thread the compiles run one after another: costliest first (ties best predicted
+  // first), and each candidate is taken as its compile ends (a compile takes ~0.1 s, taking a
+  // candidate that cannot load microseconds). Under a time budget the best predicted compile first.
+  candidates[2].compile_cost = 10;
+  candidates[0].compile_cost = 5;
+  o.compile_threads = 1;
+  for (const double budget_ms : {0.0, 1e6}) {
+    INFO("time budget " << budget_ms << " ms");
+    o.budget_ms = budget_ms;
+    RejectingHarness harness;
+    const auto outcome = tuner::tune(candidates, harness, o, nullptr);
+    CHECK(outcome.chosen == (budget_ms > 0 ? std::vector<int>{0, 1, 2, 3, 4, 5} : std::vector<int>{2, 0, 1, 3, 4, 5}));
+    CHECK(outcome.compiles == 5);
+  }
+  // A stored binary is ready before any compile: it is taken first.
+  o.budget_ms = 0;
+  const auto v1 = tuner::compile_all({candidates[1]}, 1, "").at(0);
+  REQUIRE(v1.status == tuner::Status::ok);
+  o.find_binaries = [&](const std::vector<std::string>& hashes) {
+    std::vector<cache::Binary> found;
+    for (const auto& h : hashes)
+      if (h == v1.binary_hash) found.push_back(cache::Binary{h, "sm_90", v1.lowered_name, v1.cubin, ""});
+    return found;
+  };
+  RejectingHarness harness;
+  const auto outcome = tuner::tune(candidates, harness, o, nullptr);
+  CHECK(outcome.reused == 1);
+  CHECK(outcome.compiles == 4);
+  CHECK(outcome.chosen == std::vector<int>{1, 2, 0, 3, 4, 5});
 }

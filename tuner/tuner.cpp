@@ -123,19 +123,22 @@ class Bench {
 };
 
 // Compiles the chosen candidates on threads (each handing its compiles to a worker process when
-// there is one: core/compile_workers.h) while the caller benchmarks them in order:
-// get(i) waits for candidate i only. Stored cubins are filled in first and never recompiled, and
-// candidates whose programs are identical (one compile hash: variants that differ only in how
-// they are launched, such as the normalize backward's cooperative twins) are compiled once.
+// there is one: core/compile_workers.h) while the caller benchmarks them as they are ready:
+// next_ready() waits for any candidate not yet taken. Stored cubins are filled in first and never
+// recompiled, and candidates whose programs are identical (one compile hash: variants that differ
+// only in how they are launched, such as the normalize backward's cooperative twins) are compiled
+// once. With `costliest_first` the compiles start in decreasing Candidate::compile_cost (ties in
+// the given order), else in the given order.
 class CompilePipeline {
  public:
   CompilePipeline(const std::vector<Candidate>& candidates, std::vector<int> order, std::vector<Compiled>& results,
-                  int threads, std::string worker_path)
+                  int threads, std::string worker_path, bool costliest_first)
       : candidates_(candidates),
         order_(std::move(order)),
         worker_(std::move(worker_path)),
         results_(results),
-        ready_(candidates.size(), 0) {
+        ready_(candidates.size(), 0),
+        taken_(order_.size(), 0) {
     start_ = Clock::now();
     std::vector<int> work;
     std::unordered_map<std::string, int> first;  // compile hash -> the candidate that compiles it
@@ -148,6 +151,10 @@ class CompilePipeline {
       if (inserted) work.push_back(i);
       else twins_[at->second].push_back(i);
     }
+    if (costliest_first)
+      std::stable_sort(work.begin(), work.end(), [&](int a, int b) {
+        return candidates_[std::size_t(a)].compile_cost > candidates_[std::size_t(b)].compile_cost;
+      });
     work_ = std::move(work);
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::min<int>(threads, static_cast<int>(work_.size()));
@@ -161,11 +168,28 @@ class CompilePipeline {
   CompilePipeline(const CompilePipeline&) = delete;
   CompilePipeline& operator=(const CompilePipeline&) = delete;
 
-  const Compiled& get(int i) {
+  /// The first candidate of the order, among those not taken yet, whose compile is done (waits
+  /// for one); -1 when every candidate was taken. Marks it taken.
+  int next_ready() {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return ready_[std::size_t(i)] != 0; });
-    return results_[std::size_t(i)];
+    int found = -1;
+    cv_.wait(lock, [&] {
+      bool left = false;
+      for (std::size_t k = first_open_; k < order_.size(); ++k) {
+        if (taken_[k]) continue;
+        left = true;
+        if (ready_[std::size_t(order_[k])]) {
+          taken_[k] = 1;
+          found = order_[k];
+          return true;
+        }
+      }
+      return !left;
+    });
+    while (first_open_ < order_.size() && taken_[first_open_]) ++first_open_;
+    return found;
   }
+  const Compiled& result(int i) const { return results_[std::size_t(i)]; }
   /// Abandons what is not compiled yet (the time budget ran out).
   void stop() { stop_ = true; }
   int compiles() const { return compiles_; }
@@ -211,6 +235,8 @@ class CompilePipeline {
   std::unordered_map<int, std::vector<int>> twins_;  // a compiled candidate -> those with its program
   std::vector<Compiled>& results_;
   std::vector<char> ready_;
+  std::vector<char> taken_;      // per position of order_: handed out by next_ready()
+  std::size_t first_open_ = 0;   // positions before it are all taken
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
@@ -264,7 +290,7 @@ std::vector<Compiled> compile_all(const std::vector<Candidate>& candidates, int 
   std::vector<Compiled> results(candidates.size());
   std::vector<int> all(candidates.size());
   std::iota(all.begin(), all.end(), 0);
-  CompilePipeline pipeline(candidates, all, results, threads, worker);
+  CompilePipeline pipeline(candidates, all, results, threads, worker, true);
   pipeline.seconds();  // joins the workers
   return results;
 }
@@ -357,7 +383,7 @@ StartedCompiles::StartedCompiles(const std::vector<Candidate>& candidates, const
     }
   }
   state_->pipeline = std::make_unique<CompilePipeline>(candidates, order, outcome.compiled, options.compile_threads,
-                                                       options.compile_worker);
+                                                       options.compile_worker, options.budget_ms <= 0);
 }
 
 StartedCompiles::~StartedCompiles() = default;  // stops the pipeline, joins its threads
@@ -375,21 +401,23 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
   std::vector<int> trial_of(candidates.size(), -1);
   const auto bench_start = Clock::now();
   int timed_ok = 0;
+  std::vector<int> timed_order;  // the candidates in the order they were taken
+  timed_order.reserve(order.size());
   for (std::size_t k = 0; k < order.size(); ++k) {
     if (options.budget_ms > 0 && timed_ok > 0 && seconds_since(tune_start) * 1e3 > options.budget_ms) {
       pipeline.stop();
       if (options.debug)
         options.debug(fmt::format("  time budget of {:.0f} ms spent after {} of {} candidates", options.budget_ms, k,
                                   order.size()));
-      order.resize(k);
       outcome.budgeted = true;
       break;
     }
-    const int i = order[k];
-    const Candidate& c = candidates[std::size_t(i)];
     auto phase_start = Clock::now();
-    const Compiled& compiled = pipeline.get(i);
+    const int i = pipeline.next_ready();
     outcome.wait_seconds += seconds_since(phase_start);
+    timed_order.push_back(i);
+    const Candidate& c = candidates[std::size_t(i)];
+    const Compiled& compiled = pipeline.result(i);
     cache::Trial trial;
     trial.label = c.label;
     trial.config_json = c.config_json;
@@ -428,6 +456,7 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     if (options.on_progress)
       options.on_progress(Progress{static_cast<int>(k + 1), static_cast<int>(order.size()), &outcome.trials.back(), false});
   }
+  order = std::move(timed_order);
   outcome.compile_seconds = pipeline.seconds();
   outcome.compiles = pipeline.compiles();
   outcome.chosen = order;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernel_templates/dwconv/dwconv_family.h"
+#include "kernel_templates/dwconv/dwconv_params.h"
 #include "kernel_templates/dwconv/dwconv_sizes.h"
 
 namespace kvtune::dwconv {
@@ -37,6 +38,32 @@ BusiestSm busiest_sm(double blocks, double block, double per_sm, double thread_i
 }
 
 }  // namespace
+
+double compile_cost(const Problem& p, const Config& config) {
+  // NVRTC's time grows with the unrolled body: on a 7x7 weight gradient (kvtune_compile_scaling
+  // --each, 2 cores) 49 taps x runs of 8 x 4 rows took 1.71 s, 4 x 4 and 8 x 2 1.0 s, runs of 8
+  // 0.67 s, of 4 0.5 s; 7 taps a block 0.2 s. Beyond kKvtUnrolledTaps taps, kernel rows loop
+  // (two at a time in the tiles).
+  const int taps = p.kh * p.kw;
+  const double unrolled = taps <= kKvtUnrolledTaps ? taps : 2 * p.kw;
+  double body = unrolled;
+  switch (config.kernel()) {
+    case Kernel::tiled: {
+      const TiledConfig& t = config.tiled();
+      body *= double(t.outputs_per_thread) * t.rows_per_thread * t.runs_per_thread *
+              (p.channel_last() ? t.vector_channels : 1);
+      break;
+    }
+    case Kernel::direct: break;
+    case Kernel::wgrad: {
+      const WgradConfig& w = config.wgrad();
+      body = double(std::min(w.taps_per_block, taps)) * w.outputs_per_thread * w.rows_per_thread;
+      break;
+    }
+    case Kernel::mma: body *= config.mma().segment_tiles; break;
+  }
+  return 100 + body;
+}
 
 double predicted_seconds(const Problem& p, const Config& config, int sm_count, double bandwidth) {
   // Direct kernels: calibrated on the exhaustive H200 trials of 2026-11-22 (bench/NOTES.md, "cost model")

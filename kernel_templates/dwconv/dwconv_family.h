@@ -128,6 +128,9 @@ double model_flops(const Problem& problem, std::int64_t batch);
 /// the tiles, loads and FMAs per output against the memory time, register-limited occupancy.
 /// Only its ranking matters; constants calibrated on an H200 (bench/NOTES.md, "cost model").
 double predicted_seconds(const Problem& problem, const Config& config, int sm_count, double bandwidth);
+/// A variant's relative compile time (tuner::Candidate::compile_cost): the multiply-adds of one
+/// thread's unrolled body, on top of a fixed part. Only its order matters.
+double compile_cost(const Problem& problem, const Config& config);
 
 detail::CompileRequest compile_request(const Problem& problem, const Config& config, const std::string& arch);
 /// The float64 reference kernel, comparison and fill kernels.

@@ -196,6 +196,7 @@ std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vecto
     const Geometry g = geometry(p, c, p.n);
     candidate.block_threads = g.block;
     candidate.dynamic_smem = g.dynamic_smem;
+    candidate.compile_cost = compile_cost(p, c);
     // Ties go to deterministic, fewer splits, register filters, no staging.
     if (const auto* w = std::get_if<WgradConfig>(&c.variant()))
       candidate.tie_rank = (w->atomic ? 1000 : 0) + w->splits + (w->staged ? 1 : 0);
