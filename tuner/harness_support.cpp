@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -72,6 +73,31 @@ bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Erro
   if (status != cudaSuccess) detail::cuda_check(status, "candidate kernel", where);
   if (timed_out) verdict.message = fmt::format("timed out: one launch ran past {} s", kVerifyTimeoutSeconds);
   return !timed_out;
+}
+
+std::vector<double> exact_values(std::size_t n, std::uint64_t seed, int range) {
+  constexpr std::int64_t kChunk = std::int64_t(1) << 16;
+  std::vector<double> v(n);
+  detail::parallel_for((std::int64_t(n) + kChunk - 1) / kChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t chunk = begin; chunk < end; ++chunk) {
+      std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + std::uint64_t(chunk));
+      std::uniform_int_distribution<int> k(-range, range);
+      const std::int64_t last = std::min<std::int64_t>(std::int64_t(n), (chunk + 1) * kChunk);
+      for (std::int64_t i = chunk * kChunk; i < last; ++i) v[std::size_t(i)] = k(rng) / 64.0;
+    }
+  });
+  return v;
+}
+
+DeviceBuffer upload_floats(const std::vector<double>& values) {
+  std::vector<float> f(values.size());
+  detail::parallel_for(
+      std::int64_t(values.size()),
+      [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) f[std::size_t(i)] = static_cast<float>(values[std::size_t(i)]);
+      },
+      std::int64_t(1) << 16);
+  return upload_raw(f);
 }
 
 }  // namespace kvtune::tuner

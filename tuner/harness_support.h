@@ -4,11 +4,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/parallel.h"
 #include "core/module.h"
 #include "core/nvrtc.h"
 #include "tuner/tuner.h"
@@ -50,6 +53,38 @@ const std::vector<detail::LoadedKernel>& support_kernels(const detail::CompileRe
 /// Fills n elements at `out` with kvt_fill_random values (offset + scale * U[-1, 1)).
 void fill_random(const detail::LoadedKernel& fill, void* out, long long n, unsigned long long seed, float offset,
                  float scale, cudaStream_t stream);
+
+/// Copies `values` into a new device buffer.
+template <class V> DeviceBuffer upload_raw(const std::vector<V>& values) {
+  DeviceBuffer d(values.size() * sizeof(V));
+  detail::cuda_check(cudaMemcpy(d.get(), values.data(), values.size() * sizeof(V), cudaMemcpyHostToDevice),
+                     "cudaMemcpy (tuning inputs)");
+  return d;
+}
+
+/// Host inputs exact in every dtype (multiples of 1/64 in [-range/64, range/64]) for harnesses whose
+/// float64 reference runs on the CPU: drawn on all cores in chunks of 2^16, each from a seed of its
+/// own, so the values depend on n, seed and range only.
+std::vector<double> exact_values(std::size_t n, std::uint64_t seed, int range);
+
+/// `values` in a new device buffer as elements of `elem_bytes` (1 to 4) bytes, each the low bytes
+/// of bits(value) (the dtype's bits, little-endian), converted on all cores.
+template <class Bits> DeviceBuffer upload_values(const std::vector<double>& values, std::size_t elem_bytes, Bits bits) {
+  std::vector<unsigned char> bytes(values.size() * elem_bytes);
+  detail::parallel_for(
+      std::int64_t(values.size()),
+      [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const std::uint32_t b = bits(values[std::size_t(i)]);
+          std::memcpy(bytes.data() + std::size_t(i) * elem_bytes, &b, elem_bytes);
+        }
+      },
+      std::int64_t(1) << 16);
+  return upload_raw(bytes);
+}
+
+/// `values` as floats in a new device buffer (a float64 reference's results), converted on all cores.
+DeviceBuffer upload_floats(const std::vector<double>& values);
 
 /// Seconds a verification launch may take before its variant is rejected as timed out.
 inline constexpr double kVerifyTimeoutSeconds = 2.0;

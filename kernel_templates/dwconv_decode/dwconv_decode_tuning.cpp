@@ -28,36 +28,9 @@ double tolerance(const Problem& p) {
   return 0;
 }
 
-// Host values exact in every dtype, and their bytes in the problem's dtype.
-std::vector<double> exact_values(std::size_t n, std::uint64_t seed, int range) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> k(-range, range);
-  std::vector<double> v(n);
-  for (auto& e : v) e = k(rng) / 64.0;
-  return v;
-}
-
+// Host values exact in every dtype (tuner::exact_values), and their bytes in the problem's dtype.
 DeviceBuffer upload(DType dtype, const std::vector<double>& values) {
-  const std::size_t elem = dtype == DType::f32 ? 4 : 2;
-  std::vector<unsigned char> bytes(values.size() * elem);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const std::uint32_t bits = exact_bits(dtype, values[i]);
-    std::memcpy(bytes.data() + i * elem, &bits, elem);  // little-endian: the low 16 bits for 16-bit types
-  }
-  DeviceBuffer d(bytes.size());
-  detail::cuda_check(cudaMemcpy(d.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy (decode inputs)");
-  return d;
-}
-
-template <class V> DeviceBuffer upload_raw(const std::vector<V>& values) {
-  DeviceBuffer d(values.size() * sizeof(V));
-  detail::cuda_check(cudaMemcpy(d.get(), values.data(), values.size() * sizeof(V), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return d;
-}
-
-DeviceBuffer upload_f32(const std::vector<double>& values) {
-  std::vector<float> f(values.begin(), values.end());
-  return upload_raw(f);
+  return tuner::upload_values(values, dtype == DType::f32 ? 4 : 2, [dtype](double v) { return exact_bits(dtype, v); });
 }
 
 class DecodeHarness final : public tuner::Harness {
@@ -76,19 +49,19 @@ class DecodeHarness final : public tuner::Harness {
       for (std::int64_t b = 0; b < batch_; ++b) indices.push_back(b % 5 == 3 ? -1 : std::int32_t(batch_ - b));
     if (p.circular)  // positions before, at and past one turn of the buffer; 0 is a fresh sequence
       for (std::int64_t b = 0; b < batch_; ++b) positions.push_back(std::int32_t((b * 37) % (3 * p.state_len + 1)));
-    const auto x = exact_values(std::size_t(tokens_), 11, 64);
-    const auto w = exact_values(std::size_t(p.c * p.k), 12, 32);
-    const auto bias = p.bias ? exact_values(std::size_t(p.c), 13, 64) : std::vector<double>{};
-    auto state = exact_values(std::size_t(state_count_), 14, 64);
+    const auto x = tuner::exact_values(std::size_t(tokens_), 11, 64);
+    const auto w = tuner::exact_values(std::size_t(p.c * p.k), 12, 32);
+    const auto bias = p.bias ? tuner::exact_values(std::size_t(p.c), 13, 64) : std::vector<double>{};
+    auto state = tuner::exact_values(std::size_t(state_count_), 14, 64);
     std::vector<double> y(std::size_t(tokens_), std::nan(""));  // padding rows stay as poisoned
     pristine_state_ = upload(p.dtype, state);
     reference_decode(p, batch_, slots_, x, w, bias, positions, indices, state, y);
-    ref_y_ = upload_f32(y);
-    ref_state_ = upload_f32(state);
+    ref_y_ = tuner::upload_floats(y);
+    ref_state_ = tuner::upload_floats(state);
     weight_ = upload(p.dtype, w);
     if (p.bias) bias_ = upload(p.dtype, bias);
-    if (p.indices) indices_ = upload_raw(indices);
-    if (p.circular) positions_ = upload_raw(positions);
+    if (p.indices) indices_ = tuner::upload_raw(indices);
+    if (p.circular) positions_ = tuner::upload_raw(positions);
     const std::size_t slot_bytes = (2 * std::size_t(tokens_) + std::size_t(state_count_)) * elem;
     std::size_t free_bytes = 0, total_bytes = 0;
     detail::cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");

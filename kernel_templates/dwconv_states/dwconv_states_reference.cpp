@@ -1,5 +1,6 @@
 #include "kernel_templates/dwconv_states/dwconv_states_reference.h"
 
+#include "core/parallel.h"
 #include "kernel_templates/dwconv/dwconv_reference.h"
 
 namespace kvtune::dwconv_states {
@@ -22,14 +23,19 @@ std::int64_t lag(const Problem& p, int k) { return std::int64_t(p.k - 1 - k) * p
 
 }  // namespace
 
+// Each (row, channel) pair's outputs depend on that pair alone: the pairs are spread over the cores
+// (detail::parallel_for), each summed in the same order as on one core.
+
 std::vector<double> reference_forward(const Problem& p, std::int64_t n, const std::vector<double>& x,
                                       const std::vector<double>& w, const std::vector<double>& bias,
                                       const std::vector<double>& init, const std::vector<std::int32_t>& seq,
                                       const std::vector<double>& dy, std::vector<double>* final_state) {
   std::vector<double> y(std::size_t(n * p.c * p.w));
   const std::int64_t s = p.state_len();
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t c = 0; c < p.c; ++c) {
+  if (final_state != nullptr) final_state->resize(std::size_t(n * p.c * s));
+  detail::parallel_for(n * p.c, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t b = row / p.c, c = row % p.c;
       for (std::int64_t t = 0; t < p.w; ++t) {
         double z = bias.empty() ? 0.0 : bias[std::size_t(c)];
         for (int k = 0; k < p.k; ++k) z += w[std::size_t(c * p.k + k)] * input(p, b, c, t - lag(p, k), t, x, init, seq);
@@ -37,12 +43,11 @@ std::vector<double> reference_forward(const Problem& p, std::int64_t n, const st
         y[o] = p.gradient_prep ? dy[o] * dwconv::activation_derivative(p.activation, z)
                                : dwconv::activation_value(p.activation, z);
       }
-      if (final_state != nullptr) {
-        final_state->resize(std::size_t(n * p.c * s));
+      if (final_state != nullptr)
         for (std::int64_t j = 0; j < s; ++j)
           (*final_state)[std::size_t((b * p.c + c) * s + j)] = input(p, b, c, p.w - s + j, p.w - 1, x, init, seq);
-      }
     }
+  });
   return y;
 }
 
@@ -54,8 +59,9 @@ std::vector<double> reference_backward_data(const Problem& p, std::int64_t n, co
   if (dinit != nullptr) dinit->assign(std::size_t(n * p.c * s), 0.0);
   // Output t reads input q = t - lag through tap k: its gradient goes to q (x or the state), unless
   // q is of another sequence (then the forward read zero).
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t c = 0; c < p.c; ++c)
+  detail::parallel_for(n * p.c, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t b = row / p.c, c = row % p.c;
       for (std::int64_t t = 0; t < p.w; ++t)
         for (int k = 0; k < p.k; ++k) {
           const std::int64_t q = t - lag(p, k);
@@ -66,6 +72,8 @@ std::vector<double> reference_backward_data(const Problem& p, std::int64_t n, co
             dx[index(p, b, c, q)] += v;
           }
         }
+    }
+  });
   return dx;
 }
 
@@ -75,13 +83,17 @@ void reference_backward_weight(const Problem& p, std::int64_t n, const std::vect
                                std::vector<double>& dbias) {
   dw.assign(std::size_t(p.c * p.k), 0.0);
   dbias.assign(std::size_t(p.c), 0.0);
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t c = 0; c < p.c; ++c)
-      for (std::int64_t t = 0; t < p.w; ++t) {
-        const double gt = g[index(p, b, c, t)];
-        dbias[std::size_t(c)] += gt;
-        for (int k = 0; k < p.k; ++k) dw[std::size_t(c * p.k + k)] += gt * input(p, b, c, t - lag(p, k), t, x, init, seq);
-      }
+  // A channel's sums run over the rows, then the positions: spread over channels.
+  detail::parallel_for(p.c, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t c = begin; c < end; ++c)
+        for (std::int64_t t = 0; t < p.w; ++t) {
+          const double gt = g[index(p, b, c, t)];
+          dbias[std::size_t(c)] += gt;
+          for (int k = 0; k < p.k; ++k)
+            dw[std::size_t(c * p.k + k)] += gt * input(p, b, c, t - lag(p, k), t, x, init, seq);
+        }
+  });
 }
 
 }  // namespace kvtune::dwconv_states

@@ -31,35 +31,8 @@ double tolerance(const Problem& p) {
   return 0;
 }
 
-std::vector<double> exact_values(std::size_t n, std::uint64_t seed, int range) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> k(-range, range);
-  std::vector<double> v(n);
-  for (auto& e : v) e = k(rng) / 64.0;
-  return v;
-}
-
 DeviceBuffer upload(DType dtype, const std::vector<double>& values) {
-  const std::size_t elem = dtype == DType::f32 ? 4 : 2;
-  std::vector<unsigned char> bytes(values.size() * elem);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const std::uint32_t bits = round_bits(dtype, values[i]);
-    std::memcpy(bytes.data() + i * elem, &bits, elem);  // little-endian: the low 16 bits for 16-bit types
-  }
-  DeviceBuffer d(bytes.size());
-  detail::cuda_check(cudaMemcpy(d.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy (states inputs)");
-  return d;
-}
-
-template <class V> DeviceBuffer upload_raw(const std::vector<V>& values) {
-  DeviceBuffer d(values.size() * sizeof(V));
-  detail::cuda_check(cudaMemcpy(d.get(), values.data(), values.size() * sizeof(V), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return d;
-}
-
-DeviceBuffer upload_f32(const std::vector<double>& values) {
-  std::vector<float> f(values.begin(), values.end());
-  return upload_raw(f);
+  return tuner::upload_values(values, dtype == DType::f32 ? 4 : 2, [dtype](double v) { return round_bits(dtype, v); });
 }
 
 class StatesHarness final : public tuner::Harness {
@@ -73,11 +46,11 @@ class StatesHarness final : public tuner::Harness {
     const std::int64_t s = p.state_len();
     tensor_ = batch_ * p.c * p.w;
     state_count_ = batch_ * p.c * s;
-    const auto x = exact_values(std::size_t(tensor_), 21, 64);
-    const auto w = exact_values(std::size_t(p.c * p.k), 22, 32);
-    const auto bias = p.bias ? exact_values(std::size_t(p.c), 23, 64) : std::vector<double>{};
-    const auto g = exact_values(std::size_t(tensor_), 24, 64);
-    const auto init = p.initial_state ? exact_values(std::size_t(state_count_), 25, 64) : std::vector<double>{};
+    const auto x = tuner::exact_values(std::size_t(tensor_), 21, 64);
+    const auto w = tuner::exact_values(std::size_t(p.c * p.k), 22, 32);
+    const auto bias = p.bias ? tuner::exact_values(std::size_t(p.c), 23, 64) : std::vector<double>{};
+    const auto g = tuner::exact_values(std::size_t(tensor_), 24, 64);
+    const auto init = p.initial_state ? tuner::exact_values(std::size_t(state_count_), 25, 64) : std::vector<double>{};
     // Packed sequences of about w / 8 positions (at least the state's length, at most 2048): several
     // boundaries a row for the verification, and the fix-up's work what packed training data asks
     // of it. Sequences of a few positions marked nearly every output and ranked the variants on a
@@ -108,12 +81,12 @@ class StatesHarness final : public tuner::Harness {
     weight_ = upload(p.dtype, w);
     if (p.bias) bias_ = upload(p.dtype, bias);
     if (p.initial_state) init_ = upload(p.dtype, init);
-    if (p.seq_idx) seq_ = upload_raw(seq);
+    if (p.seq_idx) seq_ = tuner::upload_raw(seq);
     pristine_ = upload(p.dtype, plain);
-    ref_dst_ = upload_f32(full);
+    ref_dst_ = tuner::upload_floats(full);
     dst_ = DeviceBuffer(std::size_t(dst_count_) * std::size_t(p.element_bytes()));
     if (p.state_out) {
-      ref_state_ = upload_f32(state);
+      ref_state_ = tuner::upload_floats(state);
       state_ = DeviceBuffer(std::size_t(state_count_) * std::size_t(p.element_bytes()));
     }
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (states harness)");
