@@ -18,8 +18,10 @@
 
 #include "env_guard.h"
 #include "core/buckets.h"
+#include "core/parallel.h"
 #include "lib/src/dispatch_table.h"
 #include "lib/src/families.h"
+#include "tuner/harness_support.h"
 #include "tuner/tuner.h"
 
 using namespace kvtune;
@@ -559,4 +561,36 @@ TEST_CASE("tune: compiles started before the harness, each candidate a trial, no
   CHECK(outcome.reused == 1);
   CHECK(outcome.compiles == 4);
   CHECK(outcome.chosen == std::vector<int>{1, 2, 0, 3, 4, 5});
+}
+
+TEST_CASE("harness host work on all cores: every item once, exceptions rethrown, inputs reproducible", "[tuner]") {
+  for (const std::int64_t n : {0, 1, 7, 1000, 100003}) {
+    INFO("n = " << n);
+    std::vector<std::atomic<int>> seen(static_cast<std::size_t>(n));
+    std::atomic<int> slices{0};
+    detail::parallel_for(
+        n,
+        [&](std::int64_t begin, std::int64_t end) {
+          CHECK(begin < end);
+          ++slices;
+          for (std::int64_t i = begin; i < end; ++i) ++seen[std::size_t(i)];
+        },
+        64);
+    CHECK(std::count_if(seen.begin(), seen.end(), [](const std::atomic<int>& k) { return k != 1; }) == 0);
+    CHECK(slices <= std::max<std::int64_t>(1, n / 64));
+  }
+  // The slice that holds the last item throws (on a thread of its own wherever there are two cores).
+  CHECK_THROWS_WITH(detail::parallel_for(1 << 20,
+                                         [](std::int64_t, std::int64_t end) {
+                                           if (end == (1 << 20)) throw Error("slice failed");
+                                         }),
+                    Catch::Contains("slice failed"));
+
+  // Drawn in chunks on several threads, the values depend on (n, seed, range) alone.
+  const auto a = tuner::exact_values(300000, 7, 64), b = tuner::exact_values(300000, 7, 64);
+  CHECK(a == b);
+  CHECK(tuner::exact_values(300000, 8, 64) != a);
+  const auto prefix = tuner::exact_values(1000, 7, 64);
+  CHECK(std::equal(prefix.begin(), prefix.end(), a.begin()));
+  CHECK(std::count_if(a.begin(), a.end(), [](double v) { return std::fabs(v) > 1.0 || v * 64 != std::round(v * 64); }) == 0);
 }

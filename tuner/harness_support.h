@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/cuda_check.h"
-#include "core/parallel.h"
 #include "core/module.h"
 #include "core/nvrtc.h"
+#include "core/parallel.h"
 #include "tuner/tuner.h"
 
 namespace kvtune::tuner {

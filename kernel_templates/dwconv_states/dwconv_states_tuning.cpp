@@ -39,9 +39,9 @@ class StatesHarness final : public tuner::Harness {
  public:
   StatesHarness(const Problem& p, std::vector<Config> configs, const std::string& arch, cudaStream_t stream)
       : problem_(p), configs_(std::move(configs)), kernels_(tuner::support_kernels(support_request(p, arch))) {
-    // The float64 reference of the whole operation runs on the CPU: at most kMaxReferenceElements a
-    // tensor (the rows of the bucket beyond them are left out; the fix-up's work is per row, so its
-    // variants rank alike on fewer rows).
+    // The float64 reference of the whole operation runs on the CPU, on all cores: at most
+    // kMaxReferenceElements a tensor, but at least one row (the rows of the bucket beyond them are
+    // left out; the fix-up's work is per row, so its variants rank alike on fewer rows).
     batch_ = std::clamp<std::int64_t>(kMaxReferenceElements / (p.c * p.w), 1, p.n);
     const std::int64_t s = p.state_len();
     tensor_ = batch_ * p.c * p.w;
