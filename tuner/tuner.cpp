@@ -204,6 +204,7 @@ class CompilePipeline {
     for (std::size_t n = next_++; n < work_.size() && !stop_; n = next_++) {
       const int i = work_[n];
       Compiled out;
+      out.queued = static_cast<int>(n);
       try {
         auto compiled = detail::compile_in_worker(worker_, candidates_[std::size_t(i)].request);
         out.cubin = std::move(compiled.cubin);

@@ -53,6 +53,7 @@ struct Compiled {
   std::string binary_hash;
   double seconds = 0;
   bool reused = false;  // came from the store instead of NVRTC
+  int queued = -1;      // its program's place in the compile queue (0: started first); -1 reused
 };
 
 /// Compiles every candidate on `threads` threads (0: all cores), each in a compile worker process
