@@ -37,9 +37,8 @@ struct Candidate {
   /// The family's cost model (seconds, for ranking only); 0 when unknown.
   double predicted_seconds = 0;
   /// The family's estimate of this variant's compile time, in its own units (only the order
-  /// matters); 0 when unknown. The costliest compiles start first, so that a few slow programs do
-  /// not start late and end last (on 16 cores a 2.7 s program started in the second round of
-  /// compiles ends at 3.5 s).
+  /// matters); 0 when unknown. The costliest compiles start first, so that a slow program does not
+  /// start in a later round of compiles and end last.
   double compile_cost = 0;
   /// The kernels launched as phases of this variant: its request names one per phase.
   int phases() const { return static_cast<int>(request.name_expressions.size()); }
