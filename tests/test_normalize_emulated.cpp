@@ -6,7 +6,8 @@
 // apart) and its backward with the gradient into s, in every keep (registers, FULL, shared, re-read),
 // in the phased split-row kernels and in the backward's dgamma/dbeta reduction. It checks the kernels'
 // logic on machines without a GPU; the [gpu] tests check the compiled kernels in every dtype. (The
-// cooperative split kernel needs co-resident blocks and is not emulated.)
+// cooperative split kernel needs co-resident blocks and is not emulated.) Also the float64 reference
+// kernels the tuner verifies every candidate against, a row over tpr threads.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -423,4 +424,89 @@ TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahea
   standardize.saved_stats = true;
   one.recompute = false;
   check_backward(&kvt_normalize_backward<float, 128, 1, 1, 3, 3, 0, 0, 0, 0, false, 1>, standardize, one, false);
+}
+
+// The float64 reference kernels (what every candidate is verified against): a row's tpr threads sum
+// strided columns, added in thread order; rows past the last take part in the block's sums only.
+// Against the CPU reference: y / dx as f32, the statistics as the kernel's doubles.
+TEST_CASE("emulated: the float64 reference kernels, a row over tpr threads, match the CPU reference",
+          "[normalize][emulated]") {
+  struct Shape {
+    int tpr;
+    std::int64_t rows, cols;
+  };
+  // One thread a row as before; several rows a block with the last block short; one row a block.
+  const Shape shapes[] = {{1, 5, 37}, {8, 70, 300}, {32, 9, 1025}, {256, 3, 1}, {256, 2, 5000}};
+  for (const auto& shape : shapes)
+    for (const NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+      const std::int64_t rows = shape.rows, cols = shape.cols, n = rows * cols;
+      const bool residual = shape.tpr == 8;  // the forward's x + residual, s written out
+      INFO("tpr " << shape.tpr << ", " << rows << " x " << cols << ", mode " << int(mode) << ", residual " << residual);
+      const int ddof = mode == NormMode::standardize && cols > 1 ? 1 : 0;  // one column: ddof 1 divides by 0
+      // |mean| >> std on every row: the statistics must still be exact.
+      const auto x = random_rows(std::size_t(n), 11, 100.f, 0.5f), r = random_rows(std::size_t(n), 12, -0.25f, 1.f);
+      const auto dy = random_rows(std::size_t(n), 13, 0.f, 1.f), gamma = random_rows(std::size_t(cols), 14, 1.f, 0.5f);
+      std::vector<float> s(x.size());
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] = residual ? x[i] + r[i] : x[i];
+      const unsigned grid = unsigned((rows + 256 / shape.tpr - 1) / (256 / shape.tpr));
+      const double eps = double(1e-5f);  // the kernels' eps is a float
+      const auto ref = normalize::reference(widened(s), rows, cols, cols, mode, eps, ddof, widened(gamma), {});
+
+      KvtNormalizeParams params{};
+      std::vector<float> y(std::size_t(n), NAN), s_out(std::size_t(n), NAN), mean(std::size_t(rows), NAN),
+          rstd(std::size_t(rows), NAN);
+      params.x = x.data();
+      params.y = y.data();
+      params.gamma = gamma.data();
+      params.mean = mean.data();
+      params.rstd = rstd.data();
+      params.rows = rows;
+      params.cols = cols;
+      params.ld_x = params.ld_y = cols;
+      params.eps = 1e-5f;
+      params.ddof = ddof;
+      const KvtResidualParams rp{residual ? r.data() : nullptr, residual ? s_out.data() : nullptr, cols, cols};
+      emulate(grid, kKvtReferenceBlock, [&] {
+        if (mode == NormMode::standardize) kvt_normalize_reference<float, 0, 1>(params, rp, shape.tpr);
+        if (mode == NormMode::layernorm) kvt_normalize_reference<float, 1, 1>(params, rp, shape.tpr);
+        if (mode == NormMode::rmsnorm) kvt_normalize_reference<float, 2, 1>(params, rp, shape.tpr);
+      });
+      CHECK(relative_error(y, ref.y) < 1e-6);
+      CHECK(relative_error(rstd, ref.rstd) < 1e-6);
+      if (mode != NormMode::rmsnorm) CHECK(relative_error(mean, ref.mean) < 1e-6);
+      if (residual) CHECK(std::memcmp(s_out.data(), s.data(), s.size() * 4) == 0);
+
+      KvtNormalizeBackwardParams bp{};
+      std::vector<float> dx(std::size_t(n), NAN), saved_mean(std::size_t(rows), NAN), saved_rstd(std::size_t(rows), NAN);
+      std::vector<double> stats(std::size_t(2 * rows), NAN);
+      bp.x = s.data();
+      bp.dy = dy.data();
+      bp.dx = dx.data();
+      bp.gamma = gamma.data();
+      bp.rows = rows;
+      bp.cols = cols;
+      bp.ld_x = bp.ld_dy = bp.ld_dx = cols;
+      bp.eps = 1e-5f;
+      bp.ddof = ddof;
+      double* stats_ptr = stats.data();
+      float* mean_ptr = saved_mean.data();
+      float* rstd_ptr = saved_rstd.data();
+      emulate(grid, kKvtReferenceBlock, [&] {
+        if (mode == NormMode::standardize)
+          kvt_normalize_backward_reference<float, 0, 1>(bp, stats_ptr, mean_ptr, rstd_ptr, shape.tpr);
+        if (mode == NormMode::layernorm)
+          kvt_normalize_backward_reference<float, 1, 1>(bp, stats_ptr, mean_ptr, rstd_ptr, shape.tpr);
+        if (mode == NormMode::rmsnorm)
+          kvt_normalize_backward_reference<float, 2, 1>(bp, stats_ptr, mean_ptr, rstd_ptr, shape.tpr);
+      });
+      const auto bref = normalize::reference_backward(widened(s), widened(dy), rows, cols, cols, mode, eps, ddof,
+                                                      widened(gamma));
+      CHECK(relative_error(dx, bref.dx) < 1e-6);
+      for (std::int64_t row = 0; row < rows; ++row) {
+        if (mode == NormMode::rmsnorm) CHECK(stats[std::size_t(2 * row)] == 0.0);
+        else CHECK(stats[std::size_t(2 * row)] == Approx(ref.mean[std::size_t(row)]).epsilon(1e-12));
+        CHECK(stats[std::size_t(2 * row + 1)] == Approx(ref.rstd[std::size_t(row)]).epsilon(1e-12));
+      }
+      CHECK(relative_error(saved_rstd, ref.rstd) < 1e-6);
+    }
 }

@@ -368,28 +368,51 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
 #endif
 }
 
+// The float64 reference kernels (forward and backward) take `tpr` threads a row, a power of two
+// dividing the block (at most kKvtReferenceBlock): thread t of a row sums columns t, t + tpr, ...,
+// and a row's sums are added up in thread order, so the result depends on tpr alone (the host picks
+// it from the row length: reference_threads_per_row). One thread a row summed 4 M columns serially:
+// about a second of a 64 x 2^22 tuning's harness.
+
+// The sum of v over the tpr threads of this thread's row, in thread order, to each of them. Every
+// thread of the block calls it (it meets the block at barriers); `part` holds a double a thread.
+__device__ double kvt_reference_row_sum(double v, double* part, int tpr) {
+  const int first = (int)threadIdx.x - (int)threadIdx.x % tpr;
+  part[threadIdx.x] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int i = 0; i < tpr; ++i) total += part[first + i];
+  __syncthreads();  // part is written again by the next sum
+  return total;
+}
+
 // A row's float64 statistics, as the reference kernels (forward and backward) compute them: the
 // mean (0 for rmsnorm), the scale (rstd) and, for standardize, sigma. `x` is anything indexed by
-// column that yields T (the forward's reads x + residual through it).
+// column that yields T (the forward's reads x + residual through it); a thread past the last row
+// (`active` false) reads nothing but takes part in the row sums.
 struct KvtReferenceStats {
   double mean, scale, sigma;
 };
 
 template <int MODE, class X>
-__device__ KvtReferenceStats kvt_reference_stats(const X& x, long long cols, int ddof, float eps) {
+__device__ KvtReferenceStats kvt_reference_stats(const X& x, long long cols, bool active, int ddof, float eps,
+                                                 double* part, int tpr) {
   const double n = static_cast<double>(cols);
+  const long long first = (long long)(threadIdx.x % tpr), end = active ? cols : 0;
   KvtReferenceStats r = {0.0, 0.0, 0.0};
   double m2 = 0.0;
   if constexpr (MODE == 2) {
-    for (long long j = 0; j < cols; ++j) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
+    for (long long j = first; j < end; j += tpr) m2 += (double)kvt_to_float(x[j]) * (double)kvt_to_float(x[j]);
+    m2 = kvt_reference_row_sum(m2, part, tpr);
     r.scale = 1.0 / sqrt(m2 / n + (double)eps);
   } else {
-    for (long long j = 0; j < cols; ++j) r.mean += (double)kvt_to_float(x[j]);
-    r.mean /= n;
-    for (long long j = 0; j < cols; ++j) {
+    for (long long j = first; j < end; j += tpr) r.mean += (double)kvt_to_float(x[j]);
+    r.mean = kvt_reference_row_sum(r.mean, part, tpr) / n;
+    for (long long j = first; j < end; j += tpr) {
       const double d = (double)kvt_to_float(x[j]) - r.mean;
       m2 += d * d;
     }
+    m2 = kvt_reference_row_sum(m2, part, tpr);
     if constexpr (MODE == 0) {
       r.sigma = sqrt(m2 / (n - ddof));
       r.scale = 1.0 / (r.sigma + (double)eps);
@@ -400,15 +423,18 @@ __device__ KvtReferenceStats kvt_reference_stats(const X& x, long long cols, int
   return r;
 }
 
-// The naive variant: one thread per row, float64 throughout, y written as f32 into p.y. With a
-// residual (non-null rp.residual) the row is s = x + residual rounded to T, written as f32 into
-// rp.residual_out when that is non-null.
+// The naive variant: float64 throughout, `tpr` threads a row (blocks of kKvtReferenceBlock threads,
+// kKvtReferenceBlock / tpr rows each), y written as f32 into p.y. With a residual (non-null
+// rp.residual) the row is s = x + residual rounded to T, written as f32 into rp.residual_out when
+// that is non-null.
 template <class T, int MODE, int AFFINE>
-__global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtResidualParams rp) {
-  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= p.rows) return;
-  const T* xs = static_cast<const T*>(p.x) + row * p.ld_x;
-  const T* rs = rp.residual == nullptr ? nullptr : static_cast<const T*>(rp.residual) + row * rp.ld_r;
+__global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtResidualParams rp, int tpr) {
+  __shared__ double part[kKvtReferenceBlock];
+  const long long row = (long long)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+  const bool active = row < p.rows;
+  const long long r0 = active ? row : 0;  // no pointer past the tensor, even unread
+  const T* xs = static_cast<const T*>(p.x) + r0 * p.ld_x;
+  const T* rs = rp.residual == nullptr ? nullptr : static_cast<const T*>(rp.residual) + r0 * rp.ld_r;
   struct Row {
     const T* x;
     const T* r;
@@ -416,21 +442,23 @@ __global__ void kvt_normalize_reference(const KvtNormalizeParams p, const KvtRes
       return r == nullptr ? x[j] : kvt_from_float<T>(kvt_to_float(x[j]) + kvt_to_float(r[j]));
     }
   } x{xs, rs};
+  const KvtReferenceStats stats = kvt_reference_stats<MODE>(x, p.cols, active, p.ddof, p.eps, part, tpr);
+  if (!active) return;  // the row sums are done: no barrier follows
+  const long long first = (long long)(threadIdx.x % tpr);
   if (rp.residual_out != nullptr)
-    for (long long j = 0; j < p.cols; ++j) static_cast<float*>(rp.residual_out)[row * rp.ld_s + j] = kvt_to_float(x[j]);
+    for (long long j = first; j < p.cols; j += tpr) static_cast<float*>(rp.residual_out)[row * rp.ld_s + j] = kvt_to_float(x[j]);
   float* y = static_cast<float*>(p.y) + row * p.ld_y;
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
-  const KvtReferenceStats stats = kvt_reference_stats<MODE>(x, p.cols, p.ddof, p.eps);
   const double mean = stats.mean, scale = stats.scale;
-  for (long long j = 0; j < p.cols; ++j) {
+  for (long long j = first; j < p.cols; j += tpr) {
     double r = ((double)kvt_to_float(x[j]) - mean) * scale;
     if ((AFFINE & 1) != 0) r *= (double)kvt_to_float(gamma[j]);
     if ((AFFINE & 2) != 0) r += (double)kvt_to_float(beta[j]);
     y[j] = (float)r;
   }
-  if (p.mean != nullptr) p.mean[row] = (float)mean;
-  if (p.rstd != nullptr) p.rstd[row] = (float)scale;
+  if (first == 0 && p.mean != nullptr) p.mean[row] = (float)mean;
+  if (first == 0 && p.rstd != nullptr) p.rstd[row] = (float)scale;
 }
 
 // ---------------------------------------------------------------------------------------------

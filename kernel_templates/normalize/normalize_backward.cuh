@@ -531,34 +531,42 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   }
 }
 
-// The backward's float64 reference, one thread per row: dx as f32 into p.dx (ld_dx), the row's
-// mean and scale as doubles into stats[2 * row], and the forward's f32 mean / rstd into
-// saved_mean / saved_rstd (what the forward kernel saves, for candidates that read them).
+// The backward's float64 reference, `tpr` threads a row (as kvt_normalize_reference): dx as f32
+// into p.dx (ld_dx), the row's mean and scale as doubles into stats[2 * row], and the forward's f32
+// mean / rstd into saved_mean / saved_rstd (what the forward kernel saves, for candidates that read
+// them).
 template <class T, int MODE, int GAMMA>
 __global__ void kvt_normalize_backward_reference(const KvtNormalizeBackwardParams p, double* stats, float* saved_mean,
-                                                 float* saved_rstd) {
-  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= p.rows) return;
-  const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
-  const T* dy = static_cast<const T*>(p.dy) + row * p.ld_dy;
-  float* dx = static_cast<float*>(p.dx) + row * p.ld_dx;
+                                                 float* saved_rstd, int tpr) {
+  __shared__ double part[kKvtReferenceBlock];
+  const long long row = (long long)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+  const bool active = row < p.rows;
+  const long long r0 = active ? row : 0;  // no pointer past the tensor, even unread
+  const T* x = static_cast<const T*>(p.x) + r0 * p.ld_x;
+  const T* dy = static_cast<const T*>(p.dy) + r0 * p.ld_dy;
+  float* dx = static_cast<float*>(p.dx) + r0 * p.ld_dx;
   const T* gamma = static_cast<const T*>(p.gamma);
   const double n = static_cast<double>(p.cols);
-  const KvtReferenceStats stats_row = kvt_reference_stats<MODE>(x, p.cols, p.ddof, p.eps);
+  const long long first = (long long)(threadIdx.x % tpr), end = active ? p.cols : 0;
+  const KvtReferenceStats stats_row = kvt_reference_stats<MODE>(x, p.cols, active, p.ddof, p.eps, part, tpr);
   const double mean = stats_row.mean, s = stats_row.scale, sigma = stats_row.sigma;
   double a = 0.0, b = 0.0;
-  for (long long j = 0; j < p.cols; ++j) {
+  for (long long j = first; j < end; j += tpr) {
     const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
     a += g;
     b += g * ((double)kvt_to_float(x[j]) - mean) * s;
   }
+  a = kvt_reference_row_sum(a, part, tpr);
+  b = kvt_reference_row_sum(b, part, tpr);
+  if (!active) return;  // the row sums are done: no barrier follows
   const double ca = MODE == 2 ? 0.0 : a / n;
   const double cb = MODE == 0 ? (sigma > 0.0 ? b / (sigma * (n - p.ddof)) : 0.0) : s * b / n;
-  for (long long j = 0; j < p.cols; ++j) {
+  for (long long j = first; j < p.cols; j += tpr) {
     const double g = (double)kvt_to_float(dy[j]) * (GAMMA ? (double)kvt_to_float(gamma[j]) : 1.0);
     const double ds = p.dres == nullptr ? 0.0 : (double)kvt_to_float(static_cast<const T*>(p.dres)[row * p.ld_dres + j]);
     dx[j] = (float)(s * (g - ca) - ((double)kvt_to_float(x[j]) - mean) * s * cb + ds);
   }
+  if (first != 0) return;
   stats[2 * row] = mean;
   stats[2 * row + 1] = s;
   if (saved_mean != nullptr) saved_mean[row] = (float)mean;

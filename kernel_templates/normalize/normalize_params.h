@@ -39,6 +39,10 @@ struct KvtResidualParams {
   long long ld_s;
 };
 
+// Threads a block of the float64 reference kernels (normalize.cu: kvt_normalize_reference and the
+// backward's), `tpr` threads a row.
+constexpr int kKvtReferenceBlock = 256;
+
 // Arguments of the backward kernel: dx from x, dy and the row statistics (saved by the forward or
 // recomputed); dgamma/dbeta reduced over all rows through per-row-group partials in `workspace`
 // and a two-level arrival tree, or (grid_sum) a grid-wide arrival and column sums shared by every

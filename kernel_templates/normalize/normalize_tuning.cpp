@@ -36,6 +36,25 @@ detail::CompileRequest support_request(const Problem& p, const std::string& arch
 // kColumns: the backward's column reference (backward problems only).
 enum SupportKernel { kReference, kCompare, kCompareF32, kFill, kFillF32, kColumns };
 
+// The float64 reference kernels' threads a row (normalize.cu; kKvtReferenceBlock threads a block):
+// 32 to 64 columns a thread, at most the whole block.
+int reference_threads_per_row(std::int64_t cols) {
+  int tpr = 1;
+  while (tpr < kKvtReferenceBlock && std::int64_t(tpr) * 64 <= cols) tpr *= 2;
+  return tpr;
+}
+
+// Launches a float64 reference kernel (forward or backward) over `rows` rows of `cols` columns;
+// `args` are its arguments before the threads a row, which this appends.
+void launch_reference(const detail::LoadedKernel& kernel, std::int64_t rows, std::int64_t cols, cudaStream_t stream,
+                      std::vector<void*> args, const char* what) {
+  int tpr = reference_threads_per_row(cols);
+  const std::int64_t rows_per_block = kKvtReferenceBlock / tpr;
+  args.push_back(&tpr);
+  tuner::launch_raw(kernel, unsigned((rows + rows_per_block - 1) / rows_per_block), kKvtReferenceBlock, stream,
+                    std::move(args), what);
+}
+
 using tuner::DeviceBuffer;
 
 class NormalizeHarness final : public tuner::Harness {
@@ -96,8 +115,7 @@ class NormalizeHarness final : public tuner::Harness {
     KvtResidualParams residual = residual_params(0);
     residual.residual_out = ref_s_.get();
     residual.ld_s = p.cols;
-    tuner::launch_raw(kernels_[kReference], unsigned((p.rows + 127) / 128), 128, stream, {&params, &residual},
-                      "normalize reference kernel");
+    launch_reference(kernels_[kReference], p.rows, p.cols, stream, {&params, &residual}, "normalize reference kernel");
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (reference)");
   }
 
@@ -245,8 +263,8 @@ class NormalizeBackwardHarness final : public tuner::Harness {
     double* stats = stats_.as<double>();
     float* mean = problem_.mode == NormMode::rmsnorm ? nullptr : mean_.as<float>();
     float* rstd = rstd_.as<float>();
-    tuner::launch_raw(kernels_[kReference], unsigned((p.rows + 127) / 128), 128, stream, {&params, &stats, &mean, &rstd},
-                      "normalize backward reference kernel");
+    launch_reference(kernels_[kReference], p.rows, p.cols, stream, {&params, &stats, &mean, &rstd},
+                     "normalize backward reference kernel");
     tuner::launch_raw(kernels_[kColumns], unsigned((p.cols + 127) / 128), 128, stream, {&params, &stats},
                       "normalize backward reference kernel (columns)");
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (reference)");
@@ -464,8 +482,8 @@ std::unique_ptr<tuner::Harness> make_harness(const Problem& problem, std::vector
 void run_reference(const Problem& problem, const std::string& arch, const LaunchArgs& a, cudaStream_t stream) {
   KvtNormalizeParams params = forward_params(problem, a);
   KvtResidualParams residual = residual_params(a);
-  tuner::launch_raw(tuner::support_kernels(support_request(problem, arch))[kReference], unsigned((a.rows + 127) / 128),
-                    128, stream, {&params, &residual}, "normalize reference kernel");
+  launch_reference(tuner::support_kernels(support_request(problem, arch))[kReference], a.rows, problem.cols, stream,
+                   {&params, &residual}, "normalize reference kernel");
 }
 
 cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, const Config& config,
@@ -565,8 +583,8 @@ void run_backward_reference(const Problem& problem, const std::string& arch, con
   DeviceBuffer stats(std::size_t(a.rows) * 16);
   double* stats_ptr = stats.as<double>();
   float* none = nullptr;
-  tuner::launch_raw(kernels[kReference], unsigned((a.rows + 127) / 128), 128, stream,
-                    {&params, &stats_ptr, &none, &none}, "normalize backward reference kernel");
+  launch_reference(kernels[kReference], a.rows, problem.cols, stream, {&params, &stats_ptr, &none, &none},
+                   "normalize backward reference kernel");
   tuner::launch_raw(kernels[kColumns], unsigned((problem.cols + 127) / 128), 128, stream, {&params, &stats_ptr},
                     "normalize backward reference kernel (columns)");
   detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (backward reference)");
