@@ -452,19 +452,23 @@ TEST_CASE("emulated: the float64 reference kernels, a row over tpr threads, matc
       const double eps = double(1e-5f);  // the kernels' eps is a float
       const auto ref = normalize::reference(widened(s), rows, cols, cols, mode, eps, ddof, widened(gamma), {});
 
+      // The fields the forward's and the backward's parameters share.
+      const auto rows_of = [&](auto& q) {
+        q.gamma = gamma.data();
+        q.rows = rows;
+        q.cols = cols;
+        q.eps = 1e-5f;
+        q.ddof = ddof;
+      };
       KvtNormalizeParams params{};
       std::vector<float> y(std::size_t(n), NAN), s_out(std::size_t(n), NAN), mean(std::size_t(rows), NAN),
           rstd(std::size_t(rows), NAN);
+      rows_of(params);
       params.x = x.data();
       params.y = y.data();
-      params.gamma = gamma.data();
       params.mean = mean.data();
       params.rstd = rstd.data();
-      params.rows = rows;
-      params.cols = cols;
       params.ld_x = params.ld_y = cols;
-      params.eps = 1e-5f;
-      params.ddof = ddof;
       const KvtResidualParams rp{residual ? r.data() : nullptr, residual ? s_out.data() : nullptr, cols, cols};
       emulate(grid, kKvtReferenceBlock, [&] {
         if (mode == NormMode::standardize) kvt_normalize_reference<float, 0, 1>(params, rp, shape.tpr);
@@ -479,15 +483,11 @@ TEST_CASE("emulated: the float64 reference kernels, a row over tpr threads, matc
       KvtNormalizeBackwardParams bp{};
       std::vector<float> dx(std::size_t(n), NAN), saved_mean(std::size_t(rows), NAN), saved_rstd(std::size_t(rows), NAN);
       std::vector<double> stats(std::size_t(2 * rows), NAN);
+      rows_of(bp);
       bp.x = s.data();
       bp.dy = dy.data();
       bp.dx = dx.data();
-      bp.gamma = gamma.data();
-      bp.rows = rows;
-      bp.cols = cols;
       bp.ld_x = bp.ld_dy = bp.ld_dx = cols;
-      bp.eps = 1e-5f;
-      bp.ddof = ddof;
       double* stats_ptr = stats.data();
       float* mean_ptr = saved_mean.data();
       float* rstd_ptr = saved_rstd.data();
