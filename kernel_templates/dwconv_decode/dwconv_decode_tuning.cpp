@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
