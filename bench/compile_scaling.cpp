@@ -1,13 +1,14 @@
 // How NVRTC compiles scale with the cores: the tuning variants of one problem compiled on T threads
 // of this process, or on T threads each handing its compile to a compile worker process
 // (core/compile_workers.h). No GPU needed.
-//   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers] [--each]
+//   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers] [--each] [--source DIR]
 // Takes N of the problem's tuning variants evenly over its space (the family's enumeration order),
 // compiles one first (NVRTC's and the workers' start-up, not counted), then all N; prints the wall
 // time, programs a second, and the mean and largest time of one compile as seen by its thread.
 // --each: every distinct program once (variants of one compile hash are one program), then each
 // one's compile time, the family's compile cost estimate and the label of its first variant,
-// slowest first.
+// slowest first. --source DIR: the program and the headers DIR holds replace the built-in templates
+// (bench/source_override.h), to see what a template change does to compile times.
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/compile_workers.h"
+#include "bench/source_override.h"
 #include "core/nvrtc.h"
 #include "kvtune/error.h"
 #include "lib/src/families.h"
@@ -37,25 +39,29 @@ struct Program {
 };
 
 template <class F>
-std::vector<Program> requests(const std::string& key, int programs, bool each) {
+std::vector<Program> requests(const std::string& key, int programs, bool each, const std::string& source_dir) {
   const auto problem = F::from_key(key);
   if (!problem) throw Error("not a " + std::string(F::kOp) + " problem key: " + key);
   const auto candidates = F::candidates(*problem, detail::tuning_configs<F>(*problem, 9), "sm_90");
   std::vector<Program> out;
+  const auto program = [&](const auto& c) {
+    Program p{c.label, c.request, c.compile_cost};
+    if (!source_dir.empty()) bench::use_sources(p.request, source_dir);
+    return p;
+  };
   if (each) {
     std::vector<std::string> seen;
     for (const auto& c : candidates) {
       const auto hash = detail::compile_hash(c.request);
       if (std::find(seen.begin(), seen.end(), hash) != seen.end()) continue;
       seen.push_back(hash);
-      out.push_back(Program{c.label, c.request, c.compile_cost});
+      out.push_back(program(c));
     }
     return out;
   }
   const int n = std::min<int>(programs, int(candidates.size()));
   for (int i = 0; i < n; ++i) {
-    const auto& c = candidates[std::size_t(i) * candidates.size() / n];
-    out.push_back(Program{c.label, c.request, c.compile_cost});
+    out.push_back(program(candidates[std::size_t(i) * candidates.size() / n]));
   }
   return out;
 }
@@ -67,15 +73,17 @@ int main(int argc, char** argv) {
   std::string key;
   int programs = 48, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   bool workers = false, each = false;
+  std::string source_dir;
   app.add_option("--key", key, "problem key (normalize,... or dwconv,...)")->required();
   app.add_option("--programs", programs, "variants to compile")->check(CLI::Range(1, 100000));
   app.add_option("--threads", threads, "compiling threads")->check(CLI::Range(1, 1024));
   app.add_flag("--workers", workers, "each thread compiles in a compile worker process");
   app.add_flag("--each", each, "every distinct program of the space once, each one's time printed (slowest first)");
+  app.add_option("--source", source_dir, "compile DIR's templates instead of the built-in ones (bench/source_override.h)");
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs, each)
-                                                      : requests<detail::DwConvFamily>(key, programs, each);
+    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs, each, source_dir)
+                                                      : requests<detail::DwConvFamily>(key, programs, each, source_dir);
     const std::string worker = workers ? detail::find_compile_worker() : std::string();
     if (workers && worker.empty()) throw Error("no kvtune-compile-worker beside this executable");
     // Start-up outside the measurement: NVRTC's first compile, and one worker per thread.

@@ -2,7 +2,7 @@
 // for every variant, so two trees' kernel templates can be compared variant by variant without the
 // tuner (with --source DIR, bench/source_override.h) or one tree's variants against each other.
 //   kvtune_variant_time --layout nhwc --dtype f32 --n 32 --c 192 --h 28 --w 28 --kernel 7 --pad 3
-//                       [--direction forward|backward_data] [--bias] [--source DIR] [--ab DIR]
+//                       [--direction forward|backward_data|backward_weight] [--bias] [--source DIR] [--ab DIR]
 //                       [--kind tiled|direct|wgrad|mma] [--rounds R] [LABEL...]
 // LABEL: a variant's label as `kvtune-tune --dry-run --variants --json` lists it; --kind adds every
 // variant of that kernel. Each is compiled with NVRTC for the device (on all cores), launched 20 times
@@ -107,14 +107,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> labels;
   app.add_option("--layout", layout)->check(CLI::IsMember({"ncl", "nlc", "nchw", "nhwc"}));
   app.add_option("--dtype", dtype)->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  app.add_option("--direction", direction)->check(CLI::IsMember({"forward", "backward_data"}));
+  app.add_option("--direction", direction)->check(CLI::IsMember({"forward", "backward_data", "backward_weight"}));
   app.add_option("--n", n)->required();
   app.add_option("--c", c)->required();
   app.add_option("--h", h);
   app.add_option("--w", w)->required();
   app.add_option("--kernel", kernel, "taps per axis (square in 2D)");
   app.add_option("--pad", pad, "padding on every side");
-  app.add_flag("--bias", bias, "forward with a bias");
+  app.add_flag("--bias", bias, "forward with a bias; backward_weight: also dbias");
   app.add_option("--source", source_dir, "compile DIR/dwconv.cu and the headers DIR holds instead of the built-in ones");
   app.add_option("--ab", ab_dir, "also compile from DIR's templates and time both in turn (B against A)");
   app.add_option("--kind", kind, "every variant of this kernel")->check(CLI::IsMember({"tiled", "direct", "wgrad", "mma"}));
@@ -135,14 +135,17 @@ int main(int argc, char** argv) {
   try {
     const bool two_d = layout == "nchw" || layout == "nhwc";
     DwConvArgs a;
-    a.direction = direction == "forward" ? DwDirection::forward : DwDirection::backward_data;
+    a.direction = direction == "forward"         ? DwDirection::forward
+                  : direction == "backward_data" ? DwDirection::backward_data
+                                                 : DwDirection::backward_weight;
+    const bool wgrad = a.direction == DwDirection::backward_weight;
     a.layout = layout == "ncl" ? DwLayout::ncl : layout == "nlc" ? DwLayout::nlc : layout == "nchw" ? DwLayout::nchw : DwLayout::nhwc;
     a.dtype = dtype == "f32" ? DType::f32 : dtype == "f16" ? DType::f16 : DType::bf16;
     a.n = n, a.c = c, a.h = two_d ? h : 1, a.w = w;
     a.kernel_h = two_d ? kernel : 1, a.kernel_w = kernel;
     a.pad_top = a.pad_bottom = two_d ? pad : 0;
     a.pad_left = a.pad_right = pad;
-    dwconv::set_placeholders(a, bias && a.direction == DwDirection::forward);
+    dwconv::set_placeholders(a, bias && a.direction != DwDirection::backward_data);
     const dwconv::Problem problem = dwconv::make_problem(a);
     struct Variant {
       std::string label;
@@ -165,7 +168,8 @@ int main(int argc, char** argv) {
       for (const auto& v : variants) configs.push_back(v.config);
       return compare_machine_code(problem, configs, dirs, arch, emit_dir);
     }
-    // Kernel source and destination (forward: x and y; backward_data: dy and dx), batch n.
+    // Kernel source and destination (forward: x and y; backward_data: dy and dx; backward_weight: x and
+    // dy, both read, dw written), batch n.
     const std::size_t src_elements = std::size_t(a.n * a.c * problem.src_h() * problem.src_w());
     const std::size_t dst_elements = std::size_t(a.n * a.c * problem.dst_h() * problem.dst_w());
     int l2 = 0;
@@ -187,15 +191,28 @@ int main(int argc, char** argv) {
     };
     void* weight = random_buffer(std::size_t(a.c * a.kernel_h * a.kernel_w), 1);
     void* bias_buffer = bias ? random_buffer(std::size_t(a.c), 2) : nullptr;
+    // backward_weight: one dw (and dbias) for every launch, and a workspace for the largest variant's
+    // split partials and counters (dwconv::launch zeroes the counters).
+    void* dweight = wgrad ? random_buffer(std::size_t(a.c * a.kernel_h * a.kernel_w), 3) : nullptr;
+    void* dbias = wgrad && bias ? random_buffer(std::size_t(a.c), 4) : nullptr;
+    std::size_t workspace_bytes = 0;
+    for (const auto& v : variants) workspace_bytes = std::max(workspace_bytes, dwconv::geometry(problem, v.config, a.n).workspace_bytes);
+    void* workspace = nullptr;
+    if (workspace_bytes > 0) {
+      buffers.emplace_back(workspace_bytes);
+      workspace = buffers.back().get();
+    }
     std::vector<dwconv::LaunchArgs> launches;
     for (int i = 0; i < copies; ++i) {
       DwConvArgs copy = a;
       void* src = random_buffer(src_elements, 100 + i);
-      void* dst = random_buffer(dst_elements, 200 + i);  // overwritten by every launch
+      void* dst = random_buffer(dst_elements, 200 + i);  // overwritten by every launch (backward_weight: dy)
       if (a.direction == DwDirection::forward) copy.x = src, copy.y = dst, copy.bias = bias_buffer;
-      else copy.dy = src, copy.dx = dst;
+      else if (!wgrad) copy.dy = src, copy.dx = dst;
+      else copy.x = src, copy.dy = dst, copy.dweight = dweight, copy.dbias = bias ? dbias : nullptr;
       copy.weight = weight;
       launches.push_back(dwconv::launch_args(copy));
+      launches.back().workspace = workspace;
     }
     detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (inputs)");
     std::printf("# %s, %s, %d input copies rotated (L2 %d MiB)%s%s\n", problem.key().c_str(), prop.name, copies,

@@ -367,6 +367,96 @@ TEST_CASE("register-tiled weight gradients with rows per thread match the float6
   check_wgrad_variants(test::kEveryVariant);
 }
 
+TEST_CASE("register-tiled weight gradients: Inf and NaN in an edge tile's window reach only the taps that read them",
+          "[gpu][dwconv][wgrad]") {
+  // A tile past the row or the image has no dy for its missing outputs: were their products taken
+  // with a dy of 0, an Inf or NaN in the window would put 0 * inf = NaN into taps whose definition
+  // never reads that value (the kernels skip those products). Every register-tiled variant (global
+  // and staged x, both reductions) against the float64 reference: non-finite exactly where it is,
+  // the rest within tolerance.
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  const Shape shapes[] = {
+      // 13 rows: the last row group is partial; W = 28: a last run of 8 half full.
+      {"NCHW f32 7x7, 2 x 8 planes of 13 x 28", DwLayout::nchw, DType::f32, 2, 8, 13, 28, 7, 7, 1, 1, 3, 3, false, true},
+      {"NHWC f32 7x7, C = 40, 14 x 14", DwLayout::nhwc, DType::f32, 2, 40, 14, 14, 7, 7, 1, 1, 3, 3, false, true},
+  };
+  std::size_t variants = 0;
+  for (const auto& s : shapes)
+    for (bool deterministic : {true, false}) {
+      DwConvArgs a = make_args(s, DwDirection::backward_weight);
+      a.deterministic = deterministic;
+      void* any = reinterpret_cast<void*>(std::uintptr_t(1) << 30);
+      a.x = a.dy = a.dweight = a.dbias = any;
+      dwconv::Problem p = dwconv::make_problem(a);
+      p.n = a.n;
+      INFO(s.what << ": " << p.key());
+      auto x = random_host(p.dtype, std::size_t(p.n * p.c * p.src_h() * p.src_w()), 31);
+      const auto dy = random_host(p.dtype, std::size_t(p.n * p.c * p.dst_h() * p.dst_w()), 32);
+      const auto poison = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, double v) {
+        const std::size_t i = std::size_t(p.layout == DwLayout::nchw ? ((n * p.c + c) * p.src_h() + h) * p.src_w() + w
+                                                                     : ((n * p.src_h() + h) * p.src_w() + w) * p.c + c);
+        put(p.dtype, v, x.bytes.data() + i * 4);
+        x.values[i] = v;
+      };
+      // The last column and row: taps kw <= 2 (kh <= 2) read it only for outputs past the row (the
+      // image), so their sums stay finite; a NaN inside; -Inf and +Inf whose windows overlap.
+      const std::int64_t H = p.src_h(), W = p.src_w();
+      poison(0, 3, H - 1, W - 1, INFINITY);
+      poison(1, 5, H - 3, W - 2, NAN);
+      poison(1, 6, 2, W - 1, -INFINITY);
+      poison(1, 6, 5, W - 1, INFINITY);
+      std::vector<double> ref, ref_bias;
+      dwconv::reference_backward_weight(p, p.n, x.values, dy.values, ref, ref_bias);
+      std::vector<dwconv::Config> configs;
+      for (const auto& c : dwconv::enumerate(p))
+        if (c.kernel() == dwconv::Kernel::wgrad && c.wgrad().outputs_per_thread > 1) configs.push_back(c);
+      REQUIRE(configs.size() > 4);
+      const auto candidates = dwconv::make_candidates(p, configs, fp.arch());
+      const auto compiled = tuner::compile_all(candidates, 0);
+      tuner::DeviceBuffer dx(x.bytes.size()), ddy(dy.bytes.size()), dw(ref.size() * 4), db(std::size_t(p.c) * 4);
+      cudaMemcpy(dx.get(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice);
+      cudaMemcpy(ddy.get(), dy.bytes.data(), dy.bytes.size(), cudaMemcpyHostToDevice);
+      std::size_t nonfinite_taps = 0;
+      for (double r : ref) nonfinite_taps += !std::isfinite(r);
+      CHECK(nonfinite_taps > 0);
+      CHECK(nonfinite_taps < 4 * 49);  // most taps of the poisoned channels stay finite
+      for (std::size_t i = 0; i < configs.size(); ++i) {
+        INFO(candidates[i].label);
+        REQUIRE(compiled[i].status == tuner::Status::ok);
+        if (candidates[i].dynamic_smem > std::size_t(fp.max_smem_per_block_optin)) continue;
+        auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name);
+        kernel.allow_dynamic_smem(candidates[i].dynamic_smem);
+        const auto geo = dwconv::geometry(p, configs[i], p.n);
+        tuner::DeviceBuffer ws(std::max<std::size_t>(geo.workspace_bytes, 1));
+        dwconv::LaunchArgs la{};
+        la.src = dx.get(), la.aux = ddy.get(), la.dst = dw.get(), la.bias_grad = db.get(), la.batch = p.n;
+        la.workspace = geo.workspace_bytes ? ws.get() : nullptr;
+        REQUIRE(cudaMemset(dw.get(), 0, ref.size() * 4) == cudaSuccess);
+        REQUIRE(dwconv::launch(kernel, p, configs[i], la, nullptr) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        std::vector<float> out(ref.size());
+        cudaMemcpy(out.data(), dw.get(), out.size() * 4, cudaMemcpyDeviceToHost);
+        std::size_t mismatched = 0;
+        double err = 0, norm = 0;
+        for (std::size_t e = 0; e < ref.size(); ++e) {
+          if (!std::isfinite(ref[e])) {
+            mismatched += std::isnan(ref[e]) ? !std::isnan(out[e]) : double(out[e]) != ref[e];
+          } else if (!std::isfinite(out[e])) {
+            ++mismatched;
+          } else {
+            err += (out[e] - ref[e]) * (out[e] - ref[e]);
+            norm += ref[e] * ref[e];
+          }
+        }
+        CHECK(mismatched == 0);
+        CHECK(std::sqrt(err / norm) < tolerance(p.dtype));
+        ++variants;
+      }
+    }
+  WARN("checked " << variants << " register-tiled weight-gradient variants with Inf and NaN in edge tiles");
+}
+
 static void check_staged_variants(const test::Sample& sample) {
   // The channel-last shapes of the sweep above plus tiles the channels do not fill, strides,
   // dilation, a 1D K=31 and blocks whose last tiles run out (tiles per block).
