@@ -149,7 +149,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
           if (split[i].cooperative && !row_fits(kernels[i], split[i])) {
             // A row's slices cannot all be co-resident here: refused at launch, never run.
             CHECK_FALSE(verdict.ok);
-            CHECK(verdict.message.find("launch failed") != std::string::npos);
+            CHECK(verdict.message.rfind(tuner::kResourcesRefused, 0) == 0);
             continue;
           }
           CHECK(verdict.ok);

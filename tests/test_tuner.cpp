@@ -468,6 +468,20 @@ TEST_CASE("the fallback ladder's nearest shape: same dtype/mode/layout only, clo
 namespace {
 
 // Verifies nothing: every loaded candidate is a wrong result (no GPU: none loads).
+TEST_CASE("a failed verdict's status: refused for resources, launch failed, timed out, wrong result", "[tuner]") {
+  const auto status = [](std::string message) {
+    tuner::Verdict v;
+    v.message = std::move(message);
+    return tuner::failed_status(v);
+  };
+  CHECK(status(std::string(tuner::kResourcesRefused) + ": too many blocks in cooperative launch") ==
+        tuner::Status::resources_exceeded);
+  CHECK(status("launch failed: invalid argument") == tuner::Status::launch_failed);
+  CHECK(status("timed out: one launch ran past 2 s") == tuner::Status::timed_out);
+  CHECK(status("relative error 0.5 > 1e-4") == tuner::Status::wrong_result);
+  CHECK(status("") == tuner::Status::wrong_result);
+}
+
 class RejectingHarness : public tuner::Harness {
  public:
   int slots() const override { return 1; }

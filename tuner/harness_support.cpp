@@ -56,7 +56,11 @@ double compare_on_device(const detail::LoadedKernel& compare, const void* out, l
 bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Error::Context& where, Verdict& verdict) {
   if (launch_status != cudaSuccess) {
     cudaGetLastError();
-    verdict.message = fmt::format("launch failed: {}", cudaGetErrorString(launch_status));
+    // Refused for what the launch asks of this device (a cooperative grid that cannot be co-resident,
+    // too many registers or threads): resources_exceeded to the tuner, as its load-time checks say.
+    const bool resources = launch_status == cudaErrorCooperativeLaunchTooLarge ||
+                           launch_status == cudaErrorLaunchOutOfResources;
+    verdict.message = fmt::format("{}: {}", resources ? kResourcesRefused : "launch failed", cudaGetErrorString(launch_status));
     return false;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kVerifyTimeoutSeconds);

@@ -248,6 +248,18 @@ class CompilePipeline {
   double finished_seconds_ = 0;
 };
 
+}  // namespace
+
+Status failed_status(const Verdict& verdict) {
+  const auto starts = [&](const char* prefix) { return verdict.message.rfind(prefix, 0) == 0; };
+  return starts(kResourcesRefused) ? Status::resources_exceeded
+         : starts("launch")        ? Status::launch_failed
+         : starts("timed out")     ? Status::timed_out
+                                   : Status::wrong_result;
+}
+
+namespace {
+
 // Loads a compiled candidate and checks the resources the compiled binary needs; on failure
 // returns the status and message.
 Status load_checked(const Candidate& c, const Compiled& compiled, const Options& options, detail::LoadedKernel& kernel,
@@ -430,9 +442,7 @@ Outcome tune(const std::vector<Candidate>& candidates, Harness& harness, const O
     if (status == Status::ok) {
       const Verdict verdict = harness.verify(c, kernel, stream);
       if (!verdict.ok) {
-        status = verdict.message.rfind("launch", 0) == 0      ? Status::launch_failed
-                 : verdict.message.rfind("timed out", 0) == 0 ? Status::timed_out
-                                                              : Status::wrong_result;
+        status = failed_status(verdict);
         message = verdict.message;
       }
     }

@@ -69,6 +69,15 @@ struct Verdict {
   std::string message;
 };
 
+/// How a verdict's message starts when the device refused the candidate's launch for what it asks
+/// (a cooperative grid that cannot be co-resident, too many registers a block): the tuner records
+/// the variant as resources_exceeded, not launch_failed.
+inline constexpr const char* kResourcesRefused = "launch refused for resources";
+
+/// The trial status of a failed verdict, from how its message starts: kResourcesRefused
+/// (resources_exceeded), "launch" (launch_failed), "timed out" (timed_out), else wrong_result.
+Status failed_status(const Verdict& verdict);
+
 /// What a family provides to benchmark one problem. It owns every buffer it touches.
 class Harness {
  public:
