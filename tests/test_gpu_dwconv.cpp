@@ -74,6 +74,32 @@ double rel_error(DType d, const void* device, const std::vector<double>& ref) {
   return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
 }
 
+// Outputs out(e) against a float64 reference that holds Inf or NaN: how many reference values are
+// not finite, how many outputs differ from them there (NaN for NaN, the same infinity) or are not
+// finite where the reference is, and the relative L2 error over the rest.
+struct NonfiniteCompare {
+  std::size_t nonfinite = 0, mismatched = 0;
+  double rel_error = 0;
+};
+NonfiniteCompare compare_nonfinite(const std::vector<double>& ref, const std::function<double(std::size_t)>& out) {
+  NonfiniteCompare c;
+  double err = 0, norm = 0;
+  for (std::size_t e = 0; e < ref.size(); ++e) {
+    const double o = out(e);
+    if (!std::isfinite(ref[e])) {
+      ++c.nonfinite;
+      c.mismatched += std::isnan(ref[e]) ? !std::isnan(o) : o != ref[e];
+    } else if (!std::isfinite(o)) {
+      ++c.mismatched;
+    } else {
+      err += (o - ref[e]) * (o - ref[e]);
+      norm += ref[e] * ref[e];
+    }
+  }
+  c.rel_error = std::sqrt(err / norm);
+  return c;
+}
+
 double tolerance(DType d) { return d == DType::f32 ? 1e-4 : d == DType::f16 ? 3e-3 : 1.5e-2; }
 
 struct Shape {
@@ -437,20 +463,9 @@ TEST_CASE("register-tiled weight gradients: Inf and NaN in an edge tile's window
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         std::vector<float> out(ref.size());
         cudaMemcpy(out.data(), dw.get(), out.size() * 4, cudaMemcpyDeviceToHost);
-        std::size_t mismatched = 0;
-        double err = 0, norm = 0;
-        for (std::size_t e = 0; e < ref.size(); ++e) {
-          if (!std::isfinite(ref[e])) {
-            mismatched += std::isnan(ref[e]) ? !std::isnan(out[e]) : double(out[e]) != ref[e];
-          } else if (!std::isfinite(out[e])) {
-            ++mismatched;
-          } else {
-            err += (out[e] - ref[e]) * (out[e] - ref[e]);
-            norm += ref[e] * ref[e];
-          }
-        }
-        CHECK(mismatched == 0);
-        CHECK(std::sqrt(err / norm) < tolerance(p.dtype));
+        const auto c = compare_nonfinite(ref, [&](std::size_t e) { return double(out[e]); });
+        CHECK(c.mismatched == 0);
+        CHECK(c.rel_error < tolerance(p.dtype));
         ++variants;
       }
     }
@@ -650,23 +665,10 @@ TEST_CASE("tensor-core dwconv: Inf and NaN reach only the outputs whose window h
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       std::vector<unsigned char> host(ref.size() * 2);
       cudaMemcpy(host.data(), dout.get(), host.size(), cudaMemcpyDeviceToHost);
-      std::size_t nonfinite = 0, mismatched = 0;
-      double err = 0, norm = 0;
-      for (std::size_t e = 0; e < ref.size(); ++e) {
-        const double o = get(p.dtype, host.data() + e * 2);
-        if (!std::isfinite(ref[e])) {
-          ++nonfinite;
-          mismatched += std::isnan(ref[e]) ? !std::isnan(o) : o != ref[e];
-        } else if (!std::isfinite(o)) {
-          ++mismatched;
-        } else {
-          err += (o - ref[e]) * (o - ref[e]);
-          norm += ref[e] * ref[e];
-        }
-      }
-      CHECK(nonfinite > 100);
-      CHECK(mismatched == 0);
-      CHECK(std::sqrt(err / norm) < tolerance(p.dtype));
+      const auto c = compare_nonfinite(ref, [&](std::size_t e) { return get(p.dtype, host.data() + e * 2); });
+      CHECK(c.nonfinite > 100);
+      CHECK(c.mismatched == 0);
+      CHECK(c.rel_error < tolerance(p.dtype));
     }
   }
 }

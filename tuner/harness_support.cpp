@@ -60,7 +60,8 @@ bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Erro
     // too many registers or threads): resources_exceeded to the tuner, as its load-time checks say.
     const bool resources = launch_status == cudaErrorCooperativeLaunchTooLarge ||
                            launch_status == cudaErrorLaunchOutOfResources;
-    verdict.message = fmt::format("{}: {}", resources ? kResourcesRefused : "launch failed", cudaGetErrorString(launch_status));
+    verdict.message =
+        fmt::format("{}: {}", resources ? kResourcesRefused : "launch failed", cudaGetErrorString(launch_status));
     return false;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kVerifyTimeoutSeconds);

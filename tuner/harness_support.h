@@ -92,8 +92,8 @@ inline constexpr double kVerifyTimeoutSeconds = 2.0;
 /// The first half of every harness's verify(): given the status of the candidate's launch on
 /// `stream`, waits for it (at most kVerifyTimeoutSeconds; a longer one is waited out, so that its
 /// buffers can be reused). Returns true when it ran; false with `verdict.message` "launch failed:
-/// ...", kResourcesRefused + ": ..." or "timed out: ..." otherwise. A kernel error (a sticky one: the context is lost) throws
-/// kvtune::Error with `where`. A hanging kernel cannot be stopped in process; `kvtune-tune
+/// ...", kResourcesRefused + ": ..." or "timed out: ..." otherwise. A kernel error (a sticky one:
+/// the context is lost) throws kvtune::Error with `where`. A hanging kernel cannot be stopped in process; `kvtune-tune
 /// --isolate` kills the child instead.
 bool finish_candidate(cudaError_t launch_status, cudaStream_t stream, const Error::Context& where, Verdict& verdict);
 

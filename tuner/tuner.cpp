@@ -248,18 +248,6 @@ class CompilePipeline {
   double finished_seconds_ = 0;
 };
 
-}  // namespace
-
-Status failed_status(const Verdict& verdict) {
-  const auto starts = [&](const char* prefix) { return verdict.message.rfind(prefix, 0) == 0; };
-  return starts(kResourcesRefused) ? Status::resources_exceeded
-         : starts("launch")        ? Status::launch_failed
-         : starts("timed out")     ? Status::timed_out
-                                   : Status::wrong_result;
-}
-
-namespace {
-
 // Loads a compiled candidate and checks the resources the compiled binary needs; on failure
 // returns the status and message.
 Status load_checked(const Candidate& c, const Compiled& compiled, const Options& options, detail::LoadedKernel& kernel,
@@ -286,6 +274,14 @@ Status load_checked(const Candidate& c, const Compiled& compiled, const Options&
 }
 
 }  // namespace
+
+Status failed_status(const Verdict& verdict) {
+  const auto starts = [&](const char* prefix) { return verdict.message.rfind(prefix, 0) == 0; };
+  return starts(kResourcesRefused) ? Status::resources_exceeded
+         : starts("launch")        ? Status::launch_failed
+         : starts("timed out")     ? Status::timed_out
+                                   : Status::wrong_result;
+}
 
 const char* to_string(Status status) {
   switch (status) {
