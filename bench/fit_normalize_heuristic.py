@@ -2,11 +2,11 @@
 """Fits the normalize heuristic's learned part from recorded exhaustive trials.
 
 Reads the exports (kvtune-cache export format) of exhaustive tuning runs and writes, per recorded
-forward normalize problem and GPU model (the export's device; a problem recorded twice on one model:
+normalize problem (forward or backward) and GPU model (the export's device; a problem recorded twice on one model:
 the first export's), the variants that ran within CAP of that problem's winner, as
 time / winner time. kernel_templates/normalize/normalize_learned.cpp ranks a new problem's variants
-by these ratios on its nearest recorded problems of the same GPU model (all models' for a model the
-table lacks) (normalize_family.h, learned_config). A variant
+by these ratios on its nearest recorded problems of its direction and GPU model (all models' for a
+model the table lacks in that direction) (normalize_family.h, learned_config). A variant
 absent from a neighbour (slower than CAP there, or not in its space) counts as CAP.
 
 usage: bench/fit_normalize_heuristic.py EXPORT.json [EXPORT.json ...] ARCH OUT.json
@@ -14,6 +14,9 @@ usage: bench/fit_normalize_heuristic.py EXPORT.json [EXPORT.json ...] ARCH OUT.j
            tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
            tests/data/trials/2026-11-27-h100-affine-narrow/export-recorded.json \\
            tests/data/trials/2026-11-27-h100-affine-narrow/export-affine.json \\
+           tests/data/trials/2026-12-01-h200-backward-exhaustive/export-train-shard0.json \\
+           tests/data/trials/2026-12-01-h200-backward-exhaustive/export-train-shard1.json \\
+           tests/data/trials/2026-12-01-h200-backward-exhaustive/export-bench.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
 """
 import json

@@ -122,11 +122,12 @@ Config seed_config(const Problem& problem);
 /// (learned_config), else the analytic rule.
 Config heuristic_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
 /// The learned part of the heuristic (normalize_learned.cpp): on an architecture with recorded
-/// exhaustive trials (normalize_learned_sm90.json for cc 9), a forward problem within reach of a
-/// recorded one gets the one-block variant of its space whose time ratios to the winner, averaged
-/// over its four nearest recorded problems (weights 1 / (1 + distance)), are lowest; nullopt for
-/// backward problems, other architectures and problems far from every recorded one. The recorded
-/// problems are those of `gpu_model` where the table has that model, else every model's.
+/// exhaustive trials (normalize_learned_sm90.json for cc 9), a problem within reach of a recorded
+/// one of its direction gets the one-block variant of its space (for the backward, cooperative
+/// dgamma/dbeta sums included) whose time ratios to the winner, averaged over its four nearest
+/// recorded problems (weights 1 / (1 + distance)), are lowest; nullopt for other architectures and
+/// problems far from every recorded one. The recorded problems are those of `gpu_model` where the
+/// table has that model in the problem's direction, else every model's.
 std::optional<Config> learned_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
 /// The same from a parsed normalize_learned document, without the recorded problem whose key is
 /// `exclude` (held-out evaluation; tests).
