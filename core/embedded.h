@@ -10,6 +10,8 @@ extern const std::string_view normalize_backward_cuh;
 extern const std::string_view normalize_split_cuh;
 /// The normalize heuristic's recorded rankings for sm_90 (data, not a kernel: not in any template hash).
 extern const std::string_view normalize_learned_sm90_json;
+/// The dwconv heuristic's recorded rankings for sm_90 (data, like the above).
+extern const std::string_view dwconv_learned_sm90_json;
 extern const std::string_view dwconv_cu;
 extern const std::string_view dwconv_params_h;
 extern const std::string_view dwconv_mma_cuh;

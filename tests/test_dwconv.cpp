@@ -199,7 +199,7 @@ TEST_CASE("dwconv space: seeds are points of it, configs round-trip", "[dwconv]"
       CHECK_THROWS_WITH(Config::from_json(huge), Catch::Contains("field 'rw' must be an integer"));
       for (const auto& s : seeds) CHECK(std::find(all.begin(), all.end(), s.second) != all.end());
       CHECK(all.size() > seeds.size());
-      const Config h = dwconv::heuristic_config(p, 9);
+      const Config h = dwconv::heuristic_config(p, 8);
       CHECK(dwconv::is_valid(p, h));
       CHECK(h.kernel() != dwconv::Kernel::direct);
     }

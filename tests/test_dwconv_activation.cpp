@@ -216,7 +216,7 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
       // An activation is an epilogue: the forward space is the plain one.
       const auto space = dwconv::enumerate(forward);
       CHECK(space == dwconv::enumerate(plain));
-      CHECK(dwconv::heuristic_config(forward, 9) == dwconv::heuristic_config(plain, 9));
+      CHECK(dwconv::heuristic_config(forward, 8) == dwconv::heuristic_config(plain, 8));
       // The gradient prep: the same space without the tensor-core tiles, with a reason.
       std::vector<Config> without_mma;
       for (const auto& c : space)
@@ -228,7 +228,7 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
           CHECK_FALSE(dwconv::is_runnable(prep, c, &why));
           CHECK(why.find("no gradient prep") != std::string::npos);
         }
-      CHECK(dwconv::heuristic_config(prep, 9).kernel() != dwconv::Kernel::mma);
+      CHECK(dwconv::heuristic_config(prep, 8).kernel() != dwconv::Kernel::mma);
       if (t == DType::bf16 && l == DwLayout::nhwc) CHECK(space.size() > without_mma.size());  // the tensor-core tiles exist
       // The gradient prep reads dy: its model bytes count it.
       CHECK(dwconv::model_bytes(prep, prep.n) > dwconv::model_bytes(forward, forward.n));
@@ -237,12 +237,12 @@ TEST_CASE("dwconv activation space: every kernel kind applies it, tensor cores n
   Problem p = dwconv::make_problem(args_2d(DwDirection::backward_data));
   p.activation = Activation::silu;
   std::string why;
-  CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_data)), 9), &why));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_data)), 8), &why));
   CHECK(why.find("1D, stride 1") != std::string::npos);
   // backward_weight's is the fused 1D weight gradient: not 2D.
   p = dwconv::make_problem(args_2d(DwDirection::backward_weight));
   p.activation = Activation::silu;
-  CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_weight)), 9), &why));
+  CHECK_FALSE(dwconv::is_runnable(p, dwconv::heuristic_config(dwconv::make_problem(args_2d(DwDirection::backward_weight)), 8), &why));
   CHECK(why.find("is 1D") != std::string::npos);
 }
 
@@ -317,7 +317,7 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
       CHECK(name.size() > 12);
       CHECK(name.compare(name.size() - 11, 11, r.seq_idx ? ", -1, 1, 1>" : ", -1, 1, 0>") == 0);
     }
-    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 8)));
   }
   for (const Config& c : dwconv::enumerate(dwconv::make_problem(plain)))
     CHECK(dwconv::compile_request(dwconv::make_problem(plain), c, "compute_90").name_expressions[0].find("-1") ==
@@ -343,7 +343,7 @@ TEST_CASE("the fused 1D weight gradient: which calls, keys, plans, its space", "
             const Problem r = dwconv::make_problem(b);
             INFO(r.key());
             CHECK(!dwconv::enumerate(r).empty());
-            CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+            CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 8)));
             ++fused;
           }
   CHECK(fused > 200);
@@ -420,7 +420,7 @@ TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][
       const std::string end = r.seq_idx ? ", 1, 1>" : ", 0, 1>";  // EPI (and SEQ) last
       CHECK(name.compare(name.size() - end.size(), end.size(), end) == 0);
     }
-    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+    CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 8)));
   }
   std::string why;
   CHECK_FALSE(dwconv::is_runnable(p, dwconv::DirectConfig{true}, &why));
@@ -447,7 +447,7 @@ TEST_CASE("the fused 1D data gradient: which calls, keys, its space", "[dwconv][
               const Problem r = dwconv::make_problem(b);
               INFO(r.key());
               CHECK(!dwconv::enumerate(r).empty());
-              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 8)));
               CHECK(dwconv::problem_from_key(r.key()) == r);
               ++fused;
             }
@@ -495,7 +495,7 @@ TEST_CASE("seq_idx masked in the forward kernel: which calls, keys, and a valid 
               const auto space = dwconv::enumerate(r);
               REQUIRE(!space.empty());
               for (const Config& cfg : space) CHECK(cfg.kernel() == dwconv::Kernel::tiled);
-              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 9)));
+              CHECK(dwconv::is_valid(r, dwconv::heuristic_config(r, 8)));
               CHECK(dwconv::problem_from_key(r.key()) == r);
               ++shapes;
             }

@@ -383,17 +383,19 @@ TEST_CASE("tuning always times the heuristic, also outside the enumerated space"
   const auto k3 = dwconv::problem_from_key(
       "dwconv,backward_weight,ncl,f32,n<=16,c=512,h=1,w=4096,k=1x3,s=1x1,d=1x1,pad=0,0,2,0,bias=0,det=1,align=16");
   REQUIRE(k3);
-  const auto heuristic = dwconv::heuristic_config(*k3, 9);
+  const auto heuristic = dwconv::heuristic_config(*k3, 8);
   const auto space = dwconv::enumerate(*k3);
   CHECK(std::find(space.begin(), space.end(), heuristic) == space.end());
-  const auto tuned = detail::tuning_configs<detail::DwConvFamily>(*k3, 9);
+  // sm_80: the analytic rule (on sm_90 the recorded rankings may choose, always from the space).
+  const auto tuned = detail::tuning_configs<detail::DwConvFamily>(*k3, 8);
   REQUIRE(tuned.size() == space.size() + 1);
   CHECK(tuned.back() == heuristic);
   // Where the space holds it, nothing is added.
   const auto mobile = dwconv::problem_from_key(
       "dwconv,forward,nchw,f32,n<=32,c=144,h=56,w=56,k=3x3,s=1x1,d=1x1,pad=1,1,1,1,bias=0,det=1,align=16");
   REQUIRE(mobile);
-  CHECK(detail::tuning_configs<detail::DwConvFamily>(*mobile, 9).size() == dwconv::enumerate(*mobile).size());
+  CHECK(detail::tuning_configs<detail::DwConvFamily>(*mobile, 8).size() == dwconv::enumerate(*mobile).size());
+  CHECK(detail::tuning_configs<detail::DwConvFamily>(*k3, 9).size() >= space.size());
 }
 
 TEST_CASE("dispatch table: readers never block while writers insert and replace", "[tuner]") {

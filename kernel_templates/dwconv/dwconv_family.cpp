@@ -483,8 +483,10 @@ std::optional<Config> first_portable(C config, const Portable& portable,
 
 }  // namespace
 
-Config heuristic_config(const Problem& p, int cc_major) {
-  (void)cc_major;  // one rule serves sm_80..sm_100 today
+namespace {
+
+// The analytic rule (one rule serves sm_80..sm_100 today).
+Config rule_config(const Problem& p) {
   // The shapes of the exhaustive winners on the benchmark suites (H200,
   // bench/NOTES.md, "weight-gradient vectors and rows, pipelined row windows"); each falls back step by step
   // (no vectors, shared-memory filter, fewer rows) where a problem does not allow it.
@@ -710,6 +712,14 @@ Config heuristic_config(const Problem& p, int cc_major) {
   const auto seeds = seed_configs(p);
   if (!seeds.empty()) return seeds.front().second;
   throw Error(Error::Context{"dwconv", p.key(), "", "", ""}, "no valid variant for this problem");
+}
+
+}  // namespace
+
+Config heuristic_config(const Problem& p, int cc_major, const std::string& gpu_model) {
+  const Config rule = rule_config(p);
+  if (const auto learned = learned_config(p, rule, cc_major, gpu_model)) return *learned;
+  return rule;
 }
 
 Geometry geometry(const Problem& p, const Config& config, std::int64_t batch) {

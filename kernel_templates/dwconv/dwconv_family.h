@@ -111,7 +111,22 @@ bool is_runnable(const Problem& problem, const Config& config, std::string* why 
 std::vector<Config> enumerate(const Problem& problem);
 /// The seed study's four designs for this problem: naive, coalesced, smem-blocked, warp-tiled.
 std::vector<std::pair<std::string, Config>> seed_configs(const Problem& problem);
-Config heuristic_config(const Problem& problem, int cc_major);
+/// A sensible variant chosen without benchmarking (architecture major version; the GPU's model name
+/// where known): the learned choice where the recorded rankings say the analytic rule is slower by
+/// a margin (learned_config), else the analytic rule.
+Config heuristic_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
+/// The learned part of the heuristic (dwconv_learned.cpp): on an architecture with recorded
+/// exhaustive trials (dwconv_learned_sm90.json for cc 9), a problem within reach of recorded ones
+/// of its direction and layout gets the valid variant whose time ratios to the winner, averaged over
+/// its four nearest recorded problems (weights 1 / (1 + distance)), are lowest, if that mean is
+/// below the analytic rule's `rule` by more than the margin (a tenth in log ratio); else nullopt.
+/// The recorded problems are those of `gpu_model` where the table has that model, else every model's.
+std::optional<Config> learned_config(const Problem& problem, const Config& rule, int cc_major,
+                                     const std::string& gpu_model = {});
+/// The same from a parsed dwconv_learned document, without the recorded problem whose key is
+/// `exclude` (held-out evaluation; tests).
+std::optional<Config> learned_config(const Problem& problem, const Config& rule, const nlohmann::json& data,
+                                     const std::string& exclude, const std::string& gpu_model = {});
 
 struct Geometry {
   unsigned grid_x = 0, grid_y = 1;

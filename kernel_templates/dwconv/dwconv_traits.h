@@ -24,9 +24,9 @@ struct DwConvFamily {
   using ProblemHash = dwconv::ProblemHash;
   static std::string template_hash() { return dwconv::template_hash(); }
   static std::vector<Config> enumerate(const Problem& p) { return dwconv::enumerate(p); }
-  // The GPU model does not change this family's heuristic (normalize's learned table is per model).
-  static Config heuristic(const Problem& p, int cc_major, const std::string& /*gpu_model*/ = {}) {
-    return dwconv::heuristic_config(p, cc_major);
+  // The learned rankings are per GPU model (dwconv_learned.cpp).
+  static Config heuristic(const Problem& p, int cc_major, const std::string& gpu_model = {}) {
+    return dwconv::heuristic_config(p, cc_major, gpu_model);
   }
   static bool is_valid(const Problem& p, const Config& c) { return dwconv::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {

@@ -1,17 +1,15 @@
 // The learned part of the normalize heuristic: variant rankings measured by exhaustive tuning runs
-// (normalize_learned_<arch>.json, written by bench/fit_normalize_heuristic.py), transferred to a new
+// (normalize_learned_<arch>.json, written by bench/fit_learned_heuristic.py; tuner/learned_rankings.h), transferred to a new
 // problem from its nearest recorded problems. bench/NOTES.md ("a heuristic that learns from
 // trials") has the fit, the held-out evaluation and why the parameters below are what they are.
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "core/embedded.h"
 #include "kernel_templates/normalize/normalize_family.h"
+#include "tuner/learned_rankings.h"
 
 namespace kvtune::normalize {
 namespace {
@@ -37,81 +35,35 @@ double distance(const Problem& a, const Problem& b) {
          flags;
 }
 
-struct Recorded {
-  std::string key;
-  std::string device;  // the GPU model the trials ran on
-  Problem problem;
-  nlohmann::json ratios;  // label -> time / the problem's winner time, for those within `cap`
-};
+using Rankings = tuner::RecordedRankings<Problem>;
 
-struct LearnedData {
-  double cap = 1.3;
-  std::vector<Recorded> problems;
-};
+Rankings parse(const nlohmann::json& doc) { return Rankings::parse(doc, problem_from_key); }
 
-LearnedData parse(const nlohmann::json& doc) {
-  LearnedData d;
-  d.cap = doc.at("cap").get<double>();
-  for (const auto& e : doc.at("problems")) {
-    const std::string key = e.at("key").get<std::string>();
-    const auto p = problem_from_key(key);
-    if (!p) continue;
-    d.problems.push_back(Recorded{key, e.value("device", std::string()), *p, e.at("ratios")});
-  }
-  return d;
-}
-
-const LearnedData* shipped(int cc_major) {
+const Rankings* shipped(int cc_major) {
   if (cc_major != 9) return nullptr;  // recorded: sm_90 (H200 forward 2026-11-22, backward 2026-12-01; H100 forward 2026-11-27)
-  static const LearnedData data = parse(nlohmann::json::parse(embedded::normalize_learned_sm90_json));
+  static const Rankings data = parse(nlohmann::json::parse(embedded::normalize_learned_sm90_json));
   return &data;
 }
 
-// Rankings move with the GPU model as much as with the shape (H100 and H200 share sm_90 but not their
-// memory systems): a model the table has recorded in the problem's direction sees only its own
-// problems; another model, or an unknown one (empty), sees every model's.
-std::optional<Config> choose(const Problem& p, const LearnedData& data, const std::string& exclude,
+std::optional<Config> choose(const Problem& p, const Rankings& data, const std::string& exclude,
                              const std::string& gpu_model) {
-  const bool own = !gpu_model.empty() && std::any_of(data.problems.begin(), data.problems.end(), [&](const Recorded& r) {
-                     return r.device == gpu_model && r.problem.backward == p.backward;
-                   });
-  std::vector<std::pair<double, const Recorded*>> near;
-  for (const auto& r : data.problems)
-    if (r.key != exclude && r.problem.backward == p.backward && (!own || r.device == gpu_model))
-      near.emplace_back(distance(p, r.problem), &r);
-  if (near.empty()) return std::nullopt;
-  std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (near.front().first >= kReach) return std::nullopt;
-  near.resize(std::min<std::size_t>(near.size(), kNeighbours));
-  const double absent = std::log(data.cap);  // slower than the cap there, or not in its space
-  std::optional<Config> best;
-  double best_score = std::numeric_limits<double>::infinity();
+  const auto near = tuner::nearest(p, data, exclude, gpu_model, distance, kNeighbours, kReach);
+  if (near.rows.empty()) return std::nullopt;
   const std::vector<Config> space = enumerate(p);
-  for (const Config& c : space) {
-    // One-block rows; the backward's cooperative dgamma/dbeta sums too (their launch takes at most the
-    // co-resident blocks, so they run wherever the device has cooperative launches, as sm_90 has).
-    if (c.splits != 1 || (c.cooperative && !p.backward)) continue;
-    if (&c == &space.front() && !is_valid(p, c)) continue;  // the seed leads, runnable but perhaps not valid
-    const std::string label = c.label();
-    double score = 0, weights = 0;
-    for (const auto& [d, r] : near) {
-      const double w = 1.0 / (1.0 + d);
-      const auto it = r->ratios.find(label);
-      score += w * (it != r->ratios.end() ? std::log(it->get<double>()) : absent);
-      weights += w;
-    }
-    score /= weights;
-    if (score < best_score) best_score = score, best = c;  // ties: the first in enumeration order
-  }
-  // No candidate ran within the cap on any neighbour: the rankings say nothing here.
-  if (best_score >= absent - 1e-12) return std::nullopt;
-  return best;
+  const auto best = near.best(space, [&](const Config& c) {
+    // One-block rows; the backward's cooperative dgamma/dbeta sums too (their launch takes at most
+    // the co-resident blocks, so they run wherever the device has cooperative launches, as sm_90 has).
+    if (c.splits != 1 || (c.cooperative && !p.backward)) return false;
+    return &c != &space.front() || is_valid(p, c);  // the seed leads, runnable but perhaps not valid
+  });
+  if (!best) return std::nullopt;
+  return best->first;
 }
 
 }  // namespace
 
 std::optional<Config> learned_config(const Problem& p, int cc_major, const std::string& gpu_model) {
-  const LearnedData* data = shipped(cc_major);
+  const Rankings* data = shipped(cc_major);
   return data != nullptr ? choose(p, *data, "", gpu_model) : std::nullopt;
 }
 
