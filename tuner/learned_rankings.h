@@ -61,8 +61,8 @@ struct Neighbours {
     }
     return sum / weights;
   }
-  /// The lowest-scoring of `labels` (the first among equals) and its score; `cap`'s log where the
-  /// neighbours saw none of them within the cap.
+  /// The lowest-scoring config of `space` that `accept` takes (the first among equals) and its score;
+  /// nullopt where the neighbours saw none of them within the cap.
   template <class Config, class Accept>
   std::optional<std::pair<Config, double>> best(const std::vector<Config>& space, Accept accept) const {
     std::optional<std::pair<Config, double>> out;
