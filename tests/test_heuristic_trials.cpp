@@ -80,7 +80,7 @@ TEST_CASE("normalize heuristic: the learned choice held out on the recorded H200
   CHECK(held_out.problems == 24);  // every choice is a variant the trials measured
   CHECK(held_out.unmeasured.empty());
   CHECK(held_out.learned >= 16);
-  CHECK(held_out.geomean() <= 1.06);
+  CHECK(held_out.geomean() <= 1.05);  // 1.039 when written (1.056 before the width-scaled transfer)
   CHECK(held_out.geomean() <= analytic.geomean() / 1.05);
   CHECK(in_sample.geomean() <= held_out.geomean());
 }
@@ -121,7 +121,7 @@ TEST_CASE("normalize heuristic: the learned choice held out on the shipped H100 
                    geomean, rule_geomean, problems, learned, beyond_cap, cap, lines));
   CHECK(problems == 34);
   CHECK(learned >= 20);
-  CHECK(geomean <= 1.07);  // 1.059 when written (the analytic rule: 1.089)
+  CHECK(geomean <= 1.05);  // 1.046 when written (1.059 before the width-scaled transfer; the rule: 1.089)
   CHECK(geomean < rule_geomean);
 }
 
@@ -230,8 +230,8 @@ TEST_CASE("normalize heuristic: the learned backward choice held out on the reco
   CHECK(bench_held_out.problems == 6);
   CHECK(one_out.problems == 24);
   CHECK(in_sample.problems == 24);
-  CHECK(bench_held_out.geomean() <= 1.06);  // 1.049 when written
-  CHECK(one_out.geomean() <= 1.10);  // 1.089 when written (the analytic rule: 1.596)
+  CHECK(bench_held_out.geomean() <= 1.05);  // 1.037 when written (1.049 before the width-scaled transfer)
+  CHECK(one_out.geomean() <= 1.05);  // 1.041 when written (1.089 before the width-scaled transfer; the rule: 1.596)
   CHECK(in_sample.geomean() <= one_out.geomean());
   if (rule.problems > 0) CHECK(one_out.geomean() < rule.geomean());
 }

@@ -48,31 +48,46 @@ struct Neighbours {
   std::vector<std::pair<double, const typename RecordedRankings<Problem>::Row*>> rows;
   double cap = 1.3;
 
-  /// The mean log ratio of `label` over the neighbours, weighted 1 / (1 + distance); a label absent
-  /// at a neighbour (slower than the cap there, or not in its space) counts as the cap.
-  double score(const std::string& label) const {
+  /// The mean log ratio over the neighbours of the label `label_at(row)` names at each (the same
+  /// variant may carry another label at a neighbour of another size), weighted 1 / (1 + distance);
+  /// a label absent at a neighbour (slower than the cap there, not in its space, or empty) counts as
+  /// the cap.
+  template <class LabelAt>
+  double score_at(LabelAt label_at) const {
     const double absent = std::log(cap);
     double sum = 0, weights = 0;
     for (const auto& [d, row] : rows) {
       const double w = 1.0 / (1.0 + d);
-      const auto it = row->ratios.find(label);
+      const std::string label = label_at(*row);
+      const auto it = label.empty() ? row->ratios.end() : row->ratios.find(label);
       sum += w * (it != row->ratios.end() ? std::log(it->template get<double>()) : absent);
       weights += w;
     }
     return sum / weights;
   }
-  /// The lowest-scoring config of `space` that `accept` takes (the first among equals) and its score;
-  /// nullopt where the neighbours saw none of them within the cap.
-  template <class Config, class Accept>
-  std::optional<std::pair<Config, double>> best(const std::vector<Config>& space, Accept accept) const {
+  /// The same for one label at every neighbour.
+  double score(const std::string& label) const {
+    return score_at([&](const typename RecordedRankings<Problem>::Row&) { return label; });
+  }
+  /// The lowest-scoring config of `space` that `accept` takes (the first among equals) and its score,
+  /// its label at a neighbour `label_at(config, row)`; nullopt where the neighbours saw none of them
+  /// within the cap.
+  template <class Config, class Accept, class LabelAt>
+  std::optional<std::pair<Config, double>> best(const std::vector<Config>& space, Accept accept,
+                                                LabelAt label_at) const {
     std::optional<std::pair<Config, double>> out;
     for (const Config& c : space) {
       if (!accept(c)) continue;
-      const double s = score(c.label());
+      const double s = score_at([&](const typename RecordedRankings<Problem>::Row& row) { return label_at(c, row); });
       if (!out || s < out->second) out.emplace(c, s);
     }
     if (out && out->second >= std::log(cap) - 1e-12) return std::nullopt;  // the rankings say nothing here
     return out;
+  }
+  /// The same with each config's own label at every neighbour.
+  template <class Config, class Accept>
+  std::optional<std::pair<Config, double>> best(const std::vector<Config>& space, Accept accept) const {
+    return best(space, accept, [](const Config& c, const typename RecordedRankings<Problem>::Row&) { return c.label(); });
   }
 };
 
