@@ -507,8 +507,14 @@ Config rule_config(const Problem& p) {
       c.taps_per_block = taps(p);
       c.outputs_per_thread = p.dst_w() >= 8 ? 8 : 4;
     }
+    // Channel-first rows whose runs of 8 leave a partial run (ConvNeXt's 28 x 28, 14 x 14, 7 x 7): runs
+    // of 4 in place of 8, no staged planes, 256 threads, no split. H200, exhaustive (2026-12-01), NCHW
+    // f32 7x7 32x192x28x28: 36.5 us for 4 rows of runs of 4 with 256 threads and no split (the winner),
+    // against 98.7 for the staged planes with runs of 8 this rule took; 3x3 32x288x28x28: 2 rows of
+    // runs of 4, 256 threads, no split, the winner (bench/NOTES.md, "ragged rows").
+    const bool ragged = !p.channel_last() && p.dst_h() > 1 && p.dst_w() % 8 != 0 && p.dst_w() < 64;
     if (!p.channel_last() && p.dtype == DType::f32 && p.dst_h() > 1 && p.dst_w() >= 4 && taps(p) >= 25 &&
-        taps(p) <= kMaxAccumulators) {
+        taps(p) <= kMaxAccumulators && !ragged) {
       // 2D f32 kernels of 25-64 taps: x planes staged in shared memory, 4 rows of runs of 8 (4 for rows
       // shorter than 8), 128 threads, splits that fill whole waves. H100, NCHW f32 7x7: 54.8 us against
       // 69.5 for the register tiles below; 3x3: 54.4 against 51.6, so 3x3 stays below (5x5 is not
@@ -528,9 +534,9 @@ Config rule_config(const Problem& p) {
       // bench/NOTES.md, "three hypotheses, one kept"), or one kernel row per block column (runs of 4, 128
       // threads) for kernels over 64 taps.
       const bool every_tap = taps(p) <= kMaxAccumulators;
-      c.outputs_per_thread = every_tap && p.dst_w() >= 8 ? 8 : 4;
-      c.rows_per_thread = every_tap && p.dst_h() > 1 ? 2 : 1;
-      c.position_threads = every_tap && p.dst_h() == 1 ? 256 : 128;
+      c.outputs_per_thread = every_tap && p.dst_w() >= 8 && !ragged ? 8 : 4;
+      c.rows_per_thread = every_tap && p.dst_h() > 1 ? (ragged && taps(p) >= 25 ? 4 : 2) : 1;
+      c.position_threads = every_tap && (p.dst_h() == 1 || ragged) ? 256 : 128;
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 1;
     }
@@ -551,7 +557,10 @@ Config rule_config(const Problem& p) {
     const std::int64_t blocks = ceil_div(p.c, c.channels_per_block) * ceil_div(taps(p), c.taps_per_block);
     const std::int64_t tiles = wgrad_tiles(p, c);
     c.splits = 1;
-    while (c.splits < 128 && blocks * c.splits < blocks_per_sm * 132 && tiles / (c.splits * 2) >= 4 * c.position_threads)
+    // Ragged rows with a block for every SM or more: no split (both recorded ones won without).
+    const bool unsplit = ragged && c.position_threads == 256 && blocks >= 132;
+    while (!unsplit && c.splits < 128 && blocks * c.splits < blocks_per_sm * 132 &&
+           tiles / (c.splits * 2) >= 4 * c.position_threads)
       c.splits *= 2;
     ruled = first_portable(c, portable,
                            {[](WgradConfig& v) { v.vector_channels = v.vector_channels > 1 ? 2 : 1; },
