@@ -687,8 +687,14 @@ Config rule_config(const Problem& p) {
         // 32x96x56x56 7x7: 60.0 -> 56.9 forward, 56.7 -> 57.7 backward_data
         // (bench/NOTES.md, "the CPU-only changes measured, flat items").
         // Fewer rows where the output has fewer (or backward_data's stride does not divide 4), then
-        // narrower vectors; the tiled rule below where no flat form fits.
-        for (int rh : {c.rows_per_thread, 2, 0})
+        // narrower vectors; the tiled rule below where no flat form fits. f32 kernels of 5 rows or
+        // fewer take 2 rows: H200, exhaustive (2026-12-01), the eight NCHW f32 3x3 problems recorded,
+        // 1.00-1.13x the winner against 1.14-1.96x for 4 rows; H100 (2026-11-25) 3x3 1.000-1.016x against
+        // 1.004-1.082x, 5x5 1.120x against 1.158x. 7x7 keeps 4 rows (H100 56x56 1.07-1.08x against
+        // 1.14-1.21x), and so does bf16 (H100 NCHW bf16 3x3 64x64: 1.005x against 1.172x for 2 rows;
+        // bench/NOTES.md, "rows a thread for small kernels").
+        const bool two_rows = p.kh <= 5 && p.dtype == DType::f32;
+        for (int rh : {two_rows ? 2 : c.rows_per_thread, 2, 0})
           for (int vc = c.vector_channels; vc >= 1; vc /= 2) {
             const Config f = flat_config(c.outputs_per_thread, 128, vc, rh);
             if (portable(f)) return f;
