@@ -675,8 +675,11 @@ Config rule_config(const Problem& p) {
       if (two_d && taps(p) > kMaxFilterRegisters) {
         // Taps only shared memory holds (31x31): runs of 8 on 8 x 8 threads, the halo tile and the
         // filter in shared memory. H200, NCHW f32 31x31: 367 us, the tuned winner of the 2026-11-25
-        // benchmark, against 1,571 us for the 32 x 2 runs of 4 this rule fell back to before.
-        c.outputs_per_thread = rw_base * std::max(1, 8 / rw_base);
+        // benchmark, against 1,571 us for the 32 x 2 runs of 4 this rule fell back to before. Rows of
+        // 32 or fewer take runs of 4 (a tile 32 wide): H200, exhaustive (2026-12-01), 16x256x31x31
+        // forward and backward_data 1.67x and 1.73x the winner with runs of 8, the winner with runs of 4;
+        // at 56 and 112 runs of 8 win by 10-15 % (bench/NOTES.md, "ragged rows").
+        c.outputs_per_thread = rw_base * std::max(1, (p.dst_w() > 32 ? 8 : 4) / rw_base);
         c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 1;
         c.smem_halo = true, c.smem_filter = true;
       }
