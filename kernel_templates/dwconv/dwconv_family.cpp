@@ -539,6 +539,16 @@ Config rule_config(const Problem& p) {
       c.position_threads = every_tap && (p.dst_h() == 1 || ragged) ? 256 : 128;
       c.taps_per_block = every_tap ? taps(p) : p.kw;
       c.vector_channels = 16 / p.element_bytes() >= 4 ? 4 : 1;
+      if (p.activation != Activation::none && p.dst_h() == 1 && p.element_bytes() == 2 && p.dst_w() >= 16 &&
+          every_tap) {
+        // The fused 16-bit 1D weight gradient: runs of 16 read as 8-wide (16-byte) vectors, 128
+        // threads. H200, exhaustive (2026-12-01), NCL bf16 K=4 SiLU at 4x2048x4096, 8x4096x2048 and
+        // 8x8192x1024: the winner each time, against 1.27-1.32x for runs of 8, 4-wide, 256 threads
+        // (bench/NOTES.md, "ragged rows").
+        c.outputs_per_thread = 16;
+        c.vector_channels = 8;
+        c.position_threads = 128;
+      }
     }
     int blocks_per_sm = 5;
     if (p.channel_last() && p.dst_h() == 1 && p.kw >= 16 && taps(p) <= kMaxAccumulators && p.dst_w() >= 16) {
