@@ -303,12 +303,12 @@ TEST_CASE("dwconv heuristic: the learned choice held out on the recorded H200 tr
                    held_bench.geomean(), held_bench.learned, rule_bench.geomean(), one_out.geomean(), one_out.learned,
                    rule_all.geomean(), in_sample.geomean(), held_bench.beyond, one_out.beyond, rule_all.beyond, lines));
   CHECK(rule_all.beyond == 0);  // the exhaustive runs time the rule's variant
-  CHECK(held_bench.geomean() <= 1.04);  // 1.019 when written (the rule 1.025)
-  CHECK(held_bench.geomean() < rule_bench.geomean());
+  CHECK(held_bench.geomean() <= 1.04);  // 1.015 when written (the rule 1.016)
+  CHECK(held_bench.geomean() <= rule_bench.geomean());
   // The rule itself was corrected from these trials (ragged rows, rows a thread for small f32
-  // kernels, 31x31 runs, the fused 16-bit 1D weight gradient), so over all 84 it is in-sample: the
-  // learned layer stays within 1 % of it there (1.050 against 1.042 when written; before those
-  // corrections 1.082 against 1.111).
+  // kernels, 31x31 runs, the fused 16-bit 1D weight gradient, tiles for 7x7), so over all 84 it is
+  // in-sample: the learned layer stays within 1 % of it there (1.038 against 1.032 when written;
+  // before those corrections 1.082 against 1.111).
   CHECK(one_out.geomean() <= 1.01 * rule_all.geomean());
   CHECK(in_sample.geomean() <= one_out.geomean());
   CHECK(held_bench.learned >= 1);  // 2 when written: the rule carries most rows now

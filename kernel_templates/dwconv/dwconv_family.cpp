@@ -494,6 +494,9 @@ Config rule_config(const Problem& p) {
   const auto portable = [&p](const Config& v) {
     return is_valid(p, v) && geometry(p, v, 1).dynamic_smem <= kMaxSmem;
   };
+  // Channel-first 2D output rows under 64 that runs of 8 do not divide (ConvNeXt's 28, 14, 7): they
+  // rank tiles another way than whole rows (bench/NOTES.md, "ragged rows").
+  const bool ragged = !p.channel_last() && p.dst_h() > 1 && p.dst_w() % 8 != 0 && p.dst_w() < 64;
   // The rule's config, else its fallbacks (each step applied to the last), else what the space offers.
   std::optional<Config> ruled;
   if (p.direction == DwDirection::backward_weight) {
@@ -512,7 +515,6 @@ Config rule_config(const Problem& p) {
     // f32 7x7 32x192x28x28: 36.5 us for 4 rows of runs of 4 with 256 threads and no split (the winner),
     // against 98.7 for the staged planes with runs of 8 this rule took; 3x3 32x288x28x28: 2 rows of
     // runs of 4, 256 threads, no split, the winner (bench/NOTES.md, "ragged rows").
-    const bool ragged = !p.channel_last() && p.dst_h() > 1 && p.dst_w() % 8 != 0 && p.dst_w() < 64;
     if (!p.channel_last() && p.dtype == DType::f32 && p.dst_h() > 1 && p.dst_w() >= 4 && taps(p) >= 25 &&
         taps(p) <= kMaxAccumulators && !ragged) {
       // 2D f32 kernels of 25-64 taps: x planes staged in shared memory, 4 rows of runs of 8 (4 for rows
@@ -692,6 +694,16 @@ Config rule_config(const Problem& p) {
         c.outputs_per_thread = rw_base * std::max(1, (p.dst_w() > 32 ? 8 : 4) / rw_base);
         c.threads_x = 8, c.threads_y = 8, c.vector_channels = 1, c.rows_per_thread = 1;
         c.smem_halo = true, c.smem_filter = true;
+      }
+      if (two_d && !p.channel_last() && p.dtype == DType::f32 && p.kh >= 7 && taps(p) <= kMaxFilterRegisters &&
+          p.sh == 1 && p.sw == 1 && (ragged || p.direction == DwDirection::backward_data)) {
+        // f32 kernels of 7+ rows: tiles of runs of 4 x 4 rows on 8 x 8 threads for ragged rows, 16 x 8
+        // for backward_data on whole rows. Exhaustive, NCHW f32 7x7 (bench/NOTES.md, "tiles for 7x7"):
+        // backward_data 32x192x28x28 the winner on the H200 and the H100, against 1.27x and 1.15x for the
+        // flat items below; 32x96x56x56 16 x 8 the H200's winner (flat 1.27x), on the H100 1.065x
+        // (flat 1.083x); forward 32x192x28x28 8 x 8 the winner (flat 1.23x).
+        const Config t = tiled_config(4, ragged ? 8 : 16, 8, 4, 0, 0, 4);
+        if (portable(t)) return t;
       }
       if (two_d && taps(p) <= kMaxFilterRegisters) {
         // The same thread's work (runs of 4, 4 rows, vectors along W) as flat items in blocks of 128:
