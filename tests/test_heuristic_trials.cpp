@@ -21,46 +21,58 @@ using namespace kvtune;
 
 namespace {
 
+// The geomean of time / winner's over the choices scored. A choice the trials did not measure is
+// left out (listed in `unmeasured`) or, with a cap, counted as the cap (counted in `beyond`).
 struct Scored {
+  double cap = 0;
   double log_sum = 0;
-  int problems = 0, learned = 0;
+  int problems = 0, learned = 0, beyond = 0;
   std::vector<std::string> unmeasured;
   void add(const std::map<std::string, double>& ratio, const std::string& label) {
     const auto it = ratio.find(label);
     if (it == ratio.end()) {
       unmeasured.push_back(label);
-      return;
+      if (cap <= 0) return;
+      ++beyond;
     }
-    log_sum += std::log(it->second);
+    log_sum += std::log(it == ratio.end() ? cap : it->second);
     ++problems;
   }
   double geomean() const { return std::exp(log_sum / problems); }
 };
 
-}  // namespace
-
-TEST_CASE("normalize heuristic: the learned choice held out on the recorded H200 trials", "[heuristic]") {
-  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/2026-11-22-h200-exhaustive/export.json");
+// The entries of a trimmed export (tests/data/trials): problem key -> label -> time / the winner's.
+std::map<std::string, std::map<std::string, double>> trial_ratios(const std::string& path) {
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/" + path);
   REQUIRE(in);
   const auto doc = nlohmann::json::parse(in);
-  const auto shipped = nlohmann::json::parse(embedded::normalize_learned_sm90_json);
-  CHECK(shipped.at("schema") == "kvtune-normalize-learned/1");
-  CHECK(shipped.at("arch") == "sm_90");
-  Scored analytic, held_out, in_sample;
-  std::string lines;
+  std::map<std::string, std::map<std::string, double>> out;
   for (const auto& e : doc.at("entries")) {
-    if (e.at("op") != "normalize") continue;
-    const std::string key = e.at("problem_key").get<std::string>();
-    const auto p = normalize::problem_from_key(key);
-    REQUIRE(p);
-    std::map<std::string, double> ms, ratio;
+    std::map<std::string, double> ms;
     double best = 1e30;
     for (const auto& t : e.at("trials"))
       if (t.at("status") == "ok") {
         ms[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
         best = std::min(best, t.at("median_ms").get<double>());
       }
-    for (const auto& [label, t] : ms) ratio[label] = t / best;
+    for (const auto& [label, t] : ms) out[e.at("problem_key").get<std::string>()][label] = t / best;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("normalize heuristic: the learned choice held out on the recorded H200 trials", "[heuristic]") {
+  const auto recorded = trial_ratios("tests/data/trials/2026-11-22-h200-exhaustive/export.json");
+  const auto shipped = nlohmann::json::parse(embedded::normalize_learned_sm90_json);
+  CHECK(shipped.at("schema") == "kvtune-normalize-learned/1");
+  CHECK(shipped.at("arch") == "sm_90");
+  Scored analytic, held_out, in_sample;
+  std::string lines;
+  for (const auto& [key, ratio] : recorded) {
+    if (key.rfind("normalize,", 0) != 0) continue;
+    const auto p = normalize::problem_from_key(key);
+    REQUIRE(p);
     // cc 8 has no recorded trials: the analytic rule alone.
     const std::string rule = normalize::heuristic_config(*p, 8).label();
     const auto learned = normalize::learned_config(*p, shipped, key, "NVIDIA H200");
@@ -69,8 +81,8 @@ TEST_CASE("normalize heuristic: the learned choice held out on the recorded H200
     held_out.add(ratio, chosen);
     held_out.learned += learned ? 1 : 0;
     in_sample.add(ratio, normalize::heuristic_config(*p, 9, "NVIDIA H200").label());
-    lines += fmt::format("{}: rule {:.3f}, held out {:.3f}{}\n", key, ratio.count(rule) ? ratio[rule] : 0.0,
-                         ratio.count(chosen) ? ratio[chosen] : 0.0, learned ? " (learned)" : "");
+    lines += fmt::format("{}: rule {:.3f}, held out {:.3f}{}\n", key, ratio.count(rule) ? ratio.at(rule) : 0.0,
+                         ratio.count(chosen) ? ratio.at(chosen) : 0.0, learned ? " (learned)" : "");
   }
   WARN(fmt::format("time / winner's, geomean over {} problems: analytic rule {:.3f}; learned, held out {:.3f} "
                    "({} chose by rankings, the rest by the rule); shipped heuristic on its own data {:.3f}\n{}",
@@ -156,28 +168,6 @@ TEST_CASE("normalize heuristic: learned only near the recorded problems, on sm_9
   CHECK_FALSE(normalize::learned_config(*wide_backward, 9, "NVIDIA H200"));
 }
 
-namespace {
-
-// The entries of a trimmed export (tests/data/trials): problem key -> label -> time / the winner's.
-std::map<std::string, std::map<std::string, double>> trial_ratios(const std::string& path) {
-  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/" + path);
-  REQUIRE(in);
-  const auto doc = nlohmann::json::parse(in);
-  std::map<std::string, std::map<std::string, double>> out;
-  for (const auto& e : doc.at("entries")) {
-    std::map<std::string, double> ms;
-    double best = 1e30;
-    for (const auto& t : e.at("trials"))
-      if (t.at("status") == "ok") {
-        ms[t.at("label").get<std::string>()] = t.at("median_ms").get<double>();
-        best = std::min(best, t.at("median_ms").get<double>());
-      }
-    for (const auto& [label, t] : ms) out[e.at("problem_key").get<std::string>()][label] = t / best;
-  }
-  return out;
-}
-
-}  // namespace
 
 // The backward rows of the shipped table: 18 training shapes and kvtune-bench's 6 normalize-backward
 // rows, exhaustive on an H200 (bench/results/2026-12-01-h200-backward-learned/). Held out two ways:
@@ -260,33 +250,22 @@ TEST_CASE("dwconv heuristic: the learned choice held out on the recorded H200 tr
 
   const std::string h200 = "NVIDIA H200";
   const double cap = shipped.at("cap").get<double>();
-  struct Log {
-    double sum = 0;
-    int n = 0, beyond = 0, learned = 0;
-    void add(const std::map<std::string, double>& ratio, const std::string& label, double cap) {
-      const auto it = ratio.find(label);
-      beyond += it == ratio.end();
-      sum += std::log(it == ratio.end() ? cap : it->second);
-      ++n;
-    }
-    double geomean() const { return std::exp(sum / n); }
-  };
-  Log rule_all, rule_bench, held_bench, one_out, in_sample;
+  Scored rule_all{cap}, rule_bench{cap}, held_bench{cap}, one_out{cap}, in_sample{cap};
   std::string lines;
   for (const auto& [key, ratio] : all) {
     const auto p = dwconv::problem_from_key(key);
     REQUIRE(p);
     const dwconv::Config rule = dwconv::heuristic_config(*p, 8);  // sm_80: nothing recorded, the rule
     const auto loo = dwconv::learned_config(*p, rule, shipped, key, h200);
-    rule_all.add(ratio, rule.label(), cap);
-    one_out.add(ratio, (loo ? *loo : rule).label(), cap);
+    rule_all.add(ratio, rule.label());
+    one_out.add(ratio, (loo ? *loo : rule).label());
     one_out.learned += loo ? 1 : 0;
-    in_sample.add(ratio, dwconv::heuristic_config(*p, 9, h200).label(), cap);
+    in_sample.add(ratio, dwconv::heuristic_config(*p, 9, h200).label());
     std::string bench_part;
     if (bench.count(key)) {
       const auto held = dwconv::learned_config(*p, rule, training, "", h200);
-      rule_bench.add(ratio, rule.label(), cap);
-      held_bench.add(ratio, (held ? *held : rule).label(), cap);
+      rule_bench.add(ratio, rule.label());
+      held_bench.add(ratio, (held ? *held : rule).label());
       held_bench.learned += held ? 1 : 0;
       const auto it = ratio.find((held ? *held : rule).label());
       bench_part = fmt::format(", bench row held out of the fit {:.3f}{}", it != ratio.end() ? it->second : cap,

@@ -18,6 +18,9 @@
 
 namespace kvtune::tuner {
 
+/// Octaves between two positive sizes: the unit of the families' distances between problems.
+inline double octaves(double a, double b) { return std::fabs(std::log2(a / b)); }
+
 template <class Problem>
 struct RecordedRankings {
   struct Row {

@@ -29,10 +29,9 @@ double distance(const Problem& a, const Problem& b) {
   const double flags = a.backward ? kFlagWeight * ((a.gamma != b.gamma) + (a.dgamma != b.dgamma) + (a.dbeta != b.dbeta) +
                                                    (a.saved_stats != b.saved_stats) + (a.dresidual != b.dresidual))
                                   : 0.0;
-  return std::fabs(std::log2(double(a.cols) / double(b.cols))) +
-         kRowsWeight * std::fabs(std::log2(double(a.rows) / double(b.rows))) +
-         std::fabs(std::log2(double(a.element_bytes()) / double(b.element_bytes()))) + (a.mode != b.mode ? 0.5 : 0.0) +
-         flags;
+  using tuner::octaves;
+  return octaves(double(a.cols), double(b.cols)) + kRowsWeight * octaves(double(a.rows), double(b.rows)) +
+         octaves(a.element_bytes(), b.element_bytes()) + (a.mode != b.mode ? 0.5 : 0.0) + flags;
 }
 
 using Rankings = tuner::RecordedRankings<Problem>;
