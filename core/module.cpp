@@ -44,6 +44,7 @@ LoadedKernel LoadedKernel::load(const std::string& image, const std::string& low
     a.max_threads_per_block = k == 0 ? attributes.maxThreadsPerBlock : std::min(a.max_threads_per_block, attributes.maxThreadsPerBlock);
     a.static_smem = std::max(a.static_smem, attributes.sharedSizeBytes);
     a.local_bytes = std::max(a.local_bytes, attributes.localSizeBytes);
+    a.binary_version = attributes.binaryVersion;
   }
   loaded.co_resident_ = std::make_shared<std::array<std::atomic<int>, kMaxDevices>>();
   for (auto& blocks : *loaded.co_resident_) blocks.store(0, std::memory_order_relaxed);

@@ -16,6 +16,7 @@ struct KernelAttributes {
   int max_threads_per_block = 0;
   std::size_t static_smem = 0;
   std::size_t local_bytes = 0;  // spills and stack
+  int binary_version = 0;       // the cubin's architecture, major * 10 + minor (90 for sm_90)
 };
 
 /// The lowered name of phase `phase` of a phased kernel template, from its phase 0's: a kernel
@@ -61,6 +62,27 @@ class LoadedKernel {
     return cudaLaunchKernel(reinterpret_cast<const void*>(phase_kernels_[phase]), grid, block, args, smem, stream);
   }
 
+  /// A launch with programmatic stream serialization (programmatic dependent launch, sm_90 and
+  /// later): the grid may start while the stream's previous kernel is still running, and the
+  /// kernel must execute griddepcontrol.wait before it touches memory that kernel may write (then it
+  /// sees all of it, as after an ordinary launch); it may execute griddepcontrol.launch_dependents
+  /// to let the stream's next kernel start early in turn. Graph capture keeps the relation.
+  template <class... Params>
+  cudaError_t launch_programmatic(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                                  const Params&... params) const {
+    void* args[] = {const_cast<Params*>(&params)...};
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel()), args);
+  }
   /// Blocks of `block` threads (and `smem` dynamic bytes) the current device holds at once (SMs x
   /// occupancy); 0 where it has no cooperative launch. Kept per device: call it with one block size
   /// and shared memory per kernel (a variant's).

@@ -293,6 +293,31 @@ TEST_CASE("dwconv heuristic: the learned choice held out on the recorded H200 tr
   CHECK(held_bench.learned >= 1);  // 2 when written: the rule carries most rows now
 }
 
+TEST_CASE("dwconv heuristic: seq_idx problems learn only from seq_idx neighbours", "[heuristic]") {
+  // The table records no seq_idx problem, so these keep the rule's choice, which is their tuned
+  // winner on the H200 (kvtune-bench mamba-train, 2026-12-02: taking the non-seq_idx neighbours'
+  // choices ran them 1.11x and 1.37x slower). Their plain twins are recorded, at distance 0.5 before.
+  const auto shipped = nlohmann::json::parse(embedded::dwconv_learned_sm90_json);
+  const std::string h200 = "NVIDIA H200";
+  for (const char* key : {"dwconv,forward,ncl,bf16,n<=8,c=4096,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=1,det=1,"
+                          "align=16,act=silu,seq=1",
+                          "dwconv,backward_data,ncl,bf16,n<=8,c=4096,h=1,w=2048,k=1x4,s=1x1,d=1x1,pad=0,0,3,0,bias=0,det=1,"
+                          "align=16,act=silu,seq=1"}) {
+    INFO(key);
+    const auto p = dwconv::problem_from_key(key);
+    REQUIRE(p);
+    REQUIRE(p->seq_idx);
+    const dwconv::Config rule = dwconv::heuristic_config(*p, 8);
+    CHECK_FALSE(dwconv::learned_config(*p, rule, 9, h200));
+    CHECK(dwconv::heuristic_config(*p, 9, h200).label() == rule.label());
+    std::string plain = key;
+    plain.resize(plain.size() - std::string(",seq=1").size());
+    bool recorded = false;
+    for (const auto& e : shipped.at("problems")) recorded = recorded || e.at("key") == plain;
+    CHECK(recorded);
+  }
+}
+
 TEST_CASE("template hashes: each family's sources in order, then its description version", "[hash]") {
   // The chained form the families wrote before sources_hash, for stored entries to stay valid.
   std::uint64_t h = detail::hash64("a");

@@ -117,7 +117,7 @@ std::vector<std::pair<std::string, Config>> seed_configs(const Problem& problem)
 Config heuristic_config(const Problem& problem, int cc_major, const std::string& gpu_model = {});
 /// The learned part of the heuristic (dwconv_learned.cpp): on an architecture with recorded
 /// exhaustive trials (dwconv_learned_sm90.json for cc 9), a problem within reach of recorded ones
-/// of its direction and layout gets the valid variant whose time ratios to the winner, averaged over
+/// of its direction, layout and seq_idx gets the valid variant whose time ratios to the winner, averaged over
 /// its four nearest recorded problems (weights 1 / (1 + distance)), are lowest, if that mean is
 /// below the analytic rule's `rule` by more than the margin (a tenth in log ratio); else nullopt.
 /// The recorded problems are those of `gpu_model` where the table has that model, else every model's.

@@ -18,7 +18,7 @@ namespace {
 constexpr double kReach = 2.0;        // the nearest recorded problem must be closer than this
 constexpr int kNeighbours = 4;        // recorded problems whose rankings are averaged
 constexpr double kSizeWeight = 0.25;  // octaves of positions, channels and batch matter less than taps
-constexpr double kFlagWeight = 0.5;   // bias, activation, gradient prep, seq_idx, deterministic
+constexpr double kFlagWeight = 0.5;   // bias, activation, gradient prep, deterministic
 // The learned variant replaces the rule only where its mean log ratio is lower by more than this:
 // the rule carries the exhaustive winners' shapes and falls back sensibly, the rankings are
 // one measurement each. Held out on the recorded trials (tests/test_heuristic_trials.cpp), with the
@@ -30,12 +30,16 @@ constexpr double kMargin = 0.1;
 // Distance between problems in the units the rankings change with: octaves of taps, of stride and
 // dilation on each axis and of the element size, a quarter per octave of output-plane positions,
 // channels and batch, and a half for each option one has and the other lacks. Problems of another
-// direction or layout are never neighbours: their spaces share no kernel.
+// direction or layout are never neighbours: their spaces share no kernel. Nor are problems with and
+// without seq_idx: its masking reshapes the inner loop, and the rankings do not carry over (H200,
+// 2026-12-02: the mamba-train rows with seq_idx took their non-seq_idx neighbours' runs of 4 and
+// ran 1.11x and 1.37x their tuned winners, which are the rule's choices; bench/NOTES.md).
 double distance(const Problem& a, const Problem& b) {
-  if (a.direction != b.direction || a.layout != b.layout) return std::numeric_limits<double>::infinity();
+  if (a.direction != b.direction || a.layout != b.layout || a.seq_idx != b.seq_idx)
+    return std::numeric_limits<double>::infinity();
   using tuner::octaves;
   const int flags = (a.bias != b.bias) + (a.activation != b.activation) + (a.gradient_prep != b.gradient_prep) +
-                    (a.seq_idx != b.seq_idx) + (a.deterministic != b.deterministic);
+                    (a.deterministic != b.deterministic);
   return octaves(double(a.kh) * a.kw, double(b.kh) * b.kw) + octaves(a.sh, b.sh) + octaves(a.sw, b.sw) +
          octaves(a.dh, b.dh) + octaves(a.dw, b.dw) + octaves(a.element_bytes(), b.element_bytes()) +
          kSizeWeight * (octaves(double(a.h) * double(a.w), double(b.h) * double(b.w)) + octaves(double(a.c), double(b.c)) +

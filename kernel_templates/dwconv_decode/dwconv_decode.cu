@@ -57,6 +57,14 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
   constexpr int H = K - 1;                // inputs before a token its window reaches back
   constexpr int W = TT + H;               // a thread's window
   static_assert(G <= BLOCK && K >= 2, "a block holds every token group of its channel vectors");
+#if __CUDA_ARCH__ >= 900
+  // dwconv_decode::launch starts sm_90 binaries as programmatic dependent launches: the grid may
+  // be resident before the stream's previous kernel ends, so it waits here, before its first load,
+  // for that kernel's writes (the next step's state, x). Letting the stream's next kernel start at
+  // once costs nothing: it waits in turn for this grid to end before it reads what it wrote.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const long long vectors = p.channels / VC;
   const long long blocks_per_row = (vectors + CVB - 1) / CVB;
   const long long b = blockIdx.x / blocks_per_row;
