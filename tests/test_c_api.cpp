@@ -454,9 +454,10 @@ TEST_CASE("C ABI: a caller-owned backward_weight workspace", "[c_api][gpu]") {
   for (void* p : {x, dy, dw_pool, dw_own, db, workspace}) cudaFree(p);
 }
 
-static_assert(sizeof(kvt_dwconv_decode_args) == 112, "kvt_dwconv_decode_args layout");
+static_assert(sizeof(kvt_dwconv_decode_args) == 120, "kvt_dwconv_decode_args layout");
 static_assert(offsetof(kvt_dwconv_decode_args, kernel_w) == 32 && offsetof(kvt_dwconv_decode_args, x) == 56 &&
-                  offsetof(kvt_dwconv_decode_args, state_indices) == 104,
+                  offsetof(kvt_dwconv_decode_args, state_indices) == 104 &&
+                  offsetof(kvt_dwconv_decode_args, overlap_prologue) == 112,
               "kvt_dwconv_decode_args offsets");
 
 TEST_CASE("C ABI: the dwconv decode step, its defaults and invalid arguments naming the field", "[c_api][decode]") {
@@ -471,6 +472,7 @@ TEST_CASE("C ABI: the dwconv decode step, its defaults and invalid arguments nam
   CHECK(a.activation == KVT_ACT_NONE);
   CHECK(a.cache_seqlens == nullptr);
   CHECK(a.state_indices == nullptr);
+  CHECK(a.overlap_prologue == 0);
   TestContext t;
   const auto valid = [] {
     kvt_dwconv_decode_args v;

@@ -80,6 +80,16 @@ TEST_CASE("dwconv_decode keys: every field, buckets, parsed back, foreign keys r
   p = dwconv_decode::make_problem(a, detail::Buckets::parse("exact"));
   CHECK(p.key() == "dwconv_decode,bf16,n=6,c=64,k=4,seq=3,state=128,circular=1,indices=1,bias=1,act=silu,align=16");
   CHECK(dwconv_decode::problem_from_key(p.key()) == p);
+  // overlap_prologue: a suffix, so every key without it stays as it was.
+  a.overlap_prologue = true;
+  p = dwconv_decode::make_problem(a, detail::Buckets::parse("exact"));
+  CHECK(p.early);
+  CHECK(p.key() ==
+        "dwconv_decode,bf16,n=6,c=64,k=4,seq=3,state=128,circular=1,indices=1,bias=1,act=silu,align=16,early=1");
+  CHECK(dwconv_decode::problem_from_key(p.key()) == p);
+  CHECK(dwconv_decode::compile_request(p, dwconv_decode::Config{128, 1, 1}, "sm_90").name_expressions.at(0) ==
+        "kvt_dwconv_decode<kvt_bf16, 4, 3, 16, 1, 1, 1, 1, 1, 128, 1, 1>");
+  a.overlap_prologue = false;
   // The alignment class is the least aligned tensor's (16-byte vectors down to the element).
   a.y = fake((2 << 20) + 4);
   CHECK(dwconv_decode::make_problem(a).align_bytes == 4);
@@ -89,7 +99,7 @@ TEST_CASE("dwconv_decode keys: every field, buckets, parsed back, foreign keys r
   dwconv_decode::ProblemHash hash;
   const Problem base = dwconv_decode::make_problem(decode_args());
   std::set<std::size_t> hashes{hash(base)};
-  for (int field = 0; field < 11; ++field) {
+  for (int field = 0; field < 12; ++field) {
     Problem q = base;
     switch (field) {
       case 0: q.dtype = DType::f16; break;
@@ -103,15 +113,16 @@ TEST_CASE("dwconv_decode keys: every field, buckets, parsed back, foreign keys r
       case 8: q.indices = true; break;
       case 9: q.bias = true; break;
       case 10: q.activation = Activation::relu; break;
+      case 11: q.early = true; break;
     }
     CHECK_FALSE(q == base);
     hashes.insert(hash(q));
   }
-  CHECK(hashes.size() == 12);
+  CHECK(hashes.size() == 13);
   // Keys the library would never build.
   const std::string key = base.key();
   for (const std::string& bad :
-       {std::string("dwconv,") + key.substr(14), key + ",x=1", fmt::format("dwconv_decode,bf16,n<=6,{}", key.substr(24)),
+       {std::string("dwconv,") + key.substr(14), key + ",x=1", key + ",early=0", key + ",early=1,early=1", fmt::format("dwconv_decode,bf16,n<=6,{}", key.substr(24)),
         std::string("dwconv_decode,bf16,n<=8,c=64,k=1,seq=1,state=0,circular=0,indices=0,bias=0,act=none,align=16"),
         std::string("dwconv_decode,bf16,n<=8,c=64,k=4,seq=1,state=5,circular=0,indices=0,bias=0,act=none,align=16"),
         std::string("dwconv_decode,bf16,n<=8,c=64,k=4,seq=9,state=5,circular=1,indices=0,bias=0,act=none,align=16"),
@@ -253,16 +264,21 @@ TEST_CASE("dwconv_decode space: valid variants, their rules, geometry, heuristic
   CHECK(labels.size() == space.size());
   CHECK(space.size() == 5 * 4);
   CHECK(Config{128, 4, 1}.label() == "bt=128,vc=4,tt=1");
-  // The heuristic: 16-byte vectors once they leave 64k threads, one channel a thread below; every token
-  // in one thread when the registers allow.
+  // The heuristic (from the H200's recorded trials): vectors of at most 8 bytes, the widest that
+  // leaves 2^17 threads; a circular state one channel a thread in blocks of 512; every token in one
+  // thread when the registers allow.
   CHECK(dwconv_decode::heuristic_config(problem_of(DType::bf16, 64, 8192, 4, 1, false, true, true, Activation::silu), 9)
-            .label() == "bt=128,vc=8,tt=1");
+            .label() == "bt=128,vc=4,tt=1");
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::bf16, 64, 4096, 4, 1, false, true, true, Activation::silu), 9)
+            .label() == "bt=128,vc=2,tt=1");
+  CHECK(dwconv_decode::heuristic_config(problem_of(DType::f32, 1024, 8192, 4, 1, false, true, true, Activation::silu), 9)
+            .label() == "bt=128,vc=2,tt=1");  // 8 bytes: two f32 channels
   CHECK(dwconv_decode::heuristic_config(problem_of(DType::bf16, 1, 2048, 4, 1, false, false, true, Activation::silu), 9)
             .label() == "bt=128,vc=1,tt=1");
   CHECK(dwconv_decode::heuristic_config(problem_of(DType::f32, 256, 4096, 4, 4, true, false, false, Activation::none, 8), 9)
-            .label() == "bt=128,vc=4,tt=4");
+            .label() == "bt=512,vc=1,tt=4");
   CHECK(dwconv_decode::heuristic_config(problem_of(DType::f32, 2, 64, 63, 64, true, false, false, Activation::none, 64), 9)
-            .label() == "bt=128,vc=1,tt=8");  // 64 tokens of K = 63 do not fit one thread
+            .label() == "bt=512,vc=1,tt=8");  // 64 tokens of K = 63 do not fit one thread
 
   CHECK_THROWS_AS(Config::from_json(nlohmann::json::object({{"bt", 128}, {"vc", 4}})), Error);
 }

@@ -140,6 +140,7 @@ struct Step {
     const auto l = launch_args();
     a.x = l.x, a.weight = l.weight, a.bias = l.bias, a.y = l.y, a.state = l.state;
     a.cache_seqlens = l.cache_seqlens, a.state_indices = l.state_indices;
+    a.overlap_prologue = p.early;
     return a;
   }
 
@@ -204,6 +205,7 @@ TEST_CASE("every dwconv_decode variant of the option problems matches the float6
           p.state_len = circular ? std::max<std::int64_t>(p.k - 1 + i % 7, p.seqlen) : p.k - 1;
           p.bias = i % 3 != 1;
           p.activation = kActivations[std::size_t(i % 5)];
+          p.early = i % 3 == 2;  // weight, bias and indices read before the wait (overlap_prologue)
           const std::int64_t batch = std::vector<std::int64_t>{5, 1, 13, 4}[std::size_t(i % 4)];
           p.n = batch;
           p.n_exact = true;
@@ -324,6 +326,83 @@ TEST_CASE("dwconv_decode through the Context: tuned, a chain of steps, graph rep
 
 namespace {
 
+// Lets the stream's next kernel start at once (griddepcontrol.launch_dependents on sm_90), then
+// spins for `spin` clocks, then copies `bytes` from src to dst: a kernel before a decode step that
+// writes its inputs late, so that a step reading them before its wait would see the old values.
+constexpr const char* kLateCopy = R"(extern "C" __global__ void kvt_late_copy(const unsigned char* src, unsigned char* dst,
+                                                 unsigned long long bytes, long long spin) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const long long start = clock64();
+  while (clock64() - start < spin) {
+  }
+  for (unsigned long long i = threadIdx.x + blockIdx.x * (unsigned long long)blockDim.x; i < bytes;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+)";
+
+}  // namespace
+
+TEST_CASE("dwconv_decode waits for what the stream's previous kernel writes", "[gpu][dwconv][decode]") {
+  // The step is a programmatic dependent launch on sm_90: its grid starts while the kernel before
+  // it runs. That kernel here releases its dependents first, then writes x and the state 200k clocks
+  // later (about 0.1 ms): the step must read the new values, with and without overlap_prologue
+  // (which reads only weight, bias and the indices early).
+  KVTUNE_REQUIRE_GPU();
+  const auto fp = detail::read_fingerprint(detail::current_device());
+  detail::CompileRequest r;
+  r.program_name = "late_copy.cu";
+  r.source = kLateCopy;
+  r.arch = fp.arch();
+  r.name_expressions = {"kvt_late_copy"};
+  const auto compiled = detail::nvrtc_compile(r);
+  const auto late_copy = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names[0]);
+  ContextOptions o;
+  o.cache_path = ":memory:";
+  o.policy = Policy::heuristic;
+  Context context(o);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  for (bool early : {false, true})
+    for (DType t : {DType::f32, DType::bf16}) {
+      Problem p;
+      p.dtype = t, p.c = 1000, p.k = 4, p.state_len = 3, p.indices = true, p.bias = true;
+      p.activation = Activation::silu, p.early = early;
+      INFO(to_string(t) << " overlap_prologue=" << early);
+      Step step(p, 6, 21);
+      context.dwconv_decode(step.args(), stream);  // loads the variant: the timed call below launches only
+      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+      step.y.upload();
+      step.state.upload();
+      // New x and state, staged in buffers of their own; the device's x and state stay the old ones
+      // until the late copy.
+      Tensor x_new = exact_tensor(t, step.x.values.size(), 77), state_new = exact_tensor(t, step.state.values.size(), 78);
+      step.x.values = x_new.values;
+      step.state.values = state_new.values;
+      std::vector<double> ref_y, ref_state;
+      step.reference(ref_y, ref_state);
+      const unsigned long long spin = 200000;
+      // The state first, x last: x is what the kernel before a step usually writes.
+      for (auto [src, dst, bytes] : {std::tuple{state_new.device.get(), step.state.device.get(),
+                                                step.state.values.size() * esize(t)},
+                                     std::tuple{x_new.device.get(), step.x.device.get(), step.x.values.size() * esize(t)}}) {
+        const auto* from = static_cast<const unsigned char*>(src);
+        auto* to = static_cast<unsigned char*>(dst);
+        const unsigned long long n = bytes;
+        const long long clocks = (long long)spin;
+        REQUIRE(late_copy.launch(dim3(4), dim3(256), 0, stream, from, to, n, clocks) == cudaSuccess);
+      }
+      context.dwconv_decode(step.args(), stream);
+      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+      check_step(step, ref_y, ref_state);
+    }
+  cudaStreamDestroy(stream);
+}
+
+namespace {
+
 // Microseconds per step: `steps` launches captured in one graph, replayed `reps` times.
 double graph_us(cudaStream_t stream, int steps, int reps, const std::function<void()>& launch) {
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
@@ -379,7 +458,8 @@ TEST_CASE("dwconv_decode step against an empty kernel and a copy under graph rep
   std::string table = fmt::format("dwconv_decode, bf16, K = 4, silu, bias, state indices, one token; {}; empty kernel "
                                   "{:.2f} us a launch (graph replay, 20 a graph)\n",
                                   fp.name, empty_us);
-  table += "| batch x channels | variant | step us | x empty | copy us | step GB/s | % of copy |\n|---|---|---|---|---|---|---|\n";
+  table += "| batch x channels | variant | step us | x empty | overlap_prologue: variant | step us | x empty | copy us | "
+           "step GB/s | % of copy |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (auto [batch, channels] : std::vector<std::pair<std::int64_t, std::int64_t>>{
            {1, 2048}, {8, 4096}, {64, 4096}, {64, 8192}, {256, 8192}, {1024, 8192}, {4096, 8192}}) {
     Problem p;
@@ -391,13 +471,18 @@ TEST_CASE("dwconv_decode step against an empty kernel and a copy under graph rep
     const DwConvDecodeArgs a = step.args();
     context.dwconv_decode(a, stream);  // tune
     const double step_us = graph_us(stream, 20, 50, [&] { context.dwconv_decode(a, stream); });
+    DwConvDecodeArgs early = a;
+    early.overlap_prologue = true;  // only the step itself runs before a step here: nothing writes weight or indices
+    context.dwconv_decode(early, stream);  // tune
+    const double early_us = graph_us(stream, 20, 50, [&] { context.dwconv_decode(early, stream); });
     const double bytes = dwconv_decode::model_bytes(dwconv_decode::make_problem(a), batch);
     tuner::DeviceBuffer src(std::size_t(bytes / 2)), dst(std::size_t(bytes / 2));
     const double copy_us = graph_us(stream, 20, 50, [&] {
       REQUIRE(cudaMemcpyAsync(dst.get(), src.get(), std::size_t(bytes / 2), cudaMemcpyDeviceToDevice, stream) == cudaSuccess);
     });
-    table += fmt::format("| {} x {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} % |\n", batch, channels,
-                         context.dwconv_decode_variant(a, stream), step_us, step_us / empty_us, copy_us,
+    table += fmt::format("| {} x {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} % |\n", batch,
+                         channels, context.dwconv_decode_variant(a, stream), step_us, step_us / empty_us,
+                         context.dwconv_decode_variant(early, stream), early_us, early_us / empty_us, copy_us,
                          bytes / step_us * 1e-3, 100 * copy_us / step_us);
   }
   WARN(table);

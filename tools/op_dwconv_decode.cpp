@@ -24,7 +24,8 @@ namespace dd = kvtune::dwconv_decode;
 using Family = detail::DwConvDecodeFamily;
 
 const std::set<std::string> kFields = {"op",        "batch", "channels", "seqlen", "k",          "dtype",
-                                       "state_len", "circular", "indices", "bias", "activation", "align"};
+                                       "state_len", "circular", "indices", "bias", "activation", "align",
+                                       "early"};
 
 struct Entry {
   dd::Problem problem;      // n is the bucket, as in the library
@@ -54,6 +55,7 @@ Entry parse_entry(const nlohmann::json& entry, const std::string& where) {
   p.indices = json_bool(entry, "indices", where, false);
   p.bias = json_bool(entry, "bias", where, false);
   p.activation = parse_activation(json_string(entry, "activation", where, "none"), where);
+  p.early = json_bool(entry, "early", where, false);
   const std::int64_t state_len = entry.contains("state_len") ? json_integer(entry.at("state_len"), "state_len", where) : 0;
   p.align_bytes = static_cast<int>(entry.contains("align") ? json_integer(entry.at("align"), "align", where) : 16);
   if (p.align_bytes != 2 && p.align_bytes != 4 && p.align_bytes != 8 && p.align_bytes != 16)
@@ -84,6 +86,7 @@ std::string describe_problem(const dd::Problem& p, std::int64_t batch) {
   if (p.bias) s += " +bias";
   if (p.activation != Activation::none) s += std::string(" ") + to_string(p.activation);
   if (p.align_bytes != 16) s += fmt::format(" align={}", p.align_bytes);
+  if (p.early) s += " early";
   return s;
 }
 
@@ -93,7 +96,7 @@ nlohmann::json entry_of(const dd::Problem& p, std::int64_t batch) {
           {"k", p.k},              {"dtype", to_string(p.dtype)},
           {"state_len", p.state_len}, {"circular", p.circular},
           {"indices", p.indices},  {"bias", p.bias},
-          {"activation", to_string(p.activation)}, {"align", p.align_bytes}};
+          {"activation", to_string(p.activation)}, {"align", p.align_bytes}, {"early", p.early}};
 }
 
 nlohmann::json decode_entry(std::int64_t batch, std::int64_t channels, bool circular, int seqlen = 1) {
@@ -125,7 +128,8 @@ struct DecodeSide {
   }
   static std::string fields() {
     return "batch, channels (required), seqlen (1..64), k (2..63), dtype (f32|f16|bf16), state_len (0: k - 1), "
-           "circular, indices, bias (booleans), activation (none|silu|gelu_tanh|gelu_erf|relu), align (2|4|8|16)";
+           "circular, indices, bias (booleans), activation (none|silu|gelu_tanh|gelu_erf|relu), align (2|4|8|16), "
+           "early (boolean: overlap_prologue)";
   }
   static SpaceSize space(const dd::Problem& p) {
     // The declared axes: threads per block 32..1024, channels per thread 1..8, tokens per thread
@@ -156,7 +160,7 @@ struct DecodeSide {
     detail::cuda_check(cudaMemcpy(slots.ptr(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
     DwConvDecodeArgs a;
     a.dtype = p.dtype, a.batch = e.batch, a.channels = p.c, a.seqlen = p.seqlen, a.kernel_w = p.k;
-    a.state_len = p.state_len, a.activation = p.activation;
+    a.state_len = p.state_len, a.activation = p.activation, a.overlap_prologue = p.early;
     a.x = x.bytes() + offset, a.y = y.bytes() + offset, a.state = state.bytes() + offset;
     a.weight = weight.bytes() + offset, a.bias = p.bias ? bias.bytes() + offset : nullptr;
     a.cache_seqlens = p.circular ? static_cast<const std::int32_t*>(positions.ptr()) : nullptr;

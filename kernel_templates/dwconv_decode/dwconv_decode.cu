@@ -8,6 +8,7 @@
 //          inputs, input position q at q % state_len, the row's next position in cache_seqlens
 //   IDX    1: state_indices picks each row's state slot (negative: padding, nothing written)
 //   BIAS, ACT (dwconv_activation.cuh: 0 none, 1 silu, 2 gelu tanh, 3 gelu erf, 4 relu)
+//   EARLY  1: weight, bias and state_indices are read before griddepcontrol.wait (overlap_prologue)
 //   BLOCK  threads per block; VC channels per thread; TT tokens per thread (the config)
 // A block serves one batch row: CVB = BLOCK / G threads along channel vectors times G = ceil(SEQ / TT)
 // token groups, channel vectors fastest (CVB * G threads are launched). Every thread loads its window (the K - 1 inputs before its
@@ -50,7 +51,17 @@ template <class T, int N, int ALIGN> __device__ __forceinline__ void kvt_store_c
   }
 }
 
-template <class T, int K, int SEQ, int ALIGN, int CIRC, int IDX, int BIAS, int ACT, int BLOCK, int VC, int TT>
+// The wait of a programmatic dependent launch (dwconv_decode::launch starts sm_90 binaries so): the
+// grid may be resident before the stream's previous kernel ends; after this it sees all that kernel
+// wrote. Letting the stream's next kernel start at once costs nothing: it waits in turn for this
+// grid to end before it reads what this one writes.
+__device__ __forceinline__ void kvt_wait_for_previous_kernel() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <class T, int K, int SEQ, int ALIGN, int CIRC, int IDX, int BIAS, int ACT, int EARLY, int BLOCK, int VC, int TT>
 __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams p) {
   constexpr int G = (SEQ + TT - 1) / TT;  // token groups
   constexpr int CVB = BLOCK / G;          // channel vectors per block
@@ -58,13 +69,9 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
   constexpr int W = TT + H;               // a thread's window
   static_assert(G <= BLOCK && K >= 2, "a block holds every token group of its channel vectors");
 #if __CUDA_ARCH__ >= 900
-  // dwconv_decode::launch starts sm_90 binaries as programmatic dependent launches: the grid may
-  // be resident before the stream's previous kernel ends, so it waits here, before its first load,
-  // for that kernel's writes (the next step's state, x). Letting the stream's next kernel start at
-  // once costs nothing: it waits in turn for this grid to end before it reads what it wrote.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+  if constexpr (EARLY == 0) kvt_wait_for_previous_kernel();
   const long long vectors = p.channels / VC;
   const long long blocks_per_row = (vectors + CVB - 1) / CVB;
   const long long b = blockIdx.x / blocks_per_row;
@@ -87,6 +94,13 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
 #pragma unroll
     for (int u = 0; u < VC; ++u) bias[u] = 0.0f;
     if constexpr (BIAS == 1) kvt_load_chunk<T, VC, ALIGN>(static_cast<const T*>(p.bias) + c0, bias);
+  }
+  // The row's state slot, issued with the loads above so that their latencies overlap (the state's
+  // address depends on it).
+  int s = 0;
+  if constexpr (IDX == 1) s = p.state_indices[b];
+  if constexpr (EARLY == 1) kvt_wait_for_previous_kernel();
+  if (active) {
     if constexpr (G == 1) {
       float in[VC * SEQ];
       kvt_load_chunk<T, VC * SEQ, ALIGN>(x + (b * p.channels + c0) * SEQ, in);
@@ -105,12 +119,11 @@ __global__ void __launch_bounds__(BLOCK) kvt_dwconv_decode(KvtDwConvDecodeParams
     }
   }
 
-  // The row's state slot and first position, read after the loads above were issued so that their
-  // latencies overlap (the state's address depends on them); the whole block agrees: returns are uniform.
+  // The row's first position, read after the loads above were issued; the whole block agrees on
+  // the slot and position: returns are uniform.
   long long slot = b;
   bool broken = false;
   if constexpr (IDX == 1) {
-    const int s = p.state_indices[b];
     if (s < 0) return;  // padding: nothing written
     broken = s >= p.state_slots;
     slot = s;

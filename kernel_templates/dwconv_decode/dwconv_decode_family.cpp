@@ -1,6 +1,7 @@
 #include "kernel_templates/dwconv_decode/dwconv_decode_family.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -79,13 +80,14 @@ Config Config::from_json(const nlohmann::json& j) {
 bool Problem::operator==(const Problem& o) const {
   return dtype == o.dtype && n == o.n && n_exact == o.n_exact && c == o.c && k == o.k && seqlen == o.seqlen &&
          state_len == o.state_len && circular == o.circular && indices == o.indices && bias == o.bias &&
-         activation == o.activation && align_bytes == o.align_bytes;
+         activation == o.activation && align_bytes == o.align_bytes && early == o.early;
 }
 
 std::string Problem::key() const {
   return fmt::format("dwconv_decode,{},n{}{},c={},k={},seq={},state={},circular={},indices={},bias={},act={},align={}",
                      to_string(dtype), n_exact ? "=" : "<=", n, c, k, seqlen, state_len, circular ? 1 : 0,
-                     indices ? 1 : 0, bias ? 1 : 0, to_string(activation), align_bytes);
+                     indices ? 1 : 0, bias ? 1 : 0, to_string(activation), align_bytes) +
+         (early ? ",early=1" : "");
 }
 
 std::size_t ProblemHash::operator()(const Problem& p) const {
@@ -93,7 +95,8 @@ std::size_t ProblemHash::operator()(const Problem& p) const {
   std::uint64_t h = detail::kFnvOffset;
   for (std::int64_t v : {std::int64_t(p.dtype), p.n, std::int64_t(p.n_exact), p.c, std::int64_t(p.k),
                          std::int64_t(p.seqlen), p.state_len, std::int64_t(p.circular), std::int64_t(p.indices),
-                         std::int64_t(p.bias), std::int64_t(p.activation), std::int64_t(p.align_bytes)})
+                         std::int64_t(p.bias), std::int64_t(p.activation), std::int64_t(p.align_bytes),
+                         std::int64_t(p.early)})
     h ^= static_cast<std::uint64_t>(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return static_cast<std::size_t>(h);
 }
@@ -176,6 +179,7 @@ Problem make_problem(const DwConvDecodeArgs& a, const detail::Buckets& buckets) 
   p.indices = a.state_indices != nullptr;
   p.bias = a.bias != nullptr;
   p.activation = a.activation;
+  p.early = a.overlap_prologue;
   const int elem = p.element_bytes();
   p.align_bytes = elem;
   for (int v = 16; v > elem; v /= 2) {
@@ -200,7 +204,9 @@ void set_placeholders(DwConvDecodeArgs& a, const Problem& p) {
 std::optional<Problem> problem_from_key(const std::string& key) {
   using detail::key_number;
   using detail::key_value;
-  const std::vector<std::string> parts = detail::split_key(key);
+  std::vector<std::string> parts = detail::split_key(key);
+  const bool early = parts.size() == 13 && parts[12] == "early=1";
+  if (early) parts.pop_back();
   if (parts.size() != 12 || parts[0] != "dwconv_decode") return std::nullopt;
   static constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
   static constexpr Activation kActivations[] = {Activation::none, Activation::silu, Activation::gelu_tanh,
@@ -228,11 +234,12 @@ std::optional<Problem> problem_from_key(const std::string& key) {
   p.dtype = *dtype, p.n = *n, p.n_exact = exact, p.c = *c, p.k = static_cast<int>(*k), p.seqlen = static_cast<int>(*seq);
   p.state_len = *state, p.circular = *circular == 1, p.indices = *indices == 1, p.bias = *bias == 1;
   p.activation = *act, p.align_bytes = static_cast<int>(*align);
+  p.early = early;
   if (p.key() != key) return std::nullopt;
   if (p.align_bytes < p.element_bytes() || (p.align_bytes & (p.align_bytes - 1)) != 0) return std::nullopt;
   DwConvDecodeArgs a;
   a.dtype = p.dtype, a.batch = p.n, a.channels = p.c, a.seqlen = p.seqlen, a.kernel_w = p.k;
-  a.state_len = p.state_len, a.activation = p.activation;
+  a.state_len = p.state_len, a.activation = p.activation, a.overlap_prologue = p.early;
   set_placeholders(a, p);
   try {
     validate(a);
@@ -289,14 +296,22 @@ std::vector<Config> enumerate(const Problem& p) {
 }
 
 Config heuristic_config(const Problem& p, int /*cc_major*/) {
-  // Latency first: the widest vector (up to 16 bytes) that still leaves 64k threads to spread the
-  // loads over every SM, all of a row's tokens in one thread when the registers allow (no block
-  // barrier), 128 threads a block (smaller when a row has few channel vectors).
-  constexpr std::int64_t kThreadsWanted = 65536;
-  for (int vc : {8, 4, 2, 1}) {
-    if (vc > 1 && (vc * p.element_bytes() > 16 || p.c % vc != 0 || p.n * p.c / vc < kThreadsWanted)) continue;
+  // From the H200's exhaustive trials of the mamba-inference suite (2026-12-02,
+  // tests/data/trials/2026-12-02-h200-decode-exhaustive/): vectors of at most 8 bytes (16-byte
+  // ones, 8 bf16 channels a thread, ran 1.15-1.9x the winner on every problem), the widest that
+  // still leaves 2^17 threads (wider vectors on fewer threads leave SMs with too few loads in
+  // flight: one channel a thread at 8 x 4096, two at 64 x 4096, four from 64 x 8192), all of a
+  // row's tokens in one thread when the registers allow (no block barrier), 128 threads a block.
+  // A circular state is a row of state_len entries a channel, so no two channels' entries share a
+  // sector: one channel a thread in blocks of 512 (the winner; 128 threads ran 1.10x).
+  constexpr std::int64_t kThreadsWanted = std::int64_t(1) << 17;
+  const std::array<int, 5> blocks = p.circular ? std::array<int, 5>{512, 256, 128, 64, 32}
+                                               : std::array<int, 5>{128, 256, 512, 64, 32};
+  for (int vc : {4, 2, 1}) {
+    if (vc > 1 && (p.circular || vc * p.element_bytes() > 8 || p.c % vc != 0 || p.n * p.c / vc < kThreadsWanted))
+      continue;
     for (int tt : {p.seqlen, 8, 4, 2, 1})
-      for (int bt : {128, 32, 64, 256, 512}) {
+      for (int bt : blocks) {
         const Config c{bt, vc, std::min(tt, p.seqlen)};
         if (is_valid(p, c)) return c;
       }
@@ -358,10 +373,10 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
   r.source = embedded::dwconv_decode_cu;
   r.headers = headers();
   r.arch = arch;
-  r.name_expressions = {fmt::format("kvt_dwconv_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", kernel_type(p.dtype),
-                                    p.k, p.seqlen, p.align_bytes, p.circular ? 1 : 0, p.indices ? 1 : 0, p.bias ? 1 : 0,
-                                    static_cast<int>(p.activation), c.block_threads, c.channels_per_thread,
-                                    c.tokens_per_thread)};
+  r.name_expressions = {fmt::format("kvt_dwconv_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                                    kernel_type(p.dtype), p.k, p.seqlen, p.align_bytes, p.circular ? 1 : 0,
+                                    p.indices ? 1 : 0, p.bias ? 1 : 0, static_cast<int>(p.activation),
+                                    p.early ? 1 : 0, c.block_threads, c.channels_per_thread, c.tokens_per_thread)};
   return r;
 }
 

@@ -36,7 +36,8 @@ struct Config {
 };
 
 /// Everything about a call that changes which variant wins; the batch is bucketed. Key:
-/// "dwconv_decode,bf16,n<=64,c=4096,k=4,seq=1,state=3,circular=0,indices=1,bias=1,act=silu,align=16".
+/// "dwconv_decode,bf16,n<=64,c=4096,k=4,seq=1,state=3,circular=0,indices=1,bias=1,act=silu,align=16",
+/// then ",early=1" with overlap_prologue (weight, bias and the indices read before the wait).
 struct Problem {
   DType dtype = DType::f32;
   std::int64_t n = 1;      // the batch bucket's upper bound (or the exact batch, with n_exact)
@@ -50,6 +51,7 @@ struct Problem {
   bool bias = false;
   Activation activation = Activation::none;
   int align_bytes = 16;  // largest vector access every tensor pointer allows
+  bool early = false;    // overlap_prologue: weight, bias and state_indices read before griddepcontrol.wait
 
   bool operator==(const Problem& o) const;
   std::string key() const;

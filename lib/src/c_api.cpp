@@ -200,6 +200,7 @@ kvtune::DwConvDecodeArgs to_cpp(const kvt_dwconv_decode_args* in) {
   out.state_len = a.state_len, out.state_slots = a.state_slots;
   out.x = a.x, out.weight = a.weight, out.bias = a.bias, out.y = a.y, out.state = a.state;
   out.cache_seqlens = a.cache_seqlens, out.state_indices = a.state_indices;
+  out.overlap_prologue = a.overlap_prologue != 0;
   return out;
 }
 

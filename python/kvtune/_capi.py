@@ -126,7 +126,7 @@ class DwConvArgs(ctypes.Structure):
 
 
 class DwConvDecodeArgs(ctypes.Structure):
-    """kvt_dwconv_decode_args (112 bytes on LP64)."""
+    """kvt_dwconv_decode_args (120 bytes on LP64)."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
         ("batch", ctypes.c_int64), ("channels", ctypes.c_int64), ("seqlen", ctypes.c_int64),
@@ -134,6 +134,7 @@ class DwConvDecodeArgs(ctypes.Structure):
         ("state_len", ctypes.c_int64), ("state_slots", ctypes.c_int64),
         ("x", ctypes.c_void_p), ("weight", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("y", ctypes.c_void_p),
         ("state", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p), ("state_indices", ctypes.c_void_p),
+        ("overlap_prologue", ctypes.c_int32),
     ]
 
 

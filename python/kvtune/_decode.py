@@ -2,9 +2,10 @@
 inference) with a rolling state updated in place (kvtune::DwConvDecodeArgs through the C ABI).
 
   causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                       conv_state_indices=None) -> y
+                       conv_state_indices=None, overlap_prologue=False) -> y
   torch.ops.kvtune.causal_conv1d_update(x, conv_state, weight, bias, activation (the C ABI's code),
-                                        cache_seqlens, conv_state_indices) -> y   (torch >= 2.4)
+                                        cache_seqlens, conv_state_indices, overlap_prologue) -> y
+                                        (torch >= 2.4)
 
 x [batch, channels] or [batch, channels, seqlen] (seqlen <= 64 new tokens), contiguous; weight
 [channels, K] or [channels, 1, K]; conv_state [slots, channels, state_len], contiguous, updated in
@@ -15,7 +16,9 @@ the caller advances cache_seqlens). conv_state_indices (int32 [batch]): each row
 negative one padding (nothing of that row is written: its y is left uninitialized). A row whose slot
 is >= slots or whose position is negative gets NaN outputs and leaves the state alone.
 y = act(bias + sum_k weight[:, k] * u[t + k]) where u is the row's previous K - 1 inputs followed by
-its new tokens: the same as causal_conv1d over the whole history.
+its new tokens: the same as causal_conv1d over the whole history. overlap_prologue=True (sm_90 and
+later) lets the step read weight, bias and conv_state_indices while the stream's previous kernel
+still runs: set it only when that kernel does not write them (DwConvDecodeArgs::overlap_prologue).
 """
 
 from typing import Optional
@@ -50,7 +53,7 @@ def make(check_tensor, activation_code, invalid, run, traced, has_custom_ops):
     which mutates conv_state, with a fake kernel, so that torch.compile traces the step."""
     op = _Op(invalid)
 
-    def eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices):
+    def eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices, overlap_prologue):
         check_tensor(op.name, "x", x)
         check_tensor(op.name, "conv_state", conv_state, like=x)
         check_tensor(op.name, "weight", weight, like=x)
@@ -87,6 +90,7 @@ def make(check_tensor, activation_code, invalid, run, traced, has_custom_ops):
         a.bias = bias.data_ptr() if bias is not None else None
         a.cache_seqlens = cache_seqlens.data_ptr() if cache_seqlens is not None else None
         a.state_indices = conv_state_indices.data_ptr() if conv_state_indices is not None else None
+        a.overlap_prologue = 1 if overlap_prologue else 0
         run(_call, a, x.get_device())
         return y
 
@@ -94,24 +98,26 @@ def make(check_tensor, activation_code, invalid, run, traced, has_custom_ops):
         @torch.library.custom_op("kvtune::causal_conv1d_update", mutates_args=("conv_state",))
         def _custom(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                     activation: int, cache_seqlens: Optional[torch.Tensor],
-                    conv_state_indices: Optional[torch.Tensor]) -> torch.Tensor:
+                    conv_state_indices: Optional[torch.Tensor], overlap_prologue: bool) -> torch.Tensor:
             # Inductor may hand the inputs other strides than eager's; the state is mutated where it is.
             return eager(x.contiguous(), conv_state, weight.contiguous(), None if bias is None else bias.contiguous(),
-                         activation, cache_seqlens, conv_state_indices)
+                         activation, cache_seqlens, conv_state_indices, overlap_prologue)
 
         @_custom.register_fake
-        def _(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices):
+        def _(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices, overlap_prologue):
             return torch.empty_like(x)
 
     def causal_conv1d_update(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor,
                              bias: Optional[torch.Tensor] = None, activation: Optional[str] = None,
                              cache_seqlens: Optional[torch.Tensor] = None,
-                             conv_state_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+                             conv_state_indices: Optional[torch.Tensor] = None,
+                             overlap_prologue: bool = False) -> torch.Tensor:
         act = activation_code(op.name, activation)
+        overlap_prologue = bool(overlap_prologue)
         if has_custom_ops and traced(x):
             return torch.ops.kvtune.causal_conv1d_update(x, conv_state, weight, bias, act, cache_seqlens,
-                                                         conv_state_indices)
-        return eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices)
+                                                         conv_state_indices, overlap_prologue)
+        return eager(x, conv_state, weight, bias, act, cache_seqlens, conv_state_indices, overlap_prologue)
 
     return causal_conv1d_update
 

@@ -9,7 +9,7 @@ Functions (each also registered with torch.library as ``torch.ops.kvtune.<name>`
   causal_conv1d(x, weight, bias=None, dilation=1)                      left pad (K - 1) * dilation
   dwconv2d(x, weight, bias=None, stride=1, padding=0, dilation=1)      x [N, C, H, W], NCHW or channels_last
   causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                       conv_state_indices=None)   one decode step, conv_state updated in place
+                       conv_state_indices=None, overlap_prologue=False)   one decode step, conv_state updated in place
 The dwconv functions take activation=None, "silu", "gelu" (exact, erf), "gelu_tanh" or "relu": the
 activation fused into the kernel, act(conv(x) + bias); its backward recomputes conv(x) + bias, so no
 pre-activation tensor is saved.

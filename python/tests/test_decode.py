@@ -1,7 +1,7 @@
 """kvtune.torch.causal_conv1d_update (the dwconv_decode family through the C ABI): the args struct and
 argument errors everywhere; on a CUDA device, every dtype x state form x state indices x activation
 against a float64 PyTorch reference (F.conv1d over the row's history), over a chain of steps, with
-padding and broken rows, and under CUDA graph capture."""
+padding and broken rows, with overlap_prologue, and under CUDA graph capture."""
 
 import ctypes
 
@@ -30,9 +30,9 @@ def context(kvtune_context):
 
 
 def test_decode_args_struct_matches_the_c_layout():
-    assert ctypes.sizeof(_capi.DwConvDecodeArgs) == 112
+    assert ctypes.sizeof(_capi.DwConvDecodeArgs) == 120
     a = _capi.dwconv_decode_args()
-    assert a.struct_size == 112 and a.seqlen == 1 and a.kernel_w == 4 and a.state_len == 0 and a.state_slots == 0
+    assert a.struct_size == 120 and a.overlap_prologue == 0 and a.seqlen == 1 and a.kernel_w == 4 and a.state_len == 0 and a.state_slots == 0
     assert a.activation == _capi.ACT_NONE and not a.cache_seqlens and not a.state_indices
 
 
@@ -122,8 +122,10 @@ def test_steps_match_the_float64_reference(dtype, circular, with_indices):
         if seqlen == 1:
             x = x[..., 0].contiguous()
         ref_y, ref_state = reference(x, state, weight, bias, act, positions, indices)
+        # The last step reads weight, bias and the indices early: the kernel before it (torch.randn of
+        # x) writes none of them.
         y = kt.causal_conv1d_update(x, state, weight, bias, activation=act, cache_seqlens=positions,
-                                    conv_state_indices=indices)
+                                    conv_state_indices=indices, overlap_prologue=step == 2)
         torch.cuda.synchronize()
         # Padding rows are not written: compare only rows the reference wrote or marked broken.
         rows = [b for b in range(batch) if indices is None or int(indices[b]) >= 0]
@@ -165,7 +167,7 @@ def test_compiled_step_mutates_the_state_as_eager():
 
     def step(x, state):
         return kt.causal_conv1d_update(x, state, weight, bias, activation="silu", cache_seqlens=positions,
-                                       conv_state_indices=indices) * 2
+                                       conv_state_indices=indices, overlap_prologue=True) * 2
 
     eager_state, compiled_state = state.clone(), state.clone()
     expected = step(x, eager_state)

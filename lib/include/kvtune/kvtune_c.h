@@ -218,6 +218,9 @@ typedef struct kvt_dwconv_decode_args {
   void* state;
   const int32_t* cache_seqlens;  /**< optional: circular state, each row's first new position */
   const int32_t* state_indices;  /**< optional: each row's state slot; negative = padding */
+  /* Appended in 0.1 (older callers' smaller struct_size leave it 0). */
+  int32_t overlap_prologue; /**< nonzero: weight, bias and state_indices may be read before the
+                                 stream's previous kernel ends (DwConvDecodeArgs::overlap_prologue) */
 } kvt_dwconv_decode_args;
 /** Counters of a context (kvtune::Counters). */
 typedef struct kvt_counters {
