@@ -74,14 +74,7 @@ class LoadedKernel {
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel()), args);
+    return launch_with(attribute, grid, block, smem, stream, args);
   }
   /// Blocks of `block` threads (and `smem` dynamic bytes) the current device holds at once (SMs x
   /// occupancy); 0 where it has no cooperative launch. Kept per device: call it with one block size
@@ -95,17 +88,23 @@ class LoadedKernel {
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeCooperative;
     attribute.val.cooperative = 1;
+    return launch_with(attribute, grid, block, smem, stream, args);
+  }
+
+ private:
+  /// cudaLaunchKernelExC of phase 0 with one launch attribute.
+  cudaError_t launch_with(const cudaLaunchAttribute& attribute, dim3 grid, dim3 block, std::size_t smem,
+                          cudaStream_t stream, void** args) const {
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    config.attrs = &attribute;
+    config.attrs = const_cast<cudaLaunchAttribute*>(&attribute);
     config.numAttrs = 1;
     return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel()), args);
   }
 
- private:
   static constexpr int kMaxDevices = 64;
   std::shared_ptr<CUlib_st> library_;
   std::array<cudaKernel_t, kMaxPhases> phase_kernels_ = {};  // [0]: the kernel the binary names

@@ -6,7 +6,17 @@
 
 #include <string>
 
+#include "kvtune/kvtune.h"
+
 namespace kvtune::test {
+
+/// Options of a Context on an in-memory cache with `policy`.
+inline ContextOptions in_memory(Policy policy) {
+  ContextOptions o;
+  o.cache_path = ":memory:";
+  o.policy = policy;
+  return o;
+}
 
 inline bool gpu_available(std::string* why = nullptr) {
   int count = 0;

@@ -326,6 +326,17 @@ TEST_CASE("dwconv_decode through the Context: tuned, a chain of steps, graph rep
 
 namespace {
 
+// `name` (extern "C") of `source`, compiled for the current device.
+detail::LoadedKernel load_source_kernel(const char* source, const char* name) {
+  detail::CompileRequest r;
+  r.program_name = std::string(name) + ".cu";
+  r.source = source;
+  r.arch = detail::read_fingerprint(detail::current_device()).arch();
+  r.name_expressions = {name};
+  const auto compiled = detail::nvrtc_compile(r);
+  return detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names[0]);
+}
+
 // Lets the stream's next kernel start at once (griddepcontrol.launch_dependents on sm_90), then
 // spins for `spin` clocks, then copies `bytes` from src to dst: a kernel before a decode step that
 // writes its inputs late, so that a step reading them before its wait would see the old values.
@@ -351,18 +362,8 @@ TEST_CASE("dwconv_decode waits for what the stream's previous kernel writes", "[
   // later (about 0.1 ms): the step must read the new values, with and without overlap_prologue
   // (which reads only weight, bias and the indices early).
   KVTUNE_REQUIRE_GPU();
-  const auto fp = detail::read_fingerprint(detail::current_device());
-  detail::CompileRequest r;
-  r.program_name = "late_copy.cu";
-  r.source = kLateCopy;
-  r.arch = fp.arch();
-  r.name_expressions = {"kvt_late_copy"};
-  const auto compiled = detail::nvrtc_compile(r);
-  const auto late_copy = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names[0]);
-  ContextOptions o;
-  o.cache_path = ":memory:";
-  o.policy = Policy::heuristic;
-  Context context(o);
+  const auto late_copy = load_source_kernel(kLateCopy, "kvt_late_copy");
+  Context context(test::in_memory(Policy::heuristic));
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   for (bool early : {false, true})
@@ -447,13 +448,7 @@ TEST_CASE("dwconv_decode step against an empty kernel and a copy under graph rep
   Context context(o);
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  detail::CompileRequest r;
-  r.program_name = "empty.cu";
-  r.source = kEmpty;
-  r.arch = fp.arch();
-  r.name_expressions = {"kvt_empty"};
-  const auto compiled = detail::nvrtc_compile(r);
-  auto empty = detail::LoadedKernel::load(compiled.cubin, compiled.lowered_names[0]);
+  const auto empty = load_source_kernel(kEmpty, "kvt_empty");
   const double empty_us = graph_us(stream, 20, 50, [&] { REQUIRE(empty.launch(dim3(1), dim3(32), 0, stream, 0) == cudaSuccess); });
   std::string table = fmt::format("dwconv_decode, bf16, K = 4, silu, bias, state indices, one token; {}; empty kernel "
                                   "{:.2f} us a launch (graph replay, 20 a graph)\n",
