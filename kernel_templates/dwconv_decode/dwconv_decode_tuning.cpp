@@ -194,7 +194,8 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.cache_seqlens = a.cache_seqlens, params.state_indices = a.state_indices;
   params.batch = a.batch, params.channels = problem.c, params.state_len = a.state_len, params.state_slots = a.state_slots;
   // A step is latency-bound: on sm_90 its grid is launched while the stream's previous kernel runs
-  // and waits for it in the kernel (griddepcontrol.wait, first thing), which hides the launch.
+  // and waits for it in the kernel (griddepcontrol.wait before its first read, or with
+  // overlap_prologue before its first read of x, the state and cache_seqlens), which hides the launch.
   if (kernel.attributes().binary_version >= 90)
     return kernel.launch_programmatic(dim3(g.grid), dim3(g.block), 0, stream, params);
   return kernel.launch(dim3(g.grid), dim3(g.block), 0, stream, params);
