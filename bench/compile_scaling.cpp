@@ -2,18 +2,23 @@
 // of this process, or on T threads each handing its compile to a compile worker process
 // (core/compile_workers.h). No GPU needed.
 //   kvtune_compile_scaling --key KEY [--programs N] [--threads T] [--workers] [--each] [--source DIR]
+//                          [--label L] [--nvrtc-option O]...
 // Takes N of the problem's tuning variants evenly over its space (the family's enumeration order),
 // compiles one first (NVRTC's and the workers' start-up, not counted), then all N; prints the wall
 // time, programs a second, and the mean and largest time of one compile as seen by its thread.
 // --each: every distinct program once (variants of one compile hash are one program), then each
 // one's compile time, the family's compile cost estimate and the label of its first variant,
 // slowest first. --source DIR: the program and the headers DIR holds replace the built-in templates
-// (bench/source_override.h), to see what a template change does to compile times.
+// (bench/source_override.h), to see what a template change does to compile times. --label L: only
+// the tuning variant labelled L. --nvrtc-option O (repeatable): O added to every program's options,
+// to see what an NVRTC or ptxas option does to a program's compile time. --arch compute_90: PTX only,
+// to part the front end's time from ptxas's. --output FILE: the first program's cubin or PTX.
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,19 +44,23 @@ struct Program {
 };
 
 template <class F>
-std::vector<Program> requests(const std::string& key, int programs, bool each, const std::string& source_dir) {
+std::vector<Program> requests(const std::string& key, int programs, bool each, const std::string& source_dir,
+                              const std::string& label, const std::vector<std::string>& options,
+                              const std::string& arch) {
   const auto problem = F::from_key(key);
   if (!problem) throw Error("not a " + std::string(F::kOp) + " problem key: " + key);
-  const auto candidates = F::candidates(*problem, detail::tuning_configs<F>(*problem, 9), "sm_90");
+  const auto candidates = F::candidates(*problem, detail::tuning_configs<F>(*problem, 9), arch);
   std::vector<Program> out;
   const auto program = [&](const auto& c) {
     Program p{c.label, c.request, c.compile_cost};
     if (!source_dir.empty()) bench::use_sources(p.request, source_dir);
+    p.request.extra_options.insert(p.request.extra_options.end(), options.begin(), options.end());
     return p;
   };
-  if (each) {
+  if (each || !label.empty()) {
     std::vector<std::string> seen;
     for (const auto& c : candidates) {
+      if (!label.empty() && c.label != label) continue;
       const auto hash = detail::compile_hash(c.request);
       if (std::find(seen.begin(), seen.end(), hash) != seen.end()) continue;
       seen.push_back(hash);
@@ -73,17 +82,24 @@ int main(int argc, char** argv) {
   std::string key;
   int programs = 48, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   bool workers = false, each = false;
-  std::string source_dir;
+  std::string source_dir, label, arch = "sm_90", output;
+  std::vector<std::string> options;
   app.add_option("--key", key, "problem key (normalize,... or dwconv,...)")->required();
   app.add_option("--programs", programs, "variants to compile")->check(CLI::Range(1, 100000));
   app.add_option("--threads", threads, "compiling threads")->check(CLI::Range(1, 1024));
   app.add_flag("--workers", workers, "each thread compiles in a compile worker process");
   app.add_flag("--each", each, "every distinct program of the space once, each one's time printed (slowest first)");
   app.add_option("--source", source_dir, "compile DIR's templates instead of the built-in ones (bench/source_override.h)");
+  app.add_option("--arch", arch, "target (default sm_90); compute_90 stops at PTX (no ptxas)")->capture_default_str();
+  app.add_option("--output", output, "write the first program's cubin (PTX for compute_XX) to FILE");
+  app.add_option("--label", label, "only the variant with this label (its program once)");
+  app.add_option("--nvrtc-option", options, "an NVRTC option added to every program's (repeatable), e.g. --nvrtc-option=-Xptxas=-O2")
+      ->allow_extra_args(false);
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs, each, source_dir)
-                                                      : requests<detail::DwConvFamily>(key, programs, each, source_dir);
+    const auto reqs = key.rfind("normalize", 0) == 0 ? requests<detail::NormalizeFamily>(key, programs, each, source_dir, label, options, arch)
+                                                      : requests<detail::DwConvFamily>(key, programs, each, source_dir, label, options, arch);
+    if (reqs.empty()) throw Error("no tuning variant of this problem is labelled " + label);
     const std::string worker = workers ? detail::find_compile_worker() : std::string();
     if (workers && worker.empty()) throw Error("no kvtune-compile-worker beside this executable");
     // Start-up outside the measurement: NVRTC's first compile, and one worker per thread.
@@ -91,6 +107,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < (workers ? threads : 1); ++t) warm.emplace_back([&] { detail::compile_in_worker(worker, reqs[0].request); });
     for (auto& t : warm) t.join();
     std::atomic<std::size_t> next{0};
+    std::string first_binary;
     std::vector<double> seconds(reqs.size());
     const auto start = Clock::now();
     std::vector<std::thread> pool;
@@ -98,7 +115,8 @@ int main(int argc, char** argv) {
       pool.emplace_back([&] {
         for (std::size_t i = next++; i < reqs.size(); i = next++) {
           const auto s = Clock::now();
-          detail::compile_in_worker(worker, reqs[i].request);
+          auto result = detail::compile_in_worker(worker, reqs[i].request);
+          if (i == 0 && !output.empty()) first_binary = std::move(result.cubin);
           seconds[i] = std::chrono::duration<double>(Clock::now() - s).count();
         }
       });
@@ -113,6 +131,7 @@ int main(int argc, char** argv) {
                 workers ? (", " + std::to_string(stats.started) + " workers, " + std::to_string(stats.fell_back) +
                            " compiled here after a worker failed").c_str()
                         : "");
+    if (!output.empty()) std::ofstream(output, std::ios::binary) << first_binary;
     if (each) {
       std::vector<std::size_t> slowest(reqs.size());
       for (std::size_t i = 0; i < slowest.size(); ++i) slowest[i] = i;

@@ -225,6 +225,29 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
 
   const T* gamma = static_cast<const T*>(p.gamma);
   const float n_cols = static_cast<float>(p.cols);
+  // A row kept in registers has the same columns in every row: its gamma is read once and kept
+  // as the input's vectors (16-bit types: half the registers of floats, which cost occupancy on
+  // narrow rows).
+  constexpr bool kGammaRegs = GAMMA && kRegs;
+  V gam[kGammaRegs ? ITEMS : 1];
+  if constexpr (kGammaRegs) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const long long j = lane * (long long)VW + i * kStride;
+      gam[i] = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, p.cols);
+    }
+  }
+  // gamma's vector i (column j) as floats, VW of them.
+  const auto gamma_at = [&](int i, long long j, long long cols, float (&out)[VW]) {
+    if constexpr (kGammaRegs) {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) out[k] = kvt_to_float(gam[i].v[k]);
+    } else if constexpr (GAMMA) {
+      const V v = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) out[k] = kvt_to_float(v.v[k]);
+    }
+  };
   // This group's partial rows: dgamma in slab 0, dbeta in the next (or slab 0 without dgamma).
   const long long slab = (long long)gridDim.x * kPartialRows * p.cols;
   float* part_g = p.partials + ((long long)blockIdx.x * kPartialRows + (kFold ? 0 : group)) * p.cols;
@@ -381,17 +404,18 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     // row's exact centre is mean + C / n (the forward's shifted statistics had it), so xhat and B
     // are corrected by it.
     constexpr bool kCentre = !RECOMPUTE && MODE != 2;
+    // FULL: an inactive row's x and dy are zeros, so it adds zeros and needs no per-element test.
     float a = 0.f, b = 0.f, centre = 0.f;
     for_each_vector([&](int i, long long j) {
       const V vx = kept_x(i, j);
       const V vd = kept_dy(i, j);
-      V vg;
-      if constexpr (GAMMA) vg = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+      float vg[VW];
+      gamma_at(i, j, cols, vg);
 #pragma unroll
       for (int k = 0; k < VW; ++k) {
-        if (!in_row(j + k)) continue;
+        if (!FULL && !in_row(j + k)) continue;
         float g = kvt_to_float(vd.v[k]);
-        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
+        if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         a += g;
         b += g * xhat_of(kvt_to_float(vx.v[k]));
         if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
@@ -416,20 +440,22 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
                                : s * b / n_cols;
 
-    // Pass 3: dx, and this row's share of dgamma/dbeta.
+    // Pass 3: dx, and this row's share of dgamma/dbeta (FULL: one test of the row's activity).
+    if (FULL && !active) continue;
     for_each_vector([&](int i, long long j) {
-      if (!in_row(j)) return;
+      if (!FULL && !in_row(j)) return;
       const V vx = kept_x(i, j);
       const V vd = kept_dy(i, j);
-      V vg, vr;
-      if constexpr (GAMMA) vg = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
+      float vg[VW];
+      gamma_at(i, j, cols, vg);
+      V vr;
       if constexpr (DRES != 0) vr = FULL ? *reinterpret_cast<const V*>(dres + j) : load_masked<T, VW>(dres, j, cols);
       V out;
 #pragma unroll
       for (int k = 0; k < VW; ++k) {
         const float d = kvt_to_float(vd.v[k]);
         float g = d;
-        if constexpr (GAMMA) g = __fmul_rn(g, kvt_to_float(vg.v[k]));  // rounded alike in both passes (no FMA)
+        if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         const float xhat = xhat_of(kvt_to_float(vx.v[k]));
         float v = s * (g - ca) - xhat * cb;
         if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);

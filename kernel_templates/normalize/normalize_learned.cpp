@@ -2,6 +2,7 @@
 // (normalize_learned_<arch>.json, written by bench/fit_learned_heuristic.py; tuner/learned_rankings.h), transferred to a new
 // problem from its nearest recorded problems. bench/NOTES.md ("a heuristic that learns from
 // trials") has the fit, the held-out evaluation and why the parameters below are what they are.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -17,6 +18,11 @@ namespace {
 constexpr double kReach = 2.0;     // the nearest recorded problem must be closer than this
 constexpr int kNeighbours = 4;     // recorded problems whose rankings are averaged
 constexpr double kRowsWeight = 0.25;  // rows matter less than columns and element size
+// Backward: less again, since a variant's row loop is read at a neighbour scaled to its rows (choose()).
+// Held out on the H200's 24 recorded backward problems (2026-12-02): 0.25 gave each from the other 23
+// 1.052x, 0.125 1.048x; the bench rows from the training rows 1.038x with either; 0.5 and up left
+// 1024-row problems without a neighbour in reach.
+constexpr double kBackwardRowsWeight = 0.125;
 constexpr double kFlagWeight = 0.5;   // backward: each of gamma, dgamma, dbeta, saved statistics, dresidual
 
 // Distance between problems of one direction in the units the rankings change with: octaves of
@@ -30,7 +36,7 @@ double distance(const Problem& a, const Problem& b) {
                                                    (a.saved_stats != b.saved_stats) + (a.dresidual != b.dresidual))
                                   : 0.0;
   using tuner::octaves;
-  return octaves(double(a.cols), double(b.cols)) + kRowsWeight * octaves(double(a.rows), double(b.rows)) +
+  return octaves(double(a.cols), double(b.cols)) + (a.backward ? kBackwardRowsWeight : kRowsWeight) * octaves(double(a.rows), double(b.rows)) +
          octaves(a.element_bytes(), b.element_bytes()) + (a.mode != b.mode ? 0.5 : 0.0) + flags;
 }
 
@@ -60,15 +66,26 @@ std::optional<Config> choose(const Problem& p, const Rankings& data, const std::
   // inverse; where that is no variant, the neighbour counts as the cap. Held out on the recorded
   // trials this took H200 forward 1.056 -> 1.039x, H100 1.059 -> 1.046x, backward 1.089 -> 1.041x
   // (each problem from the others) against reading the same label everywhere (bench/NOTES.md).
+  // The backward's row loop likewise, as the same number of row chunks (blocks, or a cooperative
+  // block's loop trips): scaled by the ratio of rows and of rows per block, to the nearest of the
+  // space's loops (1, 4, ..., 256). Reading the label unchanged took a 16384-row neighbour's loop of
+  // 16 to 4096 rows, 128 chunks for 132 SMs: 1.67x (H200, 2026-12-02, bench/NOTES.md).
   const auto label_at = [&](const Config& c, const Rankings::Row& row) -> std::string {
     const int octaves = static_cast<int>(std::lround(std::log2(double(row.problem.cols) / double(p.cols))));
-    if (octaves == 0) return c.label();
     Config at = c;
-    const double scale = std::ldexp(1.0, octaves);
-    const double tpr = c.threads_per_row * scale, rpb = c.rows_per_block / scale;
-    if (tpr < 1 || tpr > 1024 || rpb < 1 || tpr != std::floor(tpr) || rpb != std::floor(rpb)) return {};
-    at.threads_per_row = static_cast<int>(tpr);
-    at.rows_per_block = static_cast<int>(rpb);
+    if (octaves != 0) {
+      const double scale = std::ldexp(1.0, octaves);
+      const double tpr = c.threads_per_row * scale, rpb = c.rows_per_block / scale;
+      if (tpr < 1 || tpr > 1024 || rpb < 1 || tpr != std::floor(tpr) || rpb != std::floor(rpb)) return {};
+      at.threads_per_row = static_cast<int>(tpr);
+      at.rows_per_block = static_cast<int>(rpb);
+    }
+    if (p.backward && (p.dgamma || p.dbeta)) {  // (row loops exist only where partial rows are written)
+      const double loop = c.row_loop * (double(row.problem.rows) / double(p.rows)) *
+                          (double(c.rows_per_block) / double(at.rows_per_block));
+      const long quarters = std::lround(std::log2(std::max(loop, 1.0)) / 2);  // octaves of 4
+      at.row_loop = 1 << (2 * std::min(quarters, 4L));
+    }
     return at.label();
   };
   const auto best = near.best(space, accept, label_at);
