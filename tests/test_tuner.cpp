@@ -273,6 +273,28 @@ TEST_CASE("budgeted search on the latest exhaustive H200 dwconv trials: within 3
   CHECK(dw.hits >= 0.9 * dw.problems);
 }
 
+TEST_CASE("budgeted search on the recorded H200 normalize backward trials: within 3% on 20 of 24", "[tuner]") {
+  // The 24 backward problems recorded exhaustively after the backward kept gamma in registers
+  // (2026-12-02-h200-backward-exhaustive: 18 training shapes and kvtune-bench's 6 rows). The
+  // heuristic the search always times is the learned one, fitted on these very trials: in-sample.
+  // The project's target (>= 90 % of the problems within 3 %) is missed here: 20 of 24 when written,
+  // the misses 3.3-5.4 % (the same replay over the recording of 2026-12-01 with that day's kernels,
+  // table and transfer: 19 of 24, misses up to 9.4 %). The cost model's first picks are what miss;
+  // this case holds the line where it is.
+  const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/2026-12-02-h200-backward-exhaustive/";
+  Replay norm;
+  for (const char* file : {"export-bench.json", "export-train-shard0.json", "export-train-shard1.json"}) {
+    std::ifstream in(dir + file);
+    REQUIRE(in);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& e : doc.at("entries")) replay<detail::NormalizeFamily>(e, ContextOptions{}.budget_variants, norm);
+  }
+  WARN(fmt::format("normalize backward {}/{} within 3% ({:.0f}% of the variants); misses: {}", norm.hits, norm.problems,
+                   100 * norm.chosen / norm.total, fmt::join(norm.misses, "; ")));
+  CHECK(norm.problems == 24);
+  CHECK(norm.hits >= 20);
+}
+
 TEST_CASE("budgeted search on exhaustive H100 trials (flat items, staged tiles): within 3% on >= 90%", "[tuner]") {
   // Ten channel-first 2D problems timed with flat items in the space (H100, copy ~3.0 TB/s): the two
   // 56 x 56 suites' and six more planes of 14 to 128 (tests/data/trials/*-h100-flat-items, -flat-heuristic);
