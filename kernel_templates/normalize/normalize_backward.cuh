@@ -226,8 +226,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   const T* gamma = static_cast<const T*>(p.gamma);
   const float n_cols = static_cast<float>(p.cols);
   // A row kept in registers has the same columns in every row: its gamma is read once and kept
-  // as the input's vectors (16-bit types: half the registers of floats, which cost occupancy on
-  // narrow rows).
+  // as the input's vectors (16-bit types: half the registers floats would take). It had been loaded
+  // and converted in pass 2 and again in pass 3 of every row (H200, layernorm bf16 8192 x 4096,
+  // exhaustive best 93.4 -> 69.6 us with the FULL passes below; bench/NOTES.md, 2026-12-02).
   constexpr bool kGammaRegs = GAMMA && kRegs;
   V gam[kGammaRegs ? ITEMS : 1];
   if constexpr (kGammaRegs) {
