@@ -26,17 +26,19 @@ constexpr double kBackwardRowsWeight = 0.125;
 constexpr double kFlagWeight = 0.5;   // backward: each of gamma, dgamma, dbeta, saved statistics, dresidual
 
 // Distance between problems of one direction in the units the rankings change with: octaves of
-// columns, of the element size and (a quarter) of rows, half an octave for another mode and, between
-// backward problems, half an octave for each optional tensor one has and the other lacks (they
-// decide the reductions a row does and whether dgamma/dbeta partials are written). Problems of
-// different directions are never neighbours (infinite distance): their spaces share no kernel.
+// columns, of the element size and (a quarter; an eighth between backward problems) of rows, half
+// an octave for another mode and, between backward problems, half an octave for each optional
+// tensor one has and the other lacks (they decide the reductions a row does and whether
+// dgamma/dbeta partials are written). Problems of different directions are never neighbours
+// (infinite distance): their spaces share no kernel.
 double distance(const Problem& a, const Problem& b) {
   if (a.backward != b.backward) return std::numeric_limits<double>::infinity();
   const double flags = a.backward ? kFlagWeight * ((a.gamma != b.gamma) + (a.dgamma != b.dgamma) + (a.dbeta != b.dbeta) +
                                                    (a.saved_stats != b.saved_stats) + (a.dresidual != b.dresidual))
                                   : 0.0;
   using tuner::octaves;
-  return octaves(double(a.cols), double(b.cols)) + (a.backward ? kBackwardRowsWeight : kRowsWeight) * octaves(double(a.rows), double(b.rows)) +
+  const double rows_weight = a.backward ? kBackwardRowsWeight : kRowsWeight;
+  return octaves(double(a.cols), double(b.cols)) + rows_weight * octaves(double(a.rows), double(b.rows)) +
          octaves(a.element_bytes(), b.element_bytes()) + (a.mode != b.mode ? 0.5 : 0.0) + flags;
 }
 
