@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <unistd.h>
 
@@ -655,6 +656,34 @@ TEST_CASE("backward: cooperative variants match the float64 reference, also with
   WARN("verified " << checked << " cooperative (variant, rows) pairs, " << looped << " with more chunks than blocks");
   CHECK(checked > 150);
   CHECK(looped > 20);
+}
+
+// The cooperative backward's grid barrier is the driver's per-launch grid workspace word, which
+// no memset resets (kvt_grid_sync: each barrier adds 2^31 in all and leaves the word's other bits as
+// they were): launches of different grid sizes in turn, over several rounds, each against float64.
+TEST_CASE("backward: the cooperative barrier holds over many launches of different grid sizes",
+          "[gpu][normalize][backward][coop]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  auto p = backward_problem(DType::bf16, kBackwardSetups[0], 1024, 16);
+  p.rows = 3000;
+  std::vector<normalize::Config> configs;
+  for (const auto& c : normalize::enumerate(p))
+    if (c.cooperative && c.splits == 1) configs.push_back(c);
+  REQUIRE(configs.size() >= 4);
+  const auto sampled = sample_variants(p, configs, test::Sample{std::max<std::size_t>(1, configs.size() / 4)}, fingerprint);
+  std::size_t checked = 0;
+  std::set<unsigned> grids;
+  for (int round = 0; round < 4; ++round)
+    for (std::int64_t rows : {std::int64_t{5}, std::int64_t{3000}, std::int64_t{20000}, std::int64_t{700}}) {
+      checked += verify_variants(p, rows, sampled, fingerprint, stream);
+      for (const auto& c : sampled.configs) grids.insert(normalize::geometry(p, c, rows).grid);
+    }
+  cudaStreamDestroy(stream);
+  CHECK(checked >= 4 * 4 * 4);
+  CHECK(grids.size() >= 4);
 }
 
 // Every backward variant but the cooperative twins (23,973 of them, 70,683 checks; 48 times the

@@ -18,7 +18,7 @@
 // p.group_blocks blocks sums their partial rows into a level-1 row, and the last of those sums the
 // level-1 rows into dgamma/dbeta. The cooperative form (p.grid_sum) launches at most the
 // co-resident blocks, each looping over its chunks of rows, and replaces the tree by one grid-wide
-// arrival after which every block sums a share of the columns. Every sum runs in a fixed order: the
+// barrier (kvt_grid_sync) after which every block sums a share of the columns. Every sum runs in a fixed order: the
 // result does not depend on the order in which blocks finish.
 // Sum of rows [0, n) of a column (row stride `stride`) in row order, eight loads in flight: the
 // same result as one load at a time, without a dependent L2 round trip per row.
@@ -118,6 +118,40 @@ __device__ __forceinline__ void kvt_arrive_and_wait(unsigned* counter, unsigned 
     sleep = sleep < 256 ? 2 * sleep : 256;
   }
   __threadfence();  // acquire: the other blocks' writes after their arrival
+}
+
+// The grid-wide barrier of a cooperative launch, on the barrier word of the grid workspace the
+// driver gives every cooperative launch (the one cooperative groups' grid.sync() uses: the address of
+// a {size, barrier} pair of u32 in %envreg1:%envreg2). Nothing in kvtune's workspace, so nothing to
+// zero before the launch: a memset node before the kernel cost 1.9 us a call under graph replay on
+// an H200 (bench/NOTES.md, 2026-12-02). Block 0 adds 2^31 - (blocks - 1), every other block 1; all
+// arrivals together add 2^31, which flips the word's top bit and leaves its other bits as they were,
+// so the word needs no reset between barriers or launches. A block has arrived when its top bit
+// differs from the one its own addition saw. Called by every thread of every block; the bound on the
+// wait as kvt_arrive_and_wait's.
+__device__ __forceinline__ void kvt_grid_sync() {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#if defined(__CUDA_ARCH__)
+    unsigned hi, lo;
+    asm volatile("mov.u32 %0, %%envreg1;" : "=r"(hi));
+    asm volatile("mov.u32 %0, %%envreg2;" : "=r"(lo));
+    unsigned* const word = reinterpret_cast<unsigned*>((static_cast<unsigned long long>(hi) << 32) | lo);
+    if (word == nullptr) __trap();  // not a cooperative launch
+    unsigned* const barrier = word + 1;
+    const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+    unsigned before;
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(before) : "l"(barrier), "r"(add) : "memory");
+    for (long long polls = 0;; ++polls) {
+      if (((kvt_load_acquire(barrier) ^ before) & 0x80000000u) != 0) break;
+      if (polls > (1ll << 26)) __trap();
+      if (polls > 64) __nanosleep(64);
+    }
+#else  // the host emulation runs blocks one after another and never takes this path
+    __trap();
+#endif
+  }
+  __syncthreads();
 }
 
 // The cooperative backward's dgamma/dbeta (p.grid_sum): after every block's partial rows are
@@ -524,9 +558,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     }
     T* const outs[2] = {static_cast<T*>((GRADS & 1) != 0 ? p.dgamma : p.dbeta), static_cast<T*>(p.dbeta)};
     if (p.grid_sum) {  // cooperative launch: all blocks arrive, then share the column sums
-      __syncthreads();
-      if (threadIdx.x == 0) kvt_arrive_and_wait(p.counters, gridDim.x);
-      __syncthreads();
+      kvt_grid_sync();
       kvt_sum_columns_grid(p.partials, slab, p.cols, kGrads, (long long)gridDim.x * kPartialRows, fold,
                            [&](int grad, long long j, float sum) { outs[grad][j] = kvt_from_float<T>(sum); });
       return;

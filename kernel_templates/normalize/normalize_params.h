@@ -58,7 +58,7 @@ struct KvtNormalizeBackwardParams {
   void* dbeta;        // [cols] in x's dtype, or null
   float* partials;    // [grads][blocks * rows per block][cols] f32
   float* level1;      // [grads][level1_rows][cols] f32
-  unsigned* counters; // [level1_rows + 1], zero at launch
+  unsigned* counters; // [level1_rows + 1], zero at launch (the arrival tree; grid_sum leaves them unused)
   long long rows;
   long long cols;
   long long ld_x;
@@ -71,7 +71,7 @@ struct KvtNormalizeBackwardParams {
   int level1_rows;    // ceil(blocks / group_blocks)
   long long chunks;   // chunks of row_loop * RPB rows; block b takes chunks b, b + gridDim.x, ...
   int grid_sum;       // 1: cooperative launch (gridDim.x <= chunks, all co-resident); dgamma/dbeta
-                      // summed by every block after a grid-wide arrival at counters[0]
+                      // summed by every block after a grid-wide barrier (kvt_grid_sync)
   // Split rows (normalize_split.cuh): statistics and sums per slice, merged per row when direct
   // == 0; dgamma / dbeta partial rows of grad_groups groups of row_loop rows in `partials`.
   float* stat_partials;  // [rows][splits][2]

@@ -542,9 +542,13 @@ cudaError_t launch_backward(const detail::LoadedKernel& kernel, const Problem& p
   }
   if (g.workspace_bytes > 0) {
     if (a.workspace == nullptr) return cudaErrorInvalidValue;
-    const cudaError_t s =
-        cudaMemsetAsync(params.counters, 0, std::size_t(g.level1_rows + 1) * sizeof(unsigned), stream);
-    if (s != cudaSuccess) return s;
+    // The arrival tree's counters start at zero; the cooperative form's barrier is the driver's
+    // (kvt_grid_sync), so it launches without this memset.
+    if (!g.cooperative) {
+      const cudaError_t s =
+          cudaMemsetAsync(params.counters, 0, std::size_t(g.level1_rows + 1) * sizeof(unsigned), stream);
+      if (s != cudaSuccess) return s;
+    }
   }
   if (g.cooperative && g.grid > 0) {
     // At most the co-resident blocks, each looping over its chunks of rows; where the device has no
