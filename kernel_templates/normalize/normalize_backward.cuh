@@ -90,7 +90,7 @@ __device__ __forceinline__ void kvt_sum_columns_any(const float* src, long long 
   else kvt_sum_columns<1, 16>(src, slab, stride, cols, grads, n, store);
 }
 
-// An acquire load at GPU scope (the arrival counters of cooperative launches).
+// An acquire load at GPU scope (the grid barrier's word).
 __device__ __forceinline__ unsigned kvt_load_acquire(const unsigned* p) {
 #if defined(__CUDA_ARCH__)
   unsigned v;
@@ -101,25 +101,6 @@ __device__ __forceinline__ unsigned kvt_load_acquire(const unsigned* p) {
 #endif
 }
 
-// Thread 0 of a block: publishes what its block wrote (after a __syncthreads) and waits until
-// `expected` arrivals have been counted at *counter. Only ever called in a cooperative launch whose
-// blocks are all co-resident, so every block it waits for is running; the bound on the wait (2^26
-// polls, at least 17 s) turns a broken guarantee into a fault instead of a hang. The backoff stops
-// at 256 ns: the wait ends at most that late.
-__device__ __forceinline__ void kvt_arrive_and_wait(unsigned* counter, unsigned expected) {
-  __threadfence();  // release: what the block wrote before the arrival
-  atomicAdd(counter, 1u);
-  unsigned seen = 0, sleep = 32;
-  for (long long polls = 0;; ++polls) {
-    seen = kvt_load_acquire(counter);
-    if (seen >= expected) break;
-    if (polls > (1ll << 26)) __trap();
-    __nanosleep(sleep);
-    sleep = sleep < 256 ? 2 * sleep : 256;
-  }
-  __threadfence();  // acquire: the other blocks' writes after their arrival
-}
-
 // The grid-wide barrier of a cooperative launch, on the barrier word of the grid workspace the
 // driver gives every cooperative launch (the one cooperative groups' grid.sync() uses: the address of
 // a {size, barrier} pair of u32 in %envreg1:%envreg2). Nothing in kvtune's workspace, so nothing to
@@ -127,8 +108,10 @@ __device__ __forceinline__ void kvt_arrive_and_wait(unsigned* counter, unsigned 
 // an H200 (bench/NOTES.md, 2026-12-02). Block 0 adds 2^31 - (blocks - 1), every other block 1; all
 // arrivals together add 2^31, which flips the word's top bit and leaves its other bits as they were,
 // so the word needs no reset between barriers or launches. A block has arrived when its top bit
-// differs from the one its own addition saw. Called by every thread of every block; the bound on the
-// wait as kvt_arrive_and_wait's.
+// differs from the one its own addition saw. Called by every thread of every block, the same number
+// of times. Only ever called in a cooperative launch, whose blocks are all co-resident, so every
+// block it waits for is running; the bound on the wait (2^26 polls, at least 4 s) turns a broken
+// guarantee into a fault instead of a hang.
 __device__ __forceinline__ void kvt_grid_sync() {
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -138,11 +138,11 @@ struct Geometry {
   unsigned grid = 0;
   unsigned block = 0;
   std::size_t dynamic_smem = 0;
-  // Backward with dgamma/dbeta, and split rows: the workspace (partials, level-1 rows, arrival
-  // counters; see below for split rows). Forward calls need one only when their rows are split.
+  // Backward with dgamma/dbeta, and split rows: the workspace (partials, level-1 rows, the arrival
+  // tree's counters; see below for split rows). Forward calls need one only when their rows are split.
   std::size_t workspace_bytes = 0;
   std::size_t level1_offset = 0;   // bytes from the workspace's start
-  std::size_t counter_offset = 0;  // bytes; (level1_rows + 1) counters, zeroed before each launch
+  std::size_t counter_offset = 0;  // bytes; (level1_rows + 1) counters, zeroed before each launch of the tree form
   int group_blocks = 1;
   int level1_rows = 1;
   // Split rows: every phase's grid, and where each array lies in the workspace (bytes from its
@@ -154,7 +154,7 @@ struct Geometry {
   bool direct = true;                // backward: the output phases merge the partials themselves (the forward: false)
   std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
   bool cooperative = false;          // one cooperative launch; grid is its upper bound (the launch takes
-                                     // the co-resident blocks or row slots), counters at counter_offset
+                                     // the co-resident blocks or row slots); its barrier is the driver's
   int grad_groups = 1;               // backward: groups of row_loop rows with their own dgamma/dbeta rows
   std::size_t stat_final_offset = 0;
   std::size_t sum_partials_offset = 0;

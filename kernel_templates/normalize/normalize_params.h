@@ -22,10 +22,8 @@ struct KvtNormalizeParams {
   float* row_final;     // [rows][3] the row's mean (relative to the shift), scale and shift (phase 1)
   long long splits;
   int row_loop;  // the phased output's rows per block (config `loop`; 1 otherwise)
-  // The one-pass cooperative kernel (kvt_normalize_split_coop): per-row arrival counters, zero at launch.
-  unsigned* row_counters;  // [rows]
 };
-// KvtNormalizeParams stays within 128 bytes (128 now): NVVM scalarizes a by-value kernel argument
+// KvtNormalizeParams stays within 128 bytes (120 now): NVVM scalarizes a by-value kernel argument
 // up to that size only, and a larger one changes the code of every variant (bench/NOTES.md, "fused
 // residual").
 

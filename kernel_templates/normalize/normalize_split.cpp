@@ -207,8 +207,7 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     // One launch; its grid (rows * splits here) is cut to the co-resident row slots at launch.
     g.cooperative = true;
     add(0, grid(rows * splits));
-    g.counter_offset = align256(3 * partials);
-    g.workspace_bytes = align256(g.counter_offset + std::size_t(rows) * 4);
+    g.workspace_bytes = align256(3 * partials);  // [rows][splits][3]; the barrier is the driver's
     g.grid = g.phase_grid[0];
     return;
   }

@@ -30,8 +30,8 @@
 //                                     summed in group order per column
 //   kvt_normalize_split_coop       one pass, one cooperative launch of co-resident blocks (config
 //                                     `coop`): each block keeps its slice in registers, writes the
-//                                     slice's statistics as phase 0 does, waits at its row's arrival
-//                                     counter for the row's other slices, merges all of them in a
+//                                     slice's statistics as phase 0 does, waits at a grid-wide
+//                                     barrier for the row's other slices, merges all of them in a
 //                                     fixed order and writes y as phase 2 does, so x is read once.
 // Template arguments as normalize.cu's (the block is TPR threads, one slice; ITEMS vectors each).
 // The phased kernel reads x twice (phases 0 and 2): from L2 when the rows in flight fit there, else
@@ -397,8 +397,11 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split(const KvtNormalizePar
 
 // One pass, cooperative: gridDim.x = (co-resident row slots) * splits, all blocks co-resident (the
 // host refuses the launch otherwise). Block b always takes slice b % splits of rows b / splits,
-// b / splits + slots, ...: the blocks of a row slot wait only for each other, round after round.
-// p.row_counters[rows] are zero at launch; p.row_partials as phase 0's.
+// b / splits + slots, ...: one row a slot a round, every block through every round (a slot past the
+// last row idles in its last round), and one grid-wide barrier a round (kvt_grid_sync) between
+// the slices' partial statistics and their merge. The barrier needs no counters in the workspace,
+// so the launch has no memset before it (1.9 us a call under graph replay on an H200; the per-row
+// counters this replaced had one). p.row_partials as phase 0's.
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
@@ -407,19 +410,24 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
   __shared__ KvtMerge merge_scratch[TPR / 32];
   const long long slots = gridDim.x / p.splits;
   const long long slot = blockIdx.x / p.splits;
-  if (slot >= slots) return;
   const long long split = blockIdx.x % p.splits;
   const long long begin = split * kSlice;
-  for (long long row = slot; row < p.rows; row += slots) {
-    float* partials = p.row_partials + row * p.splits * 3;
-    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+  const long long rounds = (p.rows + slots - 1) / slots;
+  for (long long round = 0; round < rounds; ++round) {
+    const long long row = slot + round * slots;
+    const bool active = row < p.rows;  // the same for the whole block
+    float* partials = p.row_partials + (active ? row : 0) * p.splits * 3;
+    const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
     V v[ITEMS];
-    kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
-    // Every slice reads x[0] before it arrives and slice 0 writes y[0] only after all have: in place too.
-    const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
-    kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
-    if (threadIdx.x == 0) kvt_arrive_and_wait(p.row_counters + row, (unsigned)p.splits);
-    __syncthreads();
+    float shift = 0.f;
+    if (active) {
+      kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
+      // Every slice reads x[0] before the barrier and slice 0 writes y[0] only after it: in place too.
+      shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
+      kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
+    }
+    kvt_grid_sync();
+    if (!active) continue;
     // Every slice merges all of the row's partials the same way: bitwise the same statistics.
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,

@@ -430,8 +430,8 @@ KvtResidualParams residual_params(const LaunchArgs& a) {
   return KvtResidualParams{a.residual, a.residual_out, a.ld_residual, a.ld_residual_out};
 }
 
-// The one-pass cooperative split form: the counters zeroed, then one launch of as many whole row
-// slots (splits blocks each) as the device holds at once. Where not even one row's slices fit, or
+// The one-pass cooperative split form: one launch of as many whole row slots (splits blocks each)
+// as the device holds at once (no memset before it: its barrier is the driver's, kvt_grid_sync). Where not even one row's slices fit, or
 // the device has no cooperative launch, the variant is refused (never launched without the
 // co-residency guarantee: its blocks wait for each other).
 cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config& config, const Geometry& g,
@@ -442,10 +442,6 @@ cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config&
   if (resident == 0) return cudaErrorNotSupported;
   const std::int64_t slots = std::min<std::int64_t>(resident / config.splits, params.rows);
   if (slots < 1) return cudaErrorCooperativeLaunchTooLarge;
-  auto* base = reinterpret_cast<unsigned char*>(params.row_partials);
-  params.row_counters = reinterpret_cast<unsigned*>(base + g.counter_offset);
-  status = cudaMemsetAsync(params.row_counters, 0, std::size_t(params.rows) * sizeof(unsigned), stream);
-  if (status != cudaSuccess) return status;
   return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params, residual);
 }
 
