@@ -21,6 +21,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import norm_backward as nb  # noqa: E402  (its helpers: params, saved_stats, kvtune_backward)
 
 
+def profile_window(calls, n, count):
+    """Each of `calls` (fn(i): one call on rotated set i) n times between cudaProfilerStart and
+    cudaProfilerStop, on sets 1, 2, ... (mod count): the calls before it tuned and warmed on set 0."""
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for fn in calls:
+        for i in range(n):
+            fn((i + 1) % count)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--op", default="layer_norm", choices=sorted(nb.MODE))
@@ -51,13 +63,7 @@ def main():
     calls = [ours] + ([theirs] if args.op == "layer_norm" else [])
     for fn in calls:
         fn(0)  # kvtune tunes here, outside the profiled window
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for fn in calls:
-        for i in range(args.calls):
-            fn((i + 1) % count)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profile_window(calls, args.calls, count)
 
 
 if __name__ == "__main__":

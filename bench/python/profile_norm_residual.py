@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import norm_residual as nr  # noqa: E402  (its helpers: fused, params, norm_ref)
+import profile_norm_backward as pnb  # noqa: E402  (profile_window)
 
 
 def main():
@@ -47,13 +48,7 @@ def main():
     for fn in calls:
         for i in range(count):
             fn(i)  # kvtune tunes and torch.compile compiles here, outside the profiled window
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for fn in calls:
-        for i in range(args.calls):
-            fn((i + 1) % count)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    pnb.profile_window(calls, args.calls, count)
 
 
 if __name__ == "__main__":
