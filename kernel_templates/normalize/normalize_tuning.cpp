@@ -431,9 +431,9 @@ KvtResidualParams residual_params(const LaunchArgs& a) {
 }
 
 // The one-pass cooperative split form: one launch of as many whole row slots (splits blocks each)
-// as the device holds at once (no memset before it: its barrier is the driver's, kvt_grid_sync). Where not even one row's slices fit, or
-// the device has no cooperative launch, the variant is refused (never launched without the
-// co-residency guarantee: its blocks wait for each other).
+// as the device holds at once (no memset before it: its barrier is the driver's, kvt_grid_sync).
+// Where not even one row's slices fit, or the device has no cooperative launch, the variant is
+// refused (never launched without the co-residency guarantee: its blocks wait for each other).
 cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config& config, const Geometry& g,
                                KvtNormalizeParams& params, const KvtResidualParams& residual, cudaStream_t stream) {
   int resident = 0;
