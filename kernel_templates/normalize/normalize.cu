@@ -22,7 +22,7 @@
 #include "common.cuh"
 #include "normalize_params.h"
 
-// regs[] is only read after pass 1 filled it; the front end cannot see that through the lambdas.
+// kf[] is only read after pass 1 filled it; the front end cannot see that through the lambdas.
 #pragma nv_diag_suppress 549
 
 template <int TPR, int RPB>
@@ -214,8 +214,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   const T* x = static_cast<const T*>(p.x) + (active ? row : 0) * p.ld_x;
   T* y = static_cast<T*>(p.y) + (active ? row : 0) * p.ld_y;
   T* srow = reinterpret_cast<T*>(dynamic_smem) + group * ((p.cols + VW - 1) / VW * VW);
-  // RES: the row normalized is s = x + residual; residual_out gets s in pass 2 (after the row's
-  // reductions: every thread of the row has read its first element by then, in place too).
+  // RES: the row normalized is s = x + residual, written to residual_out when RES == 2 (kEarlyS).
   const T* res = RES != 0 ? static_cast<const T*>(rp.residual) + (active ? row : 0) * rp.ld_r : nullptr;
   T* res_out = RES == 2 ? static_cast<T*>(rp.residual_out) + (active ? row : 0) * rp.ld_s : nullptr;
   // The input row's vector at column j: x, or x + residual.
@@ -234,7 +233,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
     }
   };
 
-  V regs[KEEP == 0 ? ITEMS : 1];
+  // Register keep holds the row as floats already shifted (f = x - shift): the later passes take
+  // no conversion and no subtraction an element.
+  float kf[KEEP == 0 ? ITEMS * VW : 1];
   // Visits this thread's vectors of the row in order: i is the vector's ordinal, j its first column.
   auto for_each_vector = [&](auto&& visit) {
     if constexpr (KEEP == 0) {
@@ -245,10 +246,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
       for (long long j = lane * (long long)VW; j < cols; j += kStride, ++i) visit(i, j);
     }
   };
-  // The row's vector i at column j, from wherever KEEP holds it.
-  auto kept = [&](int i, long long j) -> V {
-    if constexpr (KEEP == 0) return regs[i];
-    else if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(srow + j);
+  // The row's vector at column j, from shared memory or read again (register keep: see kf).
+  auto kept = [&](long long j) -> V {
+    if constexpr (KEEP == 1) return *reinterpret_cast<const V*>(srow + j);
     else if constexpr (RES != 0) return kvt_add(load_masked<T, VW>(x, j, cols), load_masked<T, VW>(res, j, cols));
     else return load_masked<T, VW>(x, j, cols);
   };
@@ -263,19 +263,43 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
 
   // With FULL every element of an active row is real: masks reduce to the row's activity.
   auto in_row = [&](long long j) { return FULL ? active : j < cols; };
+  // s (RES == 2) is written in pass 1, as each vector arrives, when the row is kept (registers,
+  // shared memory): its stores overlap the row's reductions, and the vectors need not stay. s may
+  // be written over x or the residual, so every thread of the row reads the shift's element first.
+  // Re-read keep loads x and the residual again in the later passes: s waits for pass 2 there.
+  constexpr bool kEarlyS = RES == 2 && KEEP != 2;
+  if constexpr (kEarlyS && MODE != 2) {
+    if constexpr (TPR <= 32) __syncwarp();  // a row's lanes lie in one warp
+    else __syncthreads();
+  }
+  auto store_s = [&](long long j, const V& v) {
+    if constexpr (FULL) *reinterpret_cast<V*>(res_out + j) = v;
+    else store_masked<T, VW>(res_out, j, cols, v);
+  };
+  // The row's vector i less the shift, into f: kept as such, or converted from v (the vector kept).
+  auto shifted = [&](int i, const V& v, float (&f)[VW]) {
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      if constexpr (KEEP == 0) f[k] = kf[i * VW + k];
+      else f[k] = kvt_to_float(v.v[k]) - shift;
+    }
+  };
 
   // Pass 1: load (and keep) the row; accumulate sum (two-pass, rmsnorm: sum of squares) or Welford.
   float sum = 0.f, n = 0.f, mean = 0.f, m2 = 0.f;
   for_each_vector([&](int i, long long j) {
     V v;
     load_in(v, j);
-    if constexpr (KEEP == 0) regs[i] = v;
+    if constexpr (kEarlyS) {
+      if (in_row(j)) store_s(j, v);
+    }
     if constexpr (KEEP == 1) {
       if (j < cols) *reinterpret_cast<V*>(srow + j) = v;
     }
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
       const float f = kvt_to_float(v.v[k]) - shift;
+      if constexpr (KEEP == 0) kf[i * VW + k] = f;
       if constexpr (MODE == 2) {
         sum += f * f;  // masked-off elements are zero
       } else if (in_row(j + k)) {
@@ -301,10 +325,11 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
       mean = Group::sum(sum, scratch) / count;
       float centred = 0.f;
       for_each_vector([&](int i, long long j) {
-        const V v = kept(i, j);
+        float f[VW];
+        shifted(i, KEEP == 0 ? V{} : kept(j), f);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
-          const float d = (kvt_to_float(v.v[k]) - shift) - mean;
+          const float d = f[k] - mean;
           if (in_row(j + k)) centred += d * d;
         }
       });
@@ -326,20 +351,22 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize(const KvtNormalizePar
   // Pass 2: write y.
   const T* gamma = static_cast<const T*>(p.gamma);
   const T* beta = static_cast<const T*>(p.beta);
+  // (f - mean) * scale as one fused multiply-add: f and mean are both relative to the shift, so
+  // the product mean * scale carries no large magnitude into the difference.
+  const float offset = -mean * scale;
   for_each_vector([&](int i, long long j) {
     if (!in_row(j)) return;
-    const V v = kept(i, j);
-    if constexpr (RES == 2) {
-      if constexpr (FULL) *reinterpret_cast<V*>(res_out + j) = v;
-      else store_masked<T, VW>(res_out, j, cols, v);
-    }
+    const V v = KEEP == 0 ? V{} : kept(j);
+    if constexpr (RES == 2 && !kEarlyS) store_s(j, v);
+    float f[VW];
+    shifted(i, v, f);
     V g, b;
     if constexpr ((AFFINE & 1) != 0) g = FULL ? *reinterpret_cast<const V*>(gamma + j) : load_masked<T, VW>(gamma, j, cols);
     if constexpr ((AFFINE & 2) != 0) b = FULL ? *reinterpret_cast<const V*>(beta + j) : load_masked<T, VW>(beta, j, cols);
     V out;
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      float r = ((kvt_to_float(v.v[k]) - shift) - mean) * scale;
+      float r = fmaf(f[k], scale, offset);
       if constexpr ((AFFINE & 1) != 0) r *= kvt_to_float(g.v[k]);
       if constexpr ((AFFINE & 2) != 0) r += kvt_to_float(b.v[k]);
       out.v[k] = kvt_from_float<T>(r);

@@ -23,6 +23,9 @@ inline KvtEmulatedDim3 blockIdx, gridDim, blockDim;
 inline thread_local KvtEmulatedDim3 threadIdx;
 inline pthread_barrier_t kvt_emulated_barrier;
 inline void __syncthreads() { pthread_barrier_wait(&kvt_emulated_barrier); }
+// A warp barrier as the whole block's: valid for kernels whose every thread reaches it (the
+// normalize forward's; dwconv_mma.cuh's are never run).
+inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&kvt_emulated_barrier); }
 
 // Warps: lanes threadIdx.x % 32 of warp threadIdx.x / 32 (blocks of one dimension). Every lane of a
 // warp calls each shuffle (the kernels' full-mask shuffles), so two barriers of the warp's lanes
@@ -138,7 +141,6 @@ template <int N> void kvt_cp_async_wait() {}
 // The tensor-core kernel (dwconv_mma.cuh) is not emulated: what only it uses aborts.
 inline unsigned __byte_perm(unsigned, unsigned, unsigned) { std::abort(); }
 inline unsigned kvt_smem_address(const void*) { std::abort(); }
-inline void __syncwarp() { std::abort(); }
 inline int __syncthreads_or(int) { std::abort(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline long long clock64() { return 0; }
