@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -147,9 +149,16 @@ struct Replay {
   std::vector<std::string> ranks;  // per problem: where the cost model ranks the measured winner
 };
 
+// The variants a replayed search always times (the heuristic's and the learned picks); empty: those
+// Context::tune adds, from the shipped tables (in-sample where they were fitted on the replayed
+// trials).
+template <class F>
+using Picks = std::function<std::vector<typename F::Config>(const typename F::Problem&)>;
+
 // Replays the default budgeted search of family F on recorded exhaustive trials.
 template <class F>
-void replay(const nlohmann::json& entry, int budget, Replay& r, double copy_bytes_per_s = 4.24e12) {
+void replay(const nlohmann::json& entry, int budget, Replay& r, double copy_bytes_per_s = 4.24e12,
+            const Picks<F>& picks = {}) {
   const auto problem = F::from_key(entry.at("problem_key").get<std::string>());
   REQUIRE(problem);
   std::map<std::string, double> measured;
@@ -172,9 +181,16 @@ void replay(const nlohmann::json& entry, int budget, Replay& r, double copy_byte
   tuner::Options o;
   o.budget_variants = budget;
   o.seed = std::hash<std::string>{}(problem->key());
-  const auto heuristic = F::heuristic(*problem, 9);
-  for (std::size_t i = 0; i < configs.size(); ++i)
-    if (configs[i] == heuristic) o.required.push_back(int(i));
+  std::vector<typename F::Config> required;
+  if (picks) {
+    required = picks(*problem);
+  } else {
+    required = F::learned_picks(*problem, 9, "", tuner::kLearnedPicks);
+    required.insert(required.begin(), F::heuristic(*problem, 9));
+  }
+  for (const auto& c : required)
+    for (std::size_t i = 0; i < configs.size(); ++i)
+      if (configs[i] == c) o.required.push_back(int(i));
   const auto chosen = tuner::choose(candidates, o);
   double best = 1e30, got = 1e30;
   std::string winner;
@@ -277,10 +293,10 @@ TEST_CASE("budgeted search on the recorded H200 normalize backward trials: withi
   // The 24 backward problems recorded exhaustively after the backward kept gamma in registers
   // (2026-12-02-h200-backward-exhaustive: 18 training shapes and kvtune-bench's 6 rows). The
   // heuristic the search always times is the learned one, fitted on these very trials: in-sample.
-  // The project's target (>= 90 % of the problems within 3 %) is missed here: 20 of 24 when written,
-  // the misses 3.3-5.4 % (the same replay over the recording of 2026-12-01 with that day's kernels,
-  // table and transfer: 19 of 24, misses up to 9.4 %). The cost model's first picks are what miss;
-  // this case holds the line where it is.
+  // With the heuristic alone the target (>= 90 % of the problems within 3 %) was missed: 20 of 24,
+  // the misses 3.3-5.4 %. The search now also times the table's 8 best (learned_picks), which on
+  // their own trials find every winner (24 of 24, in-sample); held out, 21 of 24 (the next case).
+  // This case holds the line where it was.
   const std::string dir = std::string(KVTUNE_SOURCE_DIR) + "/tests/data/trials/2026-12-02-h200-backward-exhaustive/";
   Replay norm;
   for (const char* file : {"export-bench.json", "export-train-shard0.json", "export-train-shard1.json"}) {
@@ -293,6 +309,108 @@ TEST_CASE("budgeted search on the recorded H200 normalize backward trials: withi
                    100 * norm.chosen / norm.total, fmt::join(norm.misses, "; ")));
   CHECK(norm.problems == 24);
   CHECK(norm.hits >= 20);
+}
+
+namespace {
+
+// The search's always-timed picks for a recorded problem as Context::tune makes them (the
+// heuristic, then learned_picks), with the problem's own row left out of the learned tables: held
+// out, where the shipped tables were fitted on the replayed trials. `count` learned picks (0: the
+// heuristic alone). The analytic rule is the heuristic on an architecture without tables (cc 8).
+template <class F>
+std::vector<typename F::Config> held_out_picks(const typename F::Problem& p, const nlohmann::json& table,
+                                               const std::string& model, int count) {
+  const std::string key = p.key();
+  const typename F::Config rule = F::heuristic(p, 8);
+  std::vector<typename F::Config> out;
+  if constexpr (std::is_same_v<F, detail::NormalizeFamily>) {
+    const auto learned = normalize::learned_config(p, table, key, model);
+    // (outside the one-block space the heuristic is the split rule's, which the table never overrides)
+    const bool one_block = F::heuristic(p, 9, model).splits == 1;
+    out.push_back(learned && one_block ? *learned : rule);
+    if (one_block)
+      for (auto& c : normalize::learned_configs(p, table, key, model, count)) out.push_back(std::move(c));
+  } else {
+    const auto learned = dwconv::learned_config(p, rule, table, key, model);
+    out.push_back(learned ? *learned : rule);
+    for (auto& c : dwconv::learned_configs(p, table, key, model, count)) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(std::string(KVTUNE_SOURCE_DIR) + "/" + path);
+  REQUIRE(in);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("budgeted search with the learned picks, held out: within 3% on more problems", "[tuner]") {
+  // Every recorded exhaustive run the shipped tables were fitted on, replayed with each problem's
+  // own row out of the tables, with and without tuner::kLearnedPicks learned picks besides the
+  // heuristic (bench/NOTES.md, 2026-12-02 evening).
+  const char* norm_table = "kernel_templates/normalize/normalize_learned_sm90.json";
+  const char* dw_table = "kernel_templates/dwconv/dwconv_learned_sm90.json";
+  const std::string h200 = "NVIDIA H200", h100 = "NVIDIA H100 80GB HBM3";
+  const std::string b = "tests/data/trials/2026-12-02-h200-backward-exhaustive/";
+  const std::string d = "tests/data/trials/2026-12-01-h200-dwconv-exhaustive/";
+  const std::string a = "tests/data/trials/2026-11-27-h100-affine-narrow/";
+  const std::vector<std::tuple<std::string, std::string, std::string, double>> sources = {
+      {norm_table, "tests/data/trials/2026-11-22-h200-exhaustive/export.json", h200, 4.24e12},
+      {norm_table, a + "export-recorded.json", h100, 3.0e12},
+      {norm_table, a + "export-affine.json", h100, 3.0e12},
+      {norm_table, b + "export-bench.json", h200, 4.24e12},
+      {norm_table, b + "export-train-shard0.json", h200, 4.24e12},
+      {norm_table, b + "export-train-shard1.json", h200, 4.24e12},
+      {dw_table, d + "export-bench.json", h200, 4.24e12},
+      {dw_table, d + "export-train-shard0.json", h200, 4.24e12},
+      {dw_table, d + "export-train-shard1.json", h200, 4.24e12},
+      {dw_table, d + "export-train-shard2.json", h200, 4.24e12}};
+  std::map<std::string, nlohmann::json> tables;
+  std::map<int, std::map<std::string, Replay>> by_count;  // learned picks -> "normalize" / "normalize backward" / "dwconv"
+  for (const auto& [table, file, model, copy] : sources) {
+    if (!tables.count(table)) tables[table] = read_json(table);
+    const auto doc = read_json(file);
+    for (const auto& e : doc.at("entries")) {
+      const std::string op = e.at("op").get<std::string>();
+      if (e.at("trials").size() <= 8) continue;  // (budgeted runs: nothing to replay)
+      for (int count : {0, tuner::kLearnedPicks}) {
+        if (op == "normalize") {
+          const auto p = normalize::problem_from_key(e.at("problem_key").get<std::string>());
+          REQUIRE(p);
+          const Picks<detail::NormalizeFamily> picks = [&](const normalize::Problem& q) {
+            return held_out_picks<detail::NormalizeFamily>(q, tables[table], model, count);
+          };
+          replay<detail::NormalizeFamily>(e, ContextOptions{}.budget_variants,
+                                          by_count[count][p->backward ? "normalize backward" : "normalize"], copy, picks);
+        } else if (op == "dwconv") {
+          const Picks<detail::DwConvFamily> picks = [&](const dwconv::Problem& q) {
+            return held_out_picks<detail::DwConvFamily>(q, tables[table], model, count);
+          };
+          replay<detail::DwConvFamily>(e, ContextOptions{}.budget_variants, by_count[count]["dwconv"], copy, picks);
+        }
+      }
+    }
+  }
+  for (const char* op : {"normalize", "normalize backward", "dwconv"}) {
+    const Replay& without = by_count[0][op];
+    const Replay& with = by_count[tuner::kLearnedPicks][op];
+    INFO(op);
+    WARN(fmt::format("{}, held out: heuristic alone {}/{} within 3% ({:.0f}% of the variants), with {} learned picks "
+                     "{}/{} ({:.0f}%); misses with: {}",
+                     op, without.hits, without.problems, 100 * without.chosen / without.total, tuner::kLearnedPicks,
+                     with.hits, with.problems, 100 * with.chosen / with.total, fmt::join(with.misses, "; ")));
+    CHECK(with.problems == without.problems);
+    CHECK(with.problems > 0);
+    CHECK(with.hits >= without.hits);
+  }
+  // When written (8 picks): normalize 57/57 (heuristic alone 56), backward 21/24 (18), dwconv 96/104
+  // (93): 174 of 185, 94 %, against 167 (90 %) with the heuristic alone.
+  int hits = 0, problems = 0;
+  for (const auto& [op, r] : by_count[tuner::kLearnedPicks]) hits += r.hits, problems += r.problems;
+  CHECK(problems == 185);
+  CHECK(hits >= 0.9 * problems);
 }
 
 TEST_CASE("budgeted search on exhaustive H100 trials (flat items, staged tiles): within 3% on >= 90%", "[tuner]") {

@@ -72,20 +72,31 @@ struct Neighbours {
   double score(const std::string& label) const {
     return score_at([&](const typename RecordedRankings<Problem>::Row&) { return label; });
   }
+  /// Up to `count` configs of `space` that `accept` takes, lowest score first (the first among
+  /// equals), each with its score, its label at a neighbour `label_at(config, row)`; only those the
+  /// neighbours saw within the cap somewhere (a lower score than the cap's).
+  template <class Config, class Accept, class LabelAt>
+  std::vector<std::pair<Config, double>> best_n(const std::vector<Config>& space, Accept accept, LabelAt label_at,
+                                                int count) const {
+    std::vector<std::pair<Config, double>> out;
+    for (const Config& c : space) {
+      if (!accept(c)) continue;
+      const double s = score_at([&](const typename RecordedRankings<Problem>::Row& row) { return label_at(c, row); });
+      if (s < std::log(cap) - 1e-12) out.emplace_back(c, s);  // else the rankings say nothing of it
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (out.size() > std::size_t(std::max(count, 0))) out.resize(std::size_t(std::max(count, 0)));
+    return out;
+  }
   /// The lowest-scoring config of `space` that `accept` takes (the first among equals) and its score,
   /// its label at a neighbour `label_at(config, row)`; nullopt where the neighbours saw none of them
   /// within the cap.
   template <class Config, class Accept, class LabelAt>
   std::optional<std::pair<Config, double>> best(const std::vector<Config>& space, Accept accept,
                                                 LabelAt label_at) const {
-    std::optional<std::pair<Config, double>> out;
-    for (const Config& c : space) {
-      if (!accept(c)) continue;
-      const double s = score_at([&](const typename RecordedRankings<Problem>::Row& row) { return label_at(c, row); });
-      if (!out || s < out->second) out.emplace(c, s);
-    }
-    if (out && out->second >= std::log(cap) - 1e-12) return std::nullopt;  // the rankings say nothing here
-    return out;
+    auto top = best_n(space, accept, label_at, 1);
+    if (top.empty()) return std::nullopt;
+    return std::move(top.front());
   }
   /// The same with each config's own label at every neighbour.
   template <class Config, class Accept>

@@ -101,6 +101,10 @@ struct Progress {
   bool final = false;  // the interleaved re-measure of the finalists
 };
 
+/// How many of the recorded rankings' best variants (a family's learned_picks) a budgeted search
+/// times besides the heuristic's pick (lib/src/tuning_run.h; bench/NOTES.md, 2026-12-02).
+inline constexpr int kLearnedPicks = 8;
+
 struct Options {
   int samples = 15;              // timed batches per candidate; the median is kept
   double batch_ms = 0.25;        // each timed batch lasts at least this long

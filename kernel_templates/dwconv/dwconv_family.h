@@ -127,6 +127,13 @@ std::optional<Config> learned_config(const Problem& problem, const Config& rule,
 /// `exclude` (held-out evaluation; tests).
 std::optional<Config> learned_config(const Problem& problem, const Config& rule, const nlohmann::json& data,
                                      const std::string& exclude, const std::string& gpu_model = {});
+/// The `count` valid variants with the lowest of those means, lowest first, without the margin
+/// (only those the neighbours saw within the cap): the budgeted search times them all
+/// (lib/src/tuning_run.h). Empty for other architectures and problems far from every recorded one.
+std::vector<Config> learned_configs(const Problem& problem, int cc_major, const std::string& gpu_model, int count);
+/// The same from a parsed document, without the recorded problem keyed `exclude` (held-out replays).
+std::vector<Config> learned_configs(const Problem& problem, const nlohmann::json& data, const std::string& exclude,
+                                    const std::string& gpu_model, int count);
 
 struct Geometry {
   unsigned grid_x = 0, grid_y = 1;

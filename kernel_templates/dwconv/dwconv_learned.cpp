@@ -5,6 +5,7 @@
 // heuristic learns") has the fit, the held-out evaluation and why the parameters are what they are.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -66,7 +67,29 @@ std::optional<Config> choose(const Problem& p, const Config& rule, const Ranking
   return best->first;
 }
 
+// Up to `count` variants by their transferred scores alone (no margin against the rule).
+std::vector<Config> ranked(const Problem& p, const Rankings& data, const std::string& exclude,
+                           const std::string& gpu_model, int count) {
+  const auto near = tuner::nearest(p, data, exclude, gpu_model, distance, kNeighbours, kReach);
+  if (near.rows.empty()) return {};
+  std::vector<Config> out;
+  const auto accept = [&](const Config& c) { return is_valid(p, c); };
+  const auto own_label = [](const Config& c, const Rankings::Row&) { return c.label(); };
+  for (auto& [c, score] : near.best_n(enumerate(p), accept, own_label, count)) out.push_back(std::move(c));
+  return out;
+}
+
 }  // namespace
+
+std::vector<Config> learned_configs(const Problem& p, int cc_major, const std::string& gpu_model, int count) {
+  const Rankings* data = shipped(cc_major);
+  return data != nullptr ? ranked(p, *data, "", gpu_model, count) : std::vector<Config>{};
+}
+
+std::vector<Config> learned_configs(const Problem& p, const nlohmann::json& data, const std::string& exclude,
+                                    const std::string& gpu_model, int count) {
+  return ranked(p, parse(data), exclude, gpu_model, count);
+}
 
 std::optional<Config> learned_config(const Problem& p, const Config& rule, int cc_major, const std::string& gpu_model) {
   const Rankings* data = shipped(cc_major);

@@ -28,6 +28,10 @@ struct DwConvFamily {
   static Config heuristic(const Problem& p, int cc_major, const std::string& gpu_model = {}) {
     return dwconv::heuristic_config(p, cc_major, gpu_model);
   }
+  /// The variants the recorded rankings rank best (learned_configs), timed by every budgeted search.
+  static std::vector<Config> learned_picks(const Problem& p, int cc_major, const std::string& gpu_model, int count) {
+    return dwconv::learned_configs(p, cc_major, gpu_model, count);
+  }
   static bool is_valid(const Problem& p, const Config& c) { return dwconv::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return dwconv::compile_request(p, c, arch);

@@ -28,6 +28,8 @@ struct DwConvStatesFamily {
   static Config heuristic(const Problem& p, int cc_major, const std::string& /*gpu_model*/ = {}) {
     return dwconv_states::heuristic_config(p, cc_major);
   }
+  /// No recorded rankings for this family: the budgeted search times the heuristic's pick alone.
+  static std::vector<Config> learned_picks(const Problem&, int, const std::string&, int) { return {}; }
   static bool is_valid(const Problem& p, const Config& c) { return dwconv_states::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return dwconv_states::compile_request(p, c, arch);

@@ -133,6 +133,13 @@ std::optional<Config> learned_config(const Problem& problem, int cc_major, const
 /// `exclude` (held-out evaluation; tests).
 std::optional<Config> learned_config(const Problem& problem, const nlohmann::json& data, const std::string& exclude,
                                      const std::string& gpu_model = {});
+/// The `count` best variants by the same transferred scores, best first (learned_config's is the
+/// first), only those the neighbours saw within the cap: the budgeted search times them all
+/// (lib/src/tuning_run.h). Empty where learned_config is nullopt.
+std::vector<Config> learned_configs(const Problem& problem, int cc_major, const std::string& gpu_model, int count);
+/// The same from a parsed document, without the recorded problem keyed `exclude` (held-out replays).
+std::vector<Config> learned_configs(const Problem& problem, const nlohmann::json& data, const std::string& exclude,
+                                    const std::string& gpu_model, int count);
 
 struct Geometry {
   unsigned grid = 0;

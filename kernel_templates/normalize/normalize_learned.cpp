@@ -52,10 +52,11 @@ const Rankings* shipped(int cc_major) {
   return &data;
 }
 
-std::optional<Config> choose(const Problem& p, const Rankings& data, const std::string& exclude,
-                             const std::string& gpu_model) {
+// Up to `count` variants, best transferred score first.
+std::vector<Config> choose(const Problem& p, const Rankings& data, const std::string& exclude,
+                           const std::string& gpu_model, int count) {
   const auto near = tuner::nearest(p, data, exclude, gpu_model, distance, kNeighbours, kReach);
-  if (near.rows.empty()) return std::nullopt;
+  if (near.rows.empty()) return {};
   const std::vector<Config> space = enumerate(p);
   const auto accept = [&](const Config& c) {
     // One-block rows; the backward's cooperative dgamma/dbeta sums too (their launch takes at most
@@ -90,21 +91,35 @@ std::optional<Config> choose(const Problem& p, const Rankings& data, const std::
     }
     return at.label();
   };
-  const auto best = near.best(space, accept, label_at);
-  if (!best) return std::nullopt;
-  return best->first;
+  std::vector<Config> out;
+  for (auto& [c, score] : near.best_n(space, accept, label_at, count)) out.push_back(std::move(c));
+  return out;
+}
+
+std::optional<Config> first(std::vector<Config> v) {
+  if (v.empty()) return std::nullopt;
+  return std::move(v.front());
 }
 
 }  // namespace
 
 std::optional<Config> learned_config(const Problem& p, int cc_major, const std::string& gpu_model) {
-  const Rankings* data = shipped(cc_major);
-  return data != nullptr ? choose(p, *data, "", gpu_model) : std::nullopt;
+  return first(learned_configs(p, cc_major, gpu_model, 1));
 }
 
 std::optional<Config> learned_config(const Problem& p, const nlohmann::json& data, const std::string& exclude,
                                      const std::string& gpu_model) {
-  return choose(p, parse(data), exclude, gpu_model);
+  return first(learned_configs(p, data, exclude, gpu_model, 1));
+}
+
+std::vector<Config> learned_configs(const Problem& p, int cc_major, const std::string& gpu_model, int count) {
+  const Rankings* data = shipped(cc_major);
+  return data != nullptr ? choose(p, *data, "", gpu_model, count) : std::vector<Config>{};
+}
+
+std::vector<Config> learned_configs(const Problem& p, const nlohmann::json& data, const std::string& exclude,
+                                    const std::string& gpu_model, int count) {
+  return choose(p, parse(data), exclude, gpu_model, count);
 }
 
 }  // namespace kvtune::normalize

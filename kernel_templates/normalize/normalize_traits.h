@@ -27,6 +27,10 @@ struct NormalizeFamily {
   static Config heuristic(const Problem& p, int cc_major, const std::string& gpu_model = {}) {
     return normalize::heuristic_config(p, cc_major, gpu_model);
   }
+  /// The variants the recorded rankings rank best (learned_configs), timed by every budgeted search.
+  static std::vector<Config> learned_picks(const Problem& p, int cc_major, const std::string& gpu_model, int count) {
+    return normalize::learned_configs(p, cc_major, gpu_model, count);
+  }
   static bool is_valid(const Problem& p, const Config& c) { return normalize::is_runnable(p, c); }
   static CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
     return normalize::compile_request(p, c, arch);
