@@ -415,7 +415,11 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       if constexpr (MODE != 2) shift = kStaged ? staged_shift : p.mean[row];
       if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
     }
-    auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
+    // x relative to the row's centre, before the scale: x (rmsnorm), else (x - shift) - mean, kept
+    // apart for precision (mean is the small correction to shift, 0 from saved statistics before
+    // pass 2 finds it). Pass 2 sums g times this and scales the sum by s once; pass 3 takes xhat as
+    // one FMA of the shifted x, as the forward's output does.
+    auto centred_of = [&](float xv) { return MODE == 2 ? xv : (xv - shift) - mean; };
 
     // Pass 2: A = sum(g), B = sum(g * xhat) and, from a saved mean, C = sum(x - mean): the saved
     // mean is rounded to f32, which is coarse against the spread of rows with |mean| >> std; the
@@ -435,7 +439,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         float g = kvt_to_float(vd.v[k]);
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         a += g;
-        b += g * xhat_of(kvt_to_float(vx.v[k]));
+        b = fmaf(g, centred_of(kvt_to_float(vx.v[k])), b);  // sum(g * xhat) / s
         if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
       }
     });
@@ -444,15 +448,18 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       Group::sums(v, scratch);
       const float c = v[2] / n_cols;
       a = v[0];
-      b = v[1] - c * s * a;  // sum(g * (x - shift - c) * s)
-      mean = c;              // kept apart from shift: their f32 sum would round c away
+      b = s * (v[1] - c * a);  // sum(g * (x - shift - c) * s)
+      mean = c;                // kept apart from shift: their f32 sum would round c away
     } else {
       float v[2] = {a, b};
       Group::sums(v, scratch);
       a = v[0];
-      b = v[1];
+      b = s * v[1];
     }
     const float ca = MODE == 2 ? 0.f : a / n_cols;
+    // dx = s * (g - ca) - xhat * cb as fma(-xhat, cb, fma(s, g, -s * ca)), xhat = fma(f, s, -mean * s)
+    // with f = x (rmsnorm) or x - shift: four operations an element where there were six.
+    const float s_ca = s * ca, mean_s = MODE == 2 ? 0.f : mean * s;
     // Standardize of a constant row (sigma = 0): the sigma term is taken as 0, as PyTorch's std
     // backward does (its gradient masks std == 0), so the gradient stays finite.
     const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
@@ -474,8 +481,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         const float d = kvt_to_float(vd.v[k]);
         float g = d;
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
-        const float xhat = xhat_of(kvt_to_float(vx.v[k]));
-        float v = s * (g - ca) - xhat * cb;
+        const float xv = kvt_to_float(vx.v[k]);
+        const float xhat = fmaf(MODE == 2 ? xv : xv - shift, s, -mean_s);
+        float v = fmaf(-xhat, cb, fmaf(s, g, -s_ca));
         if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);
         out.v[k] = kvt_from_float<T>(v);
         if (FULL || j + k < cols) {
