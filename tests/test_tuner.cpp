@@ -138,6 +138,22 @@ TEST_CASE("choose: exhaustive when the space fits, else required + model's best 
   CHECK(tuner::choose(candidates, o) == chosen);
   o.seed = 43;
   CHECK(tuner::choose(candidates, o) != chosen);  // exploration differs
+  // Preferred candidates (the learned picks) come after the required ones, in order, within the
+  // exploited share (15 of 20 here), before the cost model's best; never beyond the budget.
+  o.preferred = {90, 80, 70};
+  const auto preferred = tuner::choose(candidates, o);
+  const std::set<int> with(preferred.begin(), preferred.end());
+  CHECK(preferred.size() == 20);
+  CHECK((with.count(90) && with.count(80) && with.count(70) && with.count(3) && with.count(97)));
+  o.preferred = {90, 80, 70, 60, 50, 40, 30, 20, 10, 99, 98, 96, 95, 94, 93, 92};  // more than 15 - 2
+  const auto capped = tuner::choose(candidates, o);
+  const std::set<int> in(capped.begin(), capped.end());
+  CHECK(capped.size() == 20);
+  for (int i : {3, 97, 90, 80, 70, 60, 50, 40, 30, 20, 10, 99, 98, 96, 95}) CHECK(in.count(i) == 1);  // the first 13 preferred
+  int model_best = 0;
+  for (int i : capped)
+    if (candidates[std::size_t(i)].predicted_seconds < 13) ++model_best;
+  CHECK(model_best < 13);  // the cost model's share went to the preferred
 }
 
 namespace {
@@ -149,7 +165,7 @@ struct Replay {
   std::vector<std::string> ranks;  // per problem: where the cost model ranks the measured winner
 };
 
-// The variants a replayed search always times (the heuristic's and the learned picks); empty: those
+// The variants a replayed search times first (the heuristic's, then the learned picks); empty: those
 // Context::tune adds, from the shipped tables (in-sample where they were fitted on the replayed
 // trials).
 template <class F>
@@ -181,16 +197,17 @@ void replay(const nlohmann::json& entry, int budget, Replay& r, double copy_byte
   tuner::Options o;
   o.budget_variants = budget;
   o.seed = std::hash<std::string>{}(problem->key());
-  std::vector<typename F::Config> required;
+  // The heuristic is required, the learned picks preferred (as Context::tune).
+  std::vector<typename F::Config> always;
   if (picks) {
-    required = picks(*problem);
+    always = picks(*problem);
   } else {
-    required = F::learned_picks(*problem, 9, "", tuner::kLearnedPicks);
-    required.insert(required.begin(), F::heuristic(*problem, 9));
+    always = F::learned_picks(*problem, 9, "", tuner::kLearnedPicks);
+    always.insert(always.begin(), F::heuristic(*problem, 9));
   }
-  for (const auto& c : required)
+  for (std::size_t k = 0; k < always.size(); ++k)
     for (std::size_t i = 0; i < configs.size(); ++i)
-      if (configs[i] == c) o.required.push_back(int(i));
+      if (configs[i] == always[k]) (k == 0 ? o.required : o.preferred).push_back(int(i));
   const auto chosen = tuner::choose(candidates, o);
   double best = 1e30, got = 1e30;
   std::string winner;

@@ -326,6 +326,10 @@ std::vector<int> choose(const std::vector<Candidate>& candidates, const Options&
   for (int i : options.required) take(i);
   const int budget = std::max<int>(limit, static_cast<int>(out.size()));
   const int exploit = std::max(1, static_cast<int>(std::lround(budget * (1.0 - options.explore))));
+  for (int i : options.preferred) {
+    if (static_cast<int>(out.size()) >= exploit) break;
+    take(i);
+  }
   for (int i : by_model) {
     if (static_cast<int>(out.size()) >= exploit) break;
     take(i);

@@ -102,7 +102,8 @@ struct Progress {
 };
 
 /// How many of the recorded rankings' best variants (a family's learned_picks) a budgeted search
-/// times besides the heuristic's pick (lib/src/tuning_run.h; bench/NOTES.md, 2026-12-02).
+/// prefers after the heuristic's pick (Options::preferred; lib/src/tuning_run.h; bench/NOTES.md,
+/// 2026-12-02).
 inline constexpr int kLearnedPicks = 8;
 
 struct Options {
@@ -126,6 +127,9 @@ struct Options {
   double explore = 0.2;
   std::uint64_t seed = 0;
   std::vector<int> required;  // candidate indices always tried (the heuristic, the incumbent)
+  /// Candidate indices tried next, in order, before the cost model's best, within the budget's
+  /// (1 - explore) share (the learned tables' picks).
+  std::vector<int> preferred;
   /// Kernels faster than this are timed as CUDA-graph replays of a captured batch (no launch gaps).
   /// 100 µs, as kvtune-bench: a launch whose host path makes two API calls (a counter memset and the
   /// kernel) costs ~10 µs of host time a launch, so plain batches timed kernels of 9–12 µs alike.

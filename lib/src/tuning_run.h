@@ -85,7 +85,7 @@ std::shared_ptr<Entry<F>> tune(ContextState& s, DeviceState& dev, const typename
   };
   topt.required.push_back(index_of(F::heuristic(problem, dev.fingerprint.cc_major, dev.fingerprint.name)));
   for (const auto& c : F::learned_picks(problem, dev.fingerprint.cc_major, dev.fingerprint.name, tuner::kLearnedPicks))
-    topt.required.push_back(index_of(c));  // (-1, outside this space: skipped)
+    topt.preferred.push_back(index_of(c));  // (-1, outside this space: skipped)
   std::string incumbent_label;
   if (stored_config) {
     topt.incumbent = index_of(*stored_config);
