@@ -17,6 +17,7 @@ Columns (microseconds per call, median of --repeats; inputs rotate over sets who
 Every kvtune gradient is checked against PyTorch's float64 autograd first.
 
 usage: python3 bench/python/norm_backward.py [--json OUT.json] [--markdown OUT.md] [--no-steps] [--only OPS]
+       [--shapes ROWSxCOLS,...]
 """
 
 import argparse
@@ -220,6 +221,7 @@ def main():
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--rotate-mib", type=float, default=200)
     p.add_argument("--only", help="comma-separated ops")
+    p.add_argument("--shapes", help="comma-separated ROWSxCOLS: only these problems (with --only, both filters)")
     p.add_argument("--no-steps", action="store_true", help="the backward kernels only: skip the step_* columns")
     args = p.parse_args()
     torch.manual_seed(0)
@@ -239,6 +241,8 @@ def main():
     emit("|" + "---|" * 13)
     for op, dtype, r, c in PROBLEMS:
         if args.only and op not in args.only.split(","):
+            continue
+        if args.shapes and f"{r}x{c}" not in args.shapes.split(","):
             continue
         m = measure(op, dtype, r, c, bandwidth, args)
         rows.append(m)
