@@ -415,11 +415,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       if constexpr (MODE != 2) shift = kStaged ? staged_shift : p.mean[row];
       if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
     }
-    // x relative to the row's centre, before the scale: x (rmsnorm), else (x - shift) - mean, kept
-    // apart for precision (mean is the small correction to shift, 0 from saved statistics before
-    // pass 2 finds it). Pass 2 sums g times this and scales the sum by s once; pass 3 takes xhat as
-    // one FMA of the shifted x, as the forward's output does.
-    auto centred_of = [&](float xv) { return MODE == 2 ? xv : (xv - shift) - mean; };
+    auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
 
     // Pass 2: A = sum(g), B = sum(g * xhat) and, from a saved mean, C = sum(x - mean): the saved
     // mean is rounded to f32, which is coarse against the spread of rows with |mean| >> std; the
@@ -439,7 +435,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         float g = kvt_to_float(vd.v[k]);
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         a += g;
-        b = fmaf(g, centred_of(kvt_to_float(vx.v[k])), b);  // sum(g * xhat) / s
+        b += g * xhat_of(kvt_to_float(vx.v[k]));
         if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
       }
     });
@@ -448,20 +444,15 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       Group::sums(v, scratch);
       const float c = v[2] / n_cols;
       a = v[0];
-      b = s * (v[1] - c * a);  // sum(g * (x - shift - c) * s)
-      mean = c;                // kept apart from shift: their f32 sum would round c away
+      b = v[1] - c * s * a;  // sum(g * (x - shift - c) * s)
+      mean = c;              // kept apart from shift: their f32 sum would round c away
     } else {
       float v[2] = {a, b};
       Group::sums(v, scratch);
       a = v[0];
-      b = s * v[1];
+      b = v[1];
     }
     const float ca = MODE == 2 ? 0.f : a / n_cols;
-    // xhat as one FMA of f = x (rmsnorm) or x - shift: fma(f, s, -mean * s). dx keeps s * (g - ca):
-    // its difference is exact where g and ca agree (one column, constant rows), where the product
-    // form s * g - s * ca leaves a rounding residue of s * g (relative error 2e-4..8e-2 against
-    // float64 in the [gpu] sample, H200, 2026-12-02).
-    const float mean_s = MODE == 2 ? 0.f : mean * s;
     // Standardize of a constant row (sigma = 0): the sigma term is taken as 0, as PyTorch's std
     // backward does (its gradient masks std == 0), so the gradient stays finite.
     const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
@@ -483,9 +474,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         const float d = kvt_to_float(vd.v[k]);
         float g = d;
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
-        const float xv = kvt_to_float(vx.v[k]);
-        const float xhat = fmaf(MODE == 2 ? xv : xv - shift, s, -mean_s);
-        float v = fmaf(-xhat, cb, s * (g - ca));
+        const float xhat = xhat_of(kvt_to_float(vx.v[k]));
+        float v = s * (g - ca) - xhat * cb;
         if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);
         out.v[k] = kvt_from_float<T>(v);
         if (FULL || j + k < cols) {
