@@ -386,7 +386,10 @@ TEST_CASE("budgeted search with the learned picks, held out: within 3% on more p
       {dw_table, d + "export-train-shard2.json", h200, 4.24e12}};
   std::map<std::string, nlohmann::json> tables;
   std::map<int, std::map<std::string, Replay>> by_count;  // learned picks -> "normalize" / "normalize backward" / "dwconv"
-  for (const auto& [table, file, model, copy] : sources) {
+  for (const auto& source : sources) {
+    // (named copies: a lambda cannot capture a structured binding in C++17)
+    const std::string table = std::get<0>(source), file = std::get<1>(source), model = std::get<2>(source);
+    const double copy = std::get<3>(source);
     if (!tables.count(table)) tables[table] = read_json(table);
     const auto doc = read_json(file);
     for (const auto& e : doc.at("entries")) {
