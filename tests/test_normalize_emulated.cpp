@@ -214,6 +214,18 @@ void check_backward(Kernel kernel, const Problem& p, const Config& config, bool 
   if (p.dbeta) CHECK(relative_error(dbeta, ref.dbeta) < 1e-4);
 }
 
+// A layernorm backward problem with gamma, dgamma and dbeta.
+Problem layernorm_backward(std::int64_t cols, std::int64_t rows, bool dresidual) {
+  Problem p;
+  p.backward = true;
+  p.mode = NormMode::layernorm;
+  p.cols = cols;
+  p.rows = rows;
+  p.gamma = p.dgamma = p.dbeta = true;
+  p.dresidual = dresidual;
+  return p;
+}
+
 Config one_block(int tpr, int rpb, int vector_bytes, int items, Keep keep, Stat stat) {
   Config c;
   c.threads_per_row = tpr;
@@ -323,13 +335,7 @@ TEST_CASE("emulated: the fused residual add on rows split across blocks", "[norm
 }
 
 TEST_CASE("emulated: the backward adds the gradient into s, one block a row and split rows", "[normalize][residual][emulated][heavy]") {
-  Problem p;
-  p.backward = true;
-  p.mode = NormMode::layernorm;
-  p.cols = 1000;
-  p.rows = 37;
-  p.gamma = p.dgamma = p.dbeta = true;
-  p.dresidual = true;
+  Problem p = layernorm_backward(1000, 37, true);
   Config c = one_block(64, 2, 16, 4, Keep::registers, Stat::two_pass);
   c.recompute = true;
   for (bool dx_is_ds : {false, true})
@@ -381,12 +387,7 @@ TEST_CASE("emulated: the backward's staged rows (copied one row of the loop ahea
   // keep=stage: the row group's next row copied to shared memory while this one is reduced. A row
   // loop of 4 with the last block's rows partly past the end; saved and recomputed statistics;
   // a masked row (1000 columns: the last vector partial, then vectors past the row) and a FULL one.
-  Problem p;
-  p.backward = true;
-  p.mode = NormMode::layernorm;
-  p.rows = 37;
-  p.gamma = p.dgamma = p.dbeta = true;
-  p.dresidual = true;
+  Problem p = layernorm_backward(0, 37, true);  // cols: per check below
   // 64 threads a row, 2 row groups, 4 vectors of 4 a thread; RECOMPUTE and FULL as template arguments.
   const auto check_staged = [&](auto recompute, auto full, std::int64_t cols, std::int64_t rows) {
     constexpr int kRecompute = decltype(recompute)::value;
@@ -432,12 +433,7 @@ TEST_CASE("emulated: the backward of one-column rows is exactly zero", "[normali
   // any rounding residue is the whole relative error (a product form s * g - s * ca left 2e-4 to
   // 8e-2, the larger where s is 1 / eps; [gpu] sample, H200, 2026-12-02). Saved and recomputed
   // statistics, with gamma and without. (Standardize's one column has ddof 1 here: no variance.)
-  Problem p;
-  p.backward = true;
-  p.mode = NormMode::layernorm;
-  p.cols = 1;
-  p.rows = 300;
-  p.gamma = p.dgamma = p.dbeta = true;
+  Problem p = layernorm_backward(1, 300, false);
   for (const bool saved : {true, false}) {
     p.saved_stats = saved;
     Config c = one_block(1, 128, 4, 1, Keep::registers, Stat::two_pass);
