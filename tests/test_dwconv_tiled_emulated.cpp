@@ -214,3 +214,79 @@ TEST_CASE("emulated tiled dwconv: a channel-last long window (K = 63, runs of 32
   // on the GPU.
   check_long<0, 32, 64, 0>(2, 40, 300);
 }
+
+namespace {
+
+// A 2D f32 weight gradient (7x7, padding 3, bias) through one register-tiled variant of the library's
+// space, found by its label; `launch` runs the instantiation the test names (REQUIREd to be the
+// variant's kernel). The image (dy 9 x 13) leaves edge tiles in both directions for 4 rows x runs of 8:
+// row groups 4, 4, 1 and runs 8, 5. With `inf`, x's last pixel of image 0, channel 0 is an inf: the
+// taps that read it for some output are inf or NaN, every other tap stays finite (the corner tile
+// then takes the one-row loop and its selects of dy rows; the whole tile's body would spread NaNs).
+template <class Launch>
+void check_wgrad(DwLayout layout, std::int64_t c, bool inf, const std::string& label, const std::string& name,
+                 const Launch& launch) {
+  DwConvArgs a;
+  a.direction = DwDirection::backward_weight, a.layout = layout, a.dtype = DType::f32;
+  a.n = 2, a.c = c, a.h = 9, a.w = 13, a.kernel_h = 7, a.kernel_w = 7;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
+  const std::size_t tensor = std::size_t(a.n * c * a.h * a.w);
+  auto x = values(tensor, 11);
+  const auto dy = values(tensor, 12);
+  if (inf) x[std::size_t(layout == DwLayout::nchw ? 8 * 13 + 12 : (8 * 13 + 12) * c)] = INFINITY;
+  const std::vector<float> fx(x.begin(), x.end()), fdy(dy.begin(), dy.end());
+  std::vector<float> dw(std::size_t(c * 49), NAN), db(std::size_t(c), NAN);
+  a.x = fx.data(), a.dy = fdy.data(), a.dweight = dw.data(), a.dbias = db.data();
+  dwconv::validate(a);
+  const dwconv::Problem problem = dwconv::make_problem(a);
+  INFO(problem.key() << " " << label);
+  const dwconv::Config* config = nullptr;
+  const auto space = dwconv::enumerate(problem);
+  for (const auto& candidate : space)
+    if (candidate.label() == label) config = &candidate;
+  REQUIRE(config != nullptr);
+  REQUIRE(dwconv::compile_request(problem, *config, "sm_90").name_expressions.at(0) == name);
+  const dwconv::Geometry g = dwconv::geometry(problem, *config, a.n);
+  REQUIRE(g.workspace_bytes == 0);  // one split: dw written by the block
+  REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
+  const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
+  kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&] { launch(params); });
+  std::vector<double> want_dw, want_db;
+  dwconv::reference_backward_weight(problem, a.n, x, dy, want_dw, want_db);
+  // The finite taps against the reference; the others inf or NaN where the reference's are.
+  std::vector<float> finite_dw;
+  std::vector<double> finite_want;
+  int not_finite = 0;
+  for (std::size_t i = 0; i < dw.size(); ++i) {
+    if (std::isfinite(want_dw[i])) {
+      finite_dw.push_back(dw[i]), finite_want.push_back(want_dw[i]);
+    } else {
+      ++not_finite;
+      CHECK(!std::isfinite(dw[i]));
+    }
+  }
+  CHECK(not_finite == (inf ? 16 : 0));  // taps (3..6, 3..6) read x's last pixel: dy rows 5..8, columns 9..12
+  CHECK(relative_error(finite_dw, finite_want) < 1e-5);
+  CHECK(relative_error(db, want_db) < 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with edge tiles", "[dwconv][emulated]") {
+  const bool inf = GENERATE(false, true);
+  SECTION("channel-first, x rows from global memory") {
+    check_wgrad(DwLayout::nchw, 3, inf, "wgrad,ct=1,py=128,tg=49,split=1,reduce=ordered,rw=8,rh=4",
+                "kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1>",
+                [](const KvtDwConvParams& p) { kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1>(p); });
+  }
+  SECTION("channel-first, x planes staged in shared memory") {
+    check_wgrad(DwLayout::nchw, 3, inf, "wgrad,ct=1,py=128,tg=49,split=1,reduce=ordered,rw=8,rh=4,staged",
+                "kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>",
+                [](const KvtDwConvParams& p) { kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>(p); });
+  }
+  SECTION("channel-last, a partial tile of channels") {
+    check_wgrad(DwLayout::nhwc, 10, inf, "wgrad,ct=8,py=32,tg=49,split=1,reduce=ordered,rw=8,rh=4",
+                "kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>",
+                [](const KvtDwConvParams& p) { kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>(p); });
+  }
+}

@@ -207,6 +207,18 @@ __device__ __forceinline__ void kvt_wgrad_row(float (&acc)[N], const float (&g)[
     }
 }
 
+// out = g[rr] for a row index known only at run time, as selects over the unrolled rows (g stays in
+// registers; an indexed read would move it to local memory).
+template <int RH, int RW>
+__device__ __forceinline__ void kvt_select_row(const float (&g)[RH][RW], int rr, float (&out)[RW]) {
+#pragma unroll
+  for (int r = 0; r < RW; ++r) out[r] = g[0][r];
+#pragma unroll
+  for (int k = 1; k < RH; ++k)
+#pragma unroll
+    for (int r = 0; r < RW; ++r) out[r] = rr == k ? g[k][r] : out[r];
+}
+
 // The fused 1D weight gradient's products with a run's window (EPI: the forward's activation, KH = 1):
 // g[r] = dy[r] * act'(z[r]), z[r] = bias + sum_k w[k] x[window(r, k)] recomputed from the very window the
 // products read, so no dy * act'(z) tensor is written or read. MASKED (seq_idx): a tap whose position
@@ -372,7 +384,9 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
     // (every tap), or once per dy row for the block column's kernel row (TG = KW, RH = 1).
     using AW = Axis<0, KW, SW, DW, PW, RW>;
     using AH = Axis<0, KH, SH, DH, PH, RH>;
+    using AH1 = Axis<0, KH, SH, DH, PH, 1>;  // one dy row of the tile (the edge tiles' loop)
     constexpr int kWin = AW::kWindow;
+    constexpr bool kLoopedEdges = RH > 1 && KH * KW >= kKvtLoopedEdgeTaps;
     constexpr int kXRows = kAllTaps ? AH::kWindow : 1;
     using V = Vec<T, VC>;
     constexpr int kLead = ((-PW % VC) + VC) % VC;  // VC | w0 * SW: the window starts kLead into a vector
@@ -491,8 +505,52 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
               for (int v = 0; v < kVecs; ++v) cur[v] = next[v];
           }
         };
-        if (valid == RW && rows == RH) taps(kvt_bool<true>{});
-        else taps(kvt_bool<false>{});
+        bool whole = valid == RW && rows == RH;
+        if constexpr (kLoopedEdges) {
+          // A tile past the image's last row or the row's end without a second unrolled body (what
+          // that cost in compile time: the 7x7 weight gradients' heaviest programs had two bodies of
+          // 1,568 FMAs; kKvtLoopedEdgeTaps). Its missing outputs' dy are zeros, so the whole tile's
+          // body (called once below: a second call would be a second copy) adds exact zeros for
+          // them, unless a window value is an inf or a NaN (0 * inf: a NaN the definition lacks). A
+          // sum over the window (a loop: little code) tells.
+          if (!whole) {
+            float sum = 0.f;
+#pragma unroll 1
+            for (int i = 0; i < AH::kWindow; ++i) {
+              const long long row = AH::base(h) + i;
+              if (!AH::used(i) || row < 0 || row >= p.src_h) continue;
+              V cur[kVecs];
+              load_row(i, cur);
+#pragma unroll
+              for (int j = 0; j < kWin; ++j) sum += kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
+            }
+            whole = kvt_finite(sum);
+          }
+        }
+        if (whole) {
+          taps(kvt_bool<true>{});
+        } else if constexpr (kLoopedEdges) {
+          // Not finite: one dy row at a time (a loop), dy row rr reading window rows rr * SH + i1.
+          for (int rr = 0; rr < rows; ++rr) {
+            float g1[1][RW];
+            kvt_select_row(g, rr, g1[0]);
+#pragma unroll
+            for (int i1 = 0; i1 < AH1::kWindow; ++i1) {
+              if (!AH1::used(i1)) continue;
+              const int i = rr * SH + i1;
+              const long long row = AH::base(h) + i;
+              if (row < 0 || row >= p.src_h) continue;
+              V cur[kVecs];
+              load_row(i, cur);
+              float win[kWin];
+#pragma unroll
+              for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
+              kvt_wgrad_row<AH1, AW, KH, KW, true, false>(acc, g1, win, i1, 1, valid);
+            }
+          }
+        } else {
+          taps(kvt_bool<false>{});
+        }
         wr += step_r;
         hg += step_h;
         n += step_n;
@@ -564,6 +622,7 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
   using AH = Axis<0, KH, SH, DH, PH, RH>;
   using V = Vec<T, VC>;
   constexpr int kWin = AW::kWindow;
+  constexpr bool kLoopedEdges = RH > 1 && KH * KW >= kKvtLoopedEdgeTaps;  // as kvt_dwconv_wgrad's
   constexpr int kLead = ((-PW % VC) + VC) % VC;
   constexpr int kA = PW + kLead;  // shared column s holds x column s - kA (VC | kA)
   constexpr int kVecs = (kLead + kWin + VC - 1) / VC;
@@ -655,8 +714,49 @@ __global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvPar
           kvt_wgrad_row<AH, AW, KH, KW, true, decltype(whole)::value>(acc, g, win, i, rows, valid);
         }
       };
-      if (valid == RW && rows == RH) taps(kvt_bool<true>{});
-      else taps(kvt_bool<false>{});
+      // As kvt_dwconv_wgrad's edge tiles: the whole tile's body where the window is finite, else one
+      // dy row at a time, window rows rr * SH + i1.
+      bool whole = valid == RW && rows == RH;
+      if constexpr (kLoopedEdges) {
+        if (!whole) {
+          float sum = 0.f;
+#pragma unroll 1
+          for (int i = 0; i < AH::kWindow; ++i) {
+            const int row = h * SH - PH + i;
+            if (!AH::used(i) || row < 0 || row >= p.src_h) continue;
+            const T* x_row = xs + (h * SH + i) * x_pitch + w0 * SW;
+#pragma unroll
+            for (int j = 0; j < kWin; ++j) sum += kvt_to_float(x_row[kLead + j]);
+          }
+          whole = kvt_finite(sum);
+        }
+      }
+      if (whole) {
+        taps(kvt_bool<true>{});
+      } else if constexpr (kLoopedEdges) {
+        using AH1 = Axis<0, KH, SH, DH, PH, 1>;
+        for (int rr = 0; rr < rows; ++rr) {
+          float g1[1][RW];
+          kvt_select_row(g, rr, g1[0]);
+#pragma unroll
+          for (int i1 = 0; i1 < AH1::kWindow; ++i1) {
+            if (!AH1::used(i1)) continue;
+            const int i = rr * SH + i1;
+            const int row = h * SH - PH + i;
+            if (row < 0 || row >= p.src_h) continue;
+            const T* x_row = xs + (h * SH + i) * x_pitch + w0 * SW;
+            V cur[kVecs];
+#pragma unroll
+            for (int v = 0; v < kVecs; ++v) cur[v] = *reinterpret_cast<const V*>(x_row + v * VC);
+            float win[kWin];
+#pragma unroll
+            for (int j = 0; j < kWin; ++j) win[j] = kvt_to_float(cur[(kLead + j) / VC].v[(kLead + j) % VC]);
+            kvt_wgrad_row<AH1, AW, KH, KW, true, false>(acc, g1, win, i1, 1, valid);
+          }
+        }
+      } else {
+        taps(kvt_bool<false>{});
+      }
     }
     __syncthreads();  // every thread is done with buffer b before the next image's copies reuse it
   }

@@ -43,7 +43,10 @@ double compile_cost(const Problem& p, const Config& config) {
   // NVRTC's time grows with the unrolled body: on a 7x7 weight gradient (kvtune_compile_scaling
   // --each, 2 cores) 49 taps x runs of 8 x 4 rows took 1.71 s, 4 x 4 and 8 x 2 1.0 s, runs of 8
   // 0.67 s, of 4 0.5 s; 7 taps a block 0.2 s. Beyond kKvtUnrolledTaps taps, kernel rows loop
-  // (two at a time in the tiles).
+  // (two at a time in the tiles). A weight-gradient tile is compiled twice, whole and at the edges,
+  // except with rows per thread and kKvtLoopedEdgeTaps taps or more (the edges: the whole body or a
+  // loop of one dy row): 49 taps x runs of 8 x 4 rows then take 1.1 s (NHWC) and 0.9 s (NCHW, one
+  // core, 2026-12-03).
   const int taps = p.kh * p.kw;
   const double unrolled = taps <= kKvtUnrolledTaps ? taps : 2 * p.kw;
   double body = unrolled;
@@ -57,7 +60,10 @@ double compile_cost(const Problem& p, const Config& config) {
     case Kernel::direct: break;
     case Kernel::wgrad: {
       const WgradConfig& w = config.wgrad();
-      body = double(std::min(w.taps_per_block, taps)) * w.outputs_per_thread * w.rows_per_thread;
+      // Whole and edge bodies of `rows` rows each (the scale above), or a looped edge of one row.
+      const int rows = w.rows_per_thread;
+      const bool looped = rows > 1 && taps >= kKvtLoopedEdgeTaps;
+      body = double(std::min(w.taps_per_block, taps)) * w.outputs_per_thread * (looped ? (rows + 1) / 2.0 : rows);
       break;
     }
     case Kernel::mma: body *= config.mma().segment_tiles; break;

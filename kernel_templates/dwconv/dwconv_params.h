@@ -15,6 +15,15 @@
 // thread ran 4.5x the best (bench/NOTES.md, "compiles in worker processes").
 constexpr int kKvtUnrolledTaps = 256;
 
+// Register-tiled weight gradients of rows per thread and at least this many taps have no second
+// unrolled tile body for their edge tiles (past the image's last row or a row's end): an edge tile
+// runs the whole tile's body (its missing outputs' dy are zeros) when a sum over its window is finite,
+// else a loop over one dy row at a time. A 7x7 kernel's 4 x 8 tiles compile in 1.1 s instead of 1.9
+// (NVRTC, one core), and on an H200 the edge-heavy NCHW 14x14 winner ran 35.0 -> 26.2 us, the NHWC
+// 56x56 one (no edge tiles) 114.7 -> 116.5. Not for 3x3: cheap to compile, and the loop alone made
+// all-edge tiles up to 1.34x slower (bench/NOTES.md, 2026-12-03).
+constexpr int kKvtLoopedEdgeTaps = 25;
+
 struct KvtDwConvParams {
   const void* src;
   void* dst;

@@ -77,6 +77,7 @@ template <bool UP, class V> V kvt_shfl_vec(const V& x, int delta) {
   return r;
 }
 
+inline bool kvt_finite(float f) { return std::isfinite(f); }  // common.cuh's: neither inf nor NaN
 inline float kvt_to_float(float v) { return v; }
 template <class T, int N> struct alignas(sizeof(T) * N) Vec {
   T v[N];
