@@ -296,6 +296,38 @@ TEST_CASE("dwconv states reference: seq_idx runs each packed sequence alone", "[
     }
 }
 
+TEST_CASE("dwconv states reference: the plain result from the whole operation's, bit for bit", "[dwconv][states]") {
+  // The tuning harness's fix-up input: the whole operation's reference with the outputs the options
+  // change recomputed without them must equal the reference run without them.
+  for (DwLayout layout : {DwLayout::ncl, DwLayout::nlc})
+    for (DwDirection direction : {DwDirection::forward, DwDirection::backward_data})
+      for (int k : {2, 4})
+        for (int d : {1, 3})
+          for (int options : {1, 2, 3}) {  // bit 0: initial state, bit 1: seq_idx
+            const bool init_on = (options & 1) != 0, seq_on = (options & 2) != 0;
+            const std::int64_t n = 2, c = 3, w = 29;
+            Problem p = shape(layout, c, w, k, d, direction == DwDirection::forward ? Activation::silu : Activation::none);
+            p.direction = direction;
+            p.gradient_prep = direction == DwDirection::forward && k == 4;
+            INFO(p.key() << " options " << options);
+            const auto src = random_vector(std::size_t(n * c * w), 8);
+            const auto wt = random_vector(std::size_t(c * k), 9);
+            const auto bias = random_vector(std::size_t(c), 10);
+            const auto dy = random_vector(std::size_t(n * c * w), 11);
+            const auto init = init_on ? random_vector(std::size_t(n * c * p.state_len()), 12) : std::vector<double>{};
+            const auto seq = seq_on ? dwconv_states::packed_seq_idx(n, w, 3, 13) : std::vector<std::int32_t>{};
+            const bool fwd = direction == DwDirection::forward;
+            auto values = fwd ? dwconv_states::reference_forward(p, n, src, wt, bias, init, seq, dy, nullptr)
+                              : dwconv_states::reference_backward_data(p, n, src, wt, seq, nullptr);
+            const auto plain = fwd ? dwconv_states::reference_forward(p, n, src, wt, bias, {}, {}, dy, nullptr)
+                                   : dwconv_states::reference_backward_data(p, n, src, wt, {}, nullptr);
+            // The options change something (backward_data reads no initial state: seq_idx alone).
+            if (fwd || seq_on) CHECK(values != plain);
+            dwconv_states::plain_from_full(p, n, values, src, wt, bias, seq, dy);
+            CHECK(values == plain);
+          }
+}
+
 // Finite differences of L = sum(r * y) for every input a gradient exists for, through the composition
 // the library runs: g = dy * act'(z) (the gradient prep), then backward_data / backward_weight on g.
 TEST_CASE("dwconv states reference: gradients match finite differences", "[dwconv][states]") {

@@ -22,6 +22,14 @@ std::vector<double> reference_forward(const Problem& p, std::int64_t n, const st
 std::vector<double> reference_backward_data(const Problem& p, std::int64_t n, const std::vector<double>& g,
                                             const std::vector<double>& w, const std::vector<std::int32_t>& seq_idx,
                                             std::vector<double>* dinitial_state);
+/// The plain convolution's result (initial state and seq_idx absent: what the tuned convolution
+/// leaves before the fix-up) from the whole operation's, in place: forward (src = x) or
+/// backward_data (src = g). Only the outputs whose window reads the initial state or crosses a
+/// seq_idx change are recomputed, the others being the same sum; the result equals
+/// reference_forward / reference_backward_data with both absent, bit for bit.
+void plain_from_full(const Problem& p, std::int64_t n, std::vector<double>& values, const std::vector<double>& src,
+                     const std::vector<double>& w, const std::vector<double>& bias, const std::vector<std::int32_t>& seq_idx,
+                     const std::vector<double>& dy);
 /// dw [c, k] (the taps that read the initial state included) and dbias [c] from x and g.
 void reference_backward_weight(const Problem& p, std::int64_t n, const std::vector<double>& x,
                                const std::vector<double>& g, const std::vector<double>& initial_state,

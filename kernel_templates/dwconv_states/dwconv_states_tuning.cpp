@@ -46,10 +46,13 @@ class StatesHarness final : public tuner::Harness {
     const std::int64_t s = p.state_len();
     tensor_ = batch_ * p.c * p.w;
     state_count_ = batch_ * p.c * s;
-    const auto x = tuner::exact_values(std::size_t(tensor_), 21, 64);
+    // x (the input gradient never reads it) and dy (the gradients', or the gradient prep's).
+    const bool reads_x = p.direction != DwDirection::backward_data;
+    const bool reads_g = p.direction != DwDirection::forward || p.gradient_prep;
+    const auto x = reads_x ? tuner::exact_values(std::size_t(tensor_), 21, 64) : std::vector<double>{};
     const auto w = tuner::exact_values(std::size_t(p.c * p.k), 22, 32);
     const auto bias = p.bias ? tuner::exact_values(std::size_t(p.c), 23, 64) : std::vector<double>{};
-    const auto g = tuner::exact_values(std::size_t(tensor_), 24, 64);
+    const auto g = reads_g ? tuner::exact_values(std::size_t(tensor_), 24, 64) : std::vector<double>{};
     const auto init = p.initial_state ? tuner::exact_values(std::size_t(state_count_), 25, 64) : std::vector<double>{};
     // Packed sequences of about w / 8 positions (at least the state's length, at most 2048): several
     // boundaries a row for the verification, and the fix-up's work what packed training data asks
@@ -57,33 +60,37 @@ class StatesHarness final : public tuner::Harness {
     // workload no model packs (H100: 0.9 ms for 1 x 4096 x 16384 bf16, bench/NOTES.md).
     const std::int64_t typical = std::clamp<std::int64_t>(p.w / 8, std::max<std::int64_t>(2, s + 1), 2048);
     const auto seq = p.seq_idx ? packed_seq_idx(batch_, p.w, typical, 26) : std::vector<std::int32_t>{};
-    // The plain convolution's result (what the tuned kernel leaves) and the whole operation's.
-    std::vector<double> plain, full, state;
+    // The whole operation's result (the reference), then in its place the plain convolution's (what
+    // the tuned kernel leaves, the fix-up's input): forward and backward_data recompute only the
+    // outputs the options change (plain_from_full), the weight gradient sums everything twice.
+    std::vector<double> values, state, plain_weight;
     switch (p.direction) {
       case DwDirection::forward:
-        plain = reference_forward(p, batch_, x, w, bias, {}, {}, g, nullptr);
-        full = reference_forward(p, batch_, x, w, bias, init, seq, g, p.state_out ? &state : nullptr);
+        values = reference_forward(p, batch_, x, w, bias, init, seq, g, p.state_out ? &state : nullptr);
         break;
       case DwDirection::backward_data:
-        plain = reference_backward_data(p, batch_, g, w, {}, nullptr);
-        full = reference_backward_data(p, batch_, g, w, seq, p.state_out ? &state : nullptr);
+        values = reference_backward_data(p, batch_, g, w, seq, p.state_out ? &state : nullptr);
         break;
       case DwDirection::backward_weight: {
         std::vector<double> dbias;
-        reference_backward_weight(p, batch_, x, g, {}, {}, plain, dbias);
-        reference_backward_weight(p, batch_, x, g, init, seq, full, dbias);
+        reference_backward_weight(p, batch_, x, g, init, seq, values, dbias);
+        reference_backward_weight(p, batch_, x, g, {}, {}, plain_weight, dbias);
         break;
       }
     }
-    dst_count_ = static_cast<std::int64_t>(full.size());
+    dst_count_ = static_cast<std::int64_t>(values.size());
+    ref_dst_ = tuner::upload_floats(values);
+    if (p.direction == DwDirection::backward_weight)
+      values = std::move(plain_weight);
+    else
+      plain_from_full(p, batch_, values, p.direction == DwDirection::backward_data ? g : x, w, bias, seq, g);
+    pristine_ = upload(p.dtype, values);
     src_ = upload(p.dtype, p.direction == DwDirection::backward_data ? g : x);
     if (p.gradient_prep || p.direction == DwDirection::backward_weight) aux_ = upload(p.dtype, g);
     weight_ = upload(p.dtype, w);
     if (p.bias) bias_ = upload(p.dtype, bias);
     if (p.initial_state) init_ = upload(p.dtype, init);
     if (p.seq_idx) seq_ = tuner::upload_raw(seq);
-    pristine_ = upload(p.dtype, plain);
-    ref_dst_ = tuner::upload_floats(full);
     dst_ = DeviceBuffer(std::size_t(dst_count_) * std::size_t(p.element_bytes()));
     if (p.state_out) {
       ref_state_ = tuner::upload_floats(state);
