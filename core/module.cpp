@@ -48,6 +48,8 @@ LoadedKernel LoadedKernel::load(const std::string& image, const std::string& low
   }
   loaded.co_resident_ = std::make_shared<std::array<std::atomic<int>, kMaxDevices>>();
   for (auto& blocks : *loaded.co_resident_) blocks.store(0, std::memory_order_relaxed);
+  loaded.active_clusters_ = std::make_shared<std::array<std::atomic<int>, kMaxDevices>>();
+  for (auto& clusters : *loaded.active_clusters_) clusters.store(0, std::memory_order_relaxed);
   return loaded;
 }
 
@@ -71,6 +73,46 @@ cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, i
     return status;
   *blocks = cooperative != 0 ? sms * per_sm : 0;
   if (cached) (*co_resident_)[std::size_t(device)].store(*blocks + 1, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::size_t smem, unsigned cluster,
+                                          int* clusters) const {
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const bool cached = active_clusters_ != nullptr && device >= 0 && device < kMaxDevices;
+  if (cached) {
+    const int known = (*active_clusters_)[std::size_t(device)].load(std::memory_order_relaxed);
+    if (known > 0) {
+      *clusters = known - 1;
+      return cudaSuccess;
+    }
+  }
+  int supported = 0;
+  if ((status = cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device)) != cudaSuccess) return status;
+  *clusters = 0;
+  if (supported != 0 && attributes_.binary_version >= 90 && cluster > 0) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(block);
+    config.dynamicSmemBytes = smem;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    status = cudaOccupancyMaxActiveClusters(clusters, reinterpret_cast<const void*>(kernel()), &config);
+    if (status == cudaErrorInvalidClusterSize) {  // more blocks than this device's clusters take: none fits
+      cudaGetLastError();
+      *clusters = 0;
+    } else if (status != cudaSuccess) {
+      return status;
+    }
+  }
+  if (cached) (*active_clusters_)[std::size_t(device)].store(*clusters + 1, std::memory_order_relaxed);
   return cudaSuccess;
 }
 

@@ -91,6 +91,24 @@ class LoadedKernel {
     return launch_with(attribute, grid, block, smem, stream, args);
   }
 
+  /// Clusters of `cluster` blocks (of `block` threads, `smem` dynamic bytes) the current device holds
+  /// at once (cudaOccupancyMaxActiveClusters for a grid of `grid` blocks); 0 where it has no cluster
+  /// launch (before sm_90) or the kernel was not built for sm_90 or later. Kept per device: call it
+  /// with one block size, shared memory and cluster size per kernel (a variant's).
+  cudaError_t active_clusters(unsigned grid, unsigned block, std::size_t smem, unsigned cluster, int* clusters) const;
+  /// A launch in thread-block clusters of `cluster` blocks along x (grid.x a multiple of it).
+  template <class... Params>
+  cudaError_t launch_cluster(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, unsigned cluster,
+                             const Params&... params) const {
+    void* args[] = {const_cast<Params*>(&params)...};
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    return launch_with(attribute, grid, block, smem, stream, args);
+  }
+
  private:
   /// cudaLaunchKernelExC of phase 0 with one launch attribute.
   cudaError_t launch_with(const cudaLaunchAttribute& attribute, dim3 grid, dim3 block, std::size_t smem,
@@ -112,6 +130,8 @@ class LoadedKernel {
   KernelAttributes attributes_;
   // co_resident_blocks per device ordinal, plus one (0: not yet asked); shared by copies.
   std::shared_ptr<std::array<std::atomic<int>, kMaxDevices>> co_resident_;
+  // active_clusters per device ordinal, plus one (0: not yet asked); shared by copies.
+  std::shared_ptr<std::array<std::atomic<int>, kMaxDevices>> active_clusters_;
 };
 
 }  // namespace kvtune::detail

@@ -88,8 +88,16 @@ normalize::Problem backward_problem(DType d, const BackwardSetup& s, Width w) {
   return p;
 }
 
-// Whether the device holds all of a row's slices of the cooperative variant `c` at once.
+// Whether the device holds all of a row's slices of the one-pass variant `c` at once (cooperative:
+// co-resident blocks; cluster: at least one cluster of them).
 bool row_fits(const detail::LoadedKernel& kernel, const normalize::Config& c) {
+  if (c.cluster) {
+    int clusters = 0;
+    detail::cuda_check(kernel.active_clusters(unsigned(c.splits), unsigned(c.threads_per_row), 0, unsigned(c.splits),
+                                              &clusters),
+                       "active_clusters");
+    return clusters > 0;
+  }
   int blocks = 0;
   detail::cuda_check(kernel.co_resident_blocks(unsigned(c.threads_per_row), 0, &blocks), "co_resident_blocks");
   return blocks >= c.splits;
@@ -115,16 +123,19 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         if (c.splits > 1) split.push_back(c);
       REQUIRE_FALSE(split.empty());
       if (!sample.all()) {
-        // The forward's one-pass cooperative variants are sampled on their own too, so each
-        // forward problem checks both forms (at least one coop variant).
-        std::vector<normalize::Config> coop;
+        // The forward's one-pass variants (cooperative, cluster) are sampled on their own too, so
+        // each forward problem checks every form it has (at least one variant of each).
+        std::vector<normalize::Config> coop, cluster;
         for (const auto& c : split)
           if (c.cooperative) coop.push_back(c);
+          else if (c.cluster) cluster.push_back(c);
         split = sample.apply(split, p.key());
-        std::vector<normalize::Config> more = sample.apply(coop, p.key() + ",coop");
-        if (more.empty() && !coop.empty()) more.push_back(coop[coop.size() / 2]);
-        for (const auto& c : more)
-          if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
+        for (const auto* form : {&coop, &cluster}) {
+          std::vector<normalize::Config> more = sample.apply(*form, p.key() + (form == &coop ? ",coop" : ",cluster"));
+          if (more.empty() && !form->empty()) more.push_back((*form)[form->size() / 2]);
+          for (const auto& c : more)
+            if (std::find(split.begin(), split.end(), c) == split.end()) split.push_back(c);
+        }
       }
       const normalize::Config h = normalize::heuristic_config(p, fingerprint.cc_major, fingerprint.name);
       if (h.splits > 1 && std::find(split.begin(), split.end(), h) == split.end()) split.push_back(h);
@@ -146,7 +157,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         for (std::size_t i = 0; i < candidates.size(); ++i) {
           const auto verdict = harness->verify(candidates[i], kernels[i], stream);
           INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
-          if (split[i].cooperative && !row_fits(kernels[i], split[i])) {
+          if ((split[i].cooperative || split[i].cluster) && !row_fits(kernels[i], split[i])) {
             // A row's slices cannot all be co-resident here: refused at launch, never run.
             CHECK_FALSE(verdict.ok);
             CHECK(verdict.message.rfind(tuner::kResourcesRefused, 0) == 0);
@@ -405,13 +416,13 @@ TEST_CASE("split rows: tuned calls of rows no single block holds", "[gpu][normal
 
 namespace {
 
-struct CoopRun {
+struct OnePassRun {
   std::vector<unsigned char> y, stats;
 };
 
-// One launch of the cooperative variant `c` (compiled for the problem of these arguments) on rows of
+// One launch of the one-pass (cooperative or cluster) variant `c` (compiled for the problem of these arguments) on rows of
 // `cols` (ld = cols + 5 when `pad`, in place when `in_place`), against the CPU float64 reference.
-CoopRun check_coop_launch(const detail::LoadedKernel& kernel, const normalize::Problem& p, const normalize::Config& c,
+OnePassRun check_one_pass_launch(const detail::LoadedKernel& kernel, const normalize::Problem& p, const normalize::Config& c,
                           DType d, const Setup& s, std::int64_t rows, std::int64_t cols, bool pad, bool in_place) {
   const std::int64_t ld = pad ? cols + 5 : cols;
   const auto x = random_tensor(d, std::size_t(rows * ld), 701 + cols, 0.5, 2.0);
@@ -442,14 +453,14 @@ CoopRun check_coop_launch(const detail::LoadedKernel& kernel, const normalize::P
   INFO(to_string(d) << " " << to_string(s.mode) << " rows=" << rows << " cols=" << cols << (pad ? " ld+5" : "")
                     << (in_place ? " in place" : "") << " " << c.label());
   REQUIRE(normalize::launch(kernel, p, c, a, nullptr) == cudaSuccess);
-  detail::cuda_check(cudaDeviceSynchronize(), "cooperative normalize");
+  detail::cuda_check(cudaDeviceSynchronize(), "one-pass normalize");
   const auto ref = normalize::reference(x.values, rows, cols, ld, s.mode, 1e-5, s.ddof,
                                         s.gamma ? g.values : std::vector<double>{},
                                         s.beta ? b.values : std::vector<double>{});
   CHECK(relative_error(d, y, rows, cols, ld, ref.y) < tolerance(d));
   if (s.mean) CHECK(relative_error(DType::f32, stats.ptr, rows, 1, 1, ref.mean) < 1e-5);
   if (s.rstd) CHECK(relative_error(DType::f32, stats.as<float>(std::size_t(rows) * 4), rows, 1, 1, ref.rstd) < 1e-4);
-  CoopRun run;
+  OnePassRun run;
   run.y.resize(x.bytes.size());
   run.stats.resize(std::size_t(rows) * 8);
   cudaMemcpy(run.y.data(), y, run.y.size(), cudaMemcpyDeviceToHost);
@@ -513,8 +524,8 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
             ++refused;
             continue;
           }
-          const CoopRun first = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-          const CoopRun second = check_coop_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          const OnePassRun first = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          const OnePassRun second = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
           CHECK(first.y == second.y);  // bitwise, run to run
           CHECK(first.stats == second.stats);
           ++launched;
@@ -524,4 +535,70 @@ TEST_CASE("split rows: the cooperative one-pass form matches the float64 referen
   WARN("checked " << launched << " cooperative launches (twice each); " << refused
                   << " variants refused: a row's slices exceed what the device holds at once");
   CHECK(launched >= 3 * 4);
+}
+
+TEST_CASE("split rows: the cluster one-pass form matches the float64 reference, in place, ld, deterministic",
+          "[gpu][normalize][wide]") {
+  KVTUNE_REQUIRE_GPU();
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  test::CompileMemo memo;
+  std::size_t launched = 0, refused = 0;
+  struct Case {
+    std::int64_t rows, cols;
+    bool pad, in_place;
+  };
+  // Odd rows (element-wide vectors, a short last slice); many rows in place; an odd padded row of
+  // up to 7 slices in place; rows of one 16-bit slice and a half.
+  const Case cases[] = {{3, 65537, false, false}, {300, 1 << 16, false, true}, {5, 100003, true, true},
+                        {1000, 49152, false, false}};
+  for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
+    if (pass == 1) memo.compile_pending();
+    for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
+      for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
+        const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
+        const Setup& s = kForwardSetups[si];
+        const Case& k = cases[ci];
+        normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
+        p.rows = normalize::rows_bucket(k.rows);
+        // The cluster variants with the fewest and the most slices a row.
+        std::vector<normalize::Config> cluster;
+        for (const auto& c : normalize::enumerate(p))
+          if (c.cluster) cluster.push_back(c);
+        INFO(p.key());
+        REQUIRE_FALSE(cluster.empty());
+        const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
+          return a.splits < b.splits;
+        };
+        const std::vector<normalize::Config> chosen = {*std::min_element(cluster.begin(), cluster.end(), by_splits),
+                                                       *std::max_element(cluster.begin(), cluster.end(), by_splits)};
+        const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
+        if (pass == 0) {
+          memo.add(candidates);
+          continue;
+        }
+        const auto compiled = memo.compile(candidates);
+        for (std::size_t i = 0; i < chosen.size(); ++i) {
+          INFO(candidates[i].label << " " << compiled[i].message);
+          REQUIRE(compiled[i].status == tuner::Status::ok);
+          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
+          if (!row_fits(kernel, chosen[i])) {  // before sm_90, or a cluster too large: refused
+            normalize::LaunchArgs a{};
+            a.rows = k.rows;
+            Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
+            a.workspace = workspace.ptr;
+            CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorLaunchOutOfResources);
+            ++refused;
+            continue;
+          }
+          const OnePassRun first = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          const OnePassRun second = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          CHECK(first.y == second.y);  // bitwise, run to run
+          CHECK(first.stats == second.stats);
+          ++launched;
+        }
+      }
+  }
+  WARN("checked " << launched << " cluster launches (twice each); " << refused
+                  << " variants refused: no cluster launch, or a cluster larger than the device holds");
+  if (fingerprint.cc_major >= 9) CHECK(launched >= 3 * 4);
 }

@@ -512,6 +512,143 @@ TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[n
   WARN("compiled " << total << " cooperative split-row normalize variants for sm_80 and sm_90");
 }
 
+TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reasons", "[normalize][wide]") {
+  // 2048 rows of 65536 f32 (256 KiB): every forward split shape of at most 8 slices has its cluster
+  // twin, labelled ",cluster", stored as "cluster": true; none of more slices.
+  const Problem p = forward(DType::f32, NormMode::rmsnorm, 1 << 16, 16, 2048);
+  const auto space = normalize::enumerate(p);
+  std::size_t clusters = 0, small_phased = 0;
+  for (const Config& c : space) {
+    if (c.splits > 1 && c.splits <= 8 && !c.cooperative && !c.cluster && c.row_chunk == 0 && c.row_loop == 1)
+      ++small_phased;
+    if (!c.cluster) {
+      CHECK(c.to_json().count("cluster") == 0);
+      continue;
+    }
+    ++clusters;
+    INFO(c.label());
+    CHECK(c.splits > 1);
+    CHECK(c.splits <= 8);
+    CHECK_FALSE(c.cooperative);
+    CHECK(c.row_chunk == 0);
+    CHECK(c.row_loop == 1);
+    CHECK(c.to_json().at("cluster") == true);
+    CHECK(Config::from_json(c.to_json()) == c);
+    Config twin = c;
+    twin.cluster = false;
+    CHECK(std::find(space.begin(), space.end(), twin) != space.end());
+    CHECK(twin.label() + ",cluster" == c.label());
+    const auto r = normalize::compile_request(p, c, "sm_90");
+    REQUIRE(r.name_expressions.size() == 1);
+    CHECK(r.name_expressions[0].rfind("kvt_normalize_split_cluster<", 0) == 0);
+  }
+  CHECK(clusters > 0);
+  CHECK(clusters == small_phased);
+  // The backward has none, nor do rows of more than 8 slices or narrow rows.
+  for (const Config& c : normalize::enumerate(backward(DType::f32, NormMode::layernorm, 1 << 16, 16, true, true, 128)))
+    CHECK_FALSE(c.cluster);
+  for (const Config& c : normalize::enumerate(forward(DType::f32, NormMode::layernorm, 1 << 20, 16, 128)))
+    CHECK_FALSE(c.cluster);
+  for (const Config& c : normalize::enumerate(forward(DType::f32, NormMode::layernorm, 1024, 16, 128)))
+    CHECK_FALSE(c.cluster);
+  // The widths of the `[gpu]` cluster test have cluster variants in every dtype, aligned or not.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    for (std::int64_t cols : {std::int64_t(65537), std::int64_t(1) << 16, std::int64_t(100003), std::int64_t(49152)}) {
+      const auto widths = normalize::enumerate(forward(dtype, NormMode::layernorm, cols, cols % 8 == 0 ? 16 : (dtype == DType::f32 ? 4 : 2), 300));
+      INFO(to_string(dtype) << " cols=" << cols);
+      CHECK(std::any_of(widths.begin(), widths.end(), [](const Config& w) { return w.cluster; }));
+    }
+
+  Config c = normalize::split_rows::make(p, 512, 16, 4, 1, false);  // 8 slices of 8192
+  REQUIRE(c.splits == 8);
+  c.cluster = true;
+  std::string why;
+  CHECK(normalize::is_valid(p, c, &why));
+  Config both = c;
+  both.cooperative = true;
+  CHECK_FALSE(normalize::is_runnable(p, both, &why));
+  CHECK(why.find("not both") != std::string::npos);
+  Config chunked = c;
+  chunked.row_chunk = 4;
+  CHECK_FALSE(normalize::is_runnable(p, chunked, &why));
+  CHECK(why.find("no row loop or chunks") != std::string::npos);
+  Config many = normalize::split_rows::make(p, 256, 16, 4, 1, false);  // 16 slices
+  REQUIRE(many.splits == 16);
+  many.cluster = true;
+  CHECK_FALSE(normalize::is_runnable(p, many, &why));
+  CHECK(why.find("8 blocks") != std::string::npos);
+  const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 16, 16, true, true, 128);
+  Config bc = normalize::split_rows::make(b, 512, 16, 2, 1, false);
+  bc.cluster = true;
+  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
+  CHECK(why.find("forward only") != std::string::npos);
+  Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
+  one_block.cluster = true;
+  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
+  CHECK(why.find("split rows' one-pass form") != std::string::npos);
+  nlohmann::json j = c.to_json();
+  j["cluster"] = 1.5;
+  CHECK_THROWS_AS(Config::from_json(j), Error);
+
+  // Geometry: one launch, clusters of `splits` blocks, one a row; partials [rows][splits][3].
+  for (std::int64_t rows : {std::int64_t(1), std::int64_t(3), std::int64_t(2048)}) {
+    const auto g = normalize::geometry(p, c, rows);
+    INFO("rows=" << rows);
+    CHECK(g.cluster == 8);
+    CHECK_FALSE(g.cooperative);
+    CHECK(g.phase_count == 1);
+    CHECK(g.block == 512u);
+    CHECK(g.grid == unsigned(rows * 8));
+    const std::size_t partials = std::size_t(rows) * 8 * 12;
+    CHECK(g.workspace_bytes >= partials);
+    CHECK(g.workspace_bytes < partials + 256);
+    CHECK(g.workspace_bytes % 256 == 0);
+  }
+  // The cost model: 2N bytes and a stall a row per cluster, so ahead of the phased twin (3N) and of
+  // the cooperative twin (a grid-wide round a row slot); last where one cluster cannot be resident.
+  Config phased = c;
+  phased.cluster = false;
+  Config coop = phased;
+  coop.cooperative = true;
+  const double t = normalize::predicted_seconds(p, c, 132, 4e12);
+  CHECK(t < normalize::predicted_seconds(p, phased, 132, 4e12));
+  CHECK(t < normalize::predicted_seconds(p, coop, 132, 4e12));
+  CHECK(t > 2.0 * 2048 * 65536 * 4 / 4e12);
+  CHECK(normalize::predicted_seconds(p, c, 2, 4e12) == 1.0);
+}
+
+// The one-pass cluster kernels (mode x affine x stats x dtype, a sample of slice shapes) compile for
+// sm_90, and for sm_80 as a trap (the host never launches them there).
+TEST_CASE("split rows: the cluster kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc][compiles]") {
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  const test::Sample sample{4};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    std::vector<detail::CompileRequest> requests;
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+        Problem plain = forward(dtype, mode, (1 << 16) + 1, dtype == DType::f32 ? 4 : 2);
+        plain.gamma = plain.beta = plain.mean_out = plain.rstd_out = false;
+        Problem residual = forward(dtype, mode, 1 << 17, 16);
+        residual.residual = residual.residual_out = true;
+        for (const Problem& p : {plain, forward(dtype, mode, 1 << 17, 16), residual}) {
+          std::vector<Config> cluster;
+          for (const Config& c : normalize::enumerate(p))
+            if (c.cluster) cluster.push_back(c);
+          INFO(p.key());
+          REQUIRE_FALSE(cluster.empty());
+          std::vector<Config> chosen = sample.apply(cluster, p.key() + arch);
+          chosen.push_back(cluster.front());
+          for (const Config& c : chosen) requests.push_back(normalize::compile_request(p, c, arch));
+          variants += chosen.size();
+        }
+      }
+    test::add_batched(batches, requests, 48);
+  }
+  const std::size_t total = test::check_compiled(batches, variants);
+  WARN("compiled " << total << " cluster split-row normalize variants for sm_80 and sm_90");
+}
+
 TEST_CASE("split rows: the output phase's row loop is a forward axis with gamma or beta", "[normalize][wide]") {
   // 64 rows of 2^22 bf16 layernorm: every phased split shape also has its loop=4 twin (never a
   // cooperative one); its output phase takes rows in groups of 4, the other phases every row.

@@ -90,7 +90,7 @@ bool Config::operator==(const Config& o) const {
   return threads_per_row == o.threads_per_row && rows_per_block == o.rows_per_block &&
          vector_bytes == o.vector_bytes && items == o.items && keep == o.keep && stat == o.stat &&
          row_loop == o.row_loop && recompute == o.recompute && splits == o.splits && row_chunk == o.row_chunk &&
-         cooperative == o.cooperative;
+         cooperative == o.cooperative && cluster == o.cluster;
 }
 
 std::string Config::label() const {
@@ -101,6 +101,7 @@ std::string Config::label() const {
   if (splits != 1) label += fmt::format(",split={}", splits);
   if (row_chunk != 0) label += fmt::format(",chunk={}", row_chunk);
   if (cooperative) label += ",coop";
+  if (cluster) label += ",cluster";
   return label;
 }
 
@@ -113,6 +114,7 @@ nlohmann::json Config::to_json() const {
   if (splits != 1) j["split"] = splits;
   if (row_chunk != 0) j["chunk"] = row_chunk;
   if (cooperative) j["coop"] = true;
+  if (cluster) j["cluster"] = true;
   return j;
 }
 
@@ -138,6 +140,7 @@ Config Config::from_json(const nlohmann::json& j) {
     if (j.contains("split")) c.splits = detail::json_int(j, "split");
     if (j.contains("chunk")) c.row_chunk = detail::json_int(j, "chunk");
     if (j.contains("coop")) c.cooperative = j.at("coop").get<bool>();
+    if (j.contains("cluster")) c.cluster = j.at("cluster").get<bool>();
     return c;
   } catch (const std::exception& e) {
     throw Error(Error::Context{"normalize", "", j.dump(), "", "config"}, std::string("malformed config: ") + e.what());
@@ -447,6 +450,7 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
     return split_rows::check(p, c, why, prune);
   }
   if (c.row_chunk != 0) return fail("row chunks are a field of split rows");
+  if (c.cluster) return fail("cluster: the split rows' one-pass form");
   if (c.cooperative && !(p.backward && (p.dgamma || p.dbeta)))
     return fail("cooperative: the split rows' one-pass form or the backward's dgamma/dbeta sums");
   const int elem = p.element_bytes();
@@ -676,7 +680,9 @@ double model_flops(const Problem& p, std::int64_t rows) {
   return 7.0 * double(rows) * double(p.cols) + 2.0 * (p.gamma + p.beta) * double(rows) * double(p.cols);
 }
 
-int kernel_phases(const Problem& p, const Config& c) { return c.splits != 1 && !p.backward && !c.cooperative ? 3 : 1; }
+int kernel_phases(const Problem& p, const Config& c) {
+  return c.splits != 1 && !p.backward && !c.cooperative && !c.cluster ? 3 : 1;
+}
 
 detail::CompileRequest compile_request(const Problem& p, const Config& c, const std::string& arch) {
   detail::CompileRequest r;
@@ -693,10 +699,11 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
                                         p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
                                         p.dresidual ? ", 1" : "")};
-    else if (c.cooperative)
-      r.name_expressions = {fmt::format("kvt_normalize_split_coop<{}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
-                                        c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p),
-                                        stats_bits(p), residual_argument(p))};
+    else if (c.cooperative || c.cluster)
+      r.name_expressions = {fmt::format("kvt_normalize_split_{}<{}, {}, {}, {}, {}, {}, {}{}>",
+                                        c.cluster ? "cluster" : "coop", kernel_type(p.dtype), c.threads_per_row, ve,
+                                        c.items, mode_index(p.mode), affine_bits(p), stats_bits(p),
+                                        residual_argument(p))};
     else  // one kernel per phase, each with its own registers
       for (int phase = 0; phase < kernel_phases(p, c); ++phase)
         r.name_expressions.push_back(fmt::format(

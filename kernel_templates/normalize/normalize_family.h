@@ -49,12 +49,17 @@ struct Config {
   // each looping over its chunks of rows (row_loop * rows_per_block each), whose partial rows all
   // blocks then sum together after one grid-wide arrival, instead of the two-level arrival tree.
   bool cooperative = false;
+  // Split rows, forward, sm_90: one pass in thread-block clusters, one a row (cluster dimension =
+  // splits, at most 8): each slice waits at the cluster's barrier for its row's other slices, and
+  // clusters take rows independently. Refused where the device has no cluster launch or cannot hold
+  // one cluster.
+  bool cluster = false;
 
   bool operator==(const Config& o) const;
   bool operator!=(const Config& o) const { return !(*this == o); }
   /// "tpr=32,rpb=4,vw=16B,keep=reg,stat=twopass" (items are derived and not shown); backward
   /// variants add ",loop=N" (row_loop above 1) and ",recompute"; split rows ",split=N" (and
-  /// ",chunk=N" or ",coop"); the cooperative backward ",coop".
+  /// ",chunk=N", ",coop" or ",cluster"); the cooperative backward ",coop".
   std::string label() const;
   nlohmann::json to_json() const;
   /// Throws kvtune::Error on a malformed object.
@@ -162,6 +167,7 @@ struct Geometry {
   std::int64_t row_chunk = 0;        // forward: rows per group of phase launches (the workspace's rows)
   bool cooperative = false;          // one cooperative launch; grid is its upper bound (the launch takes
                                      // the co-resident blocks or row slots); its barrier is the driver's
+  int cluster = 0;                   // > 0: one launch of thread-block clusters of this many blocks
   int grad_groups = 1;               // backward: groups of row_loop rows with their own dgamma/dbeta rows
   std::size_t stat_final_offset = 0;
   std::size_t sum_partials_offset = 0;

@@ -38,6 +38,8 @@ constexpr std::int64_t kChunkBytes[] = {8 << 20, 24 << 20};
 // The cooperative form's row must be in flight at once: at most 2^17 threads (half of what an H100
 // holds at full occupancy, 132 x 2048; the launch checks the actual device).
 constexpr std::int64_t kMaxCoopThreads = std::int64_t(1) << 17;
+// A thread-block cluster's blocks, at most (the portable limit of sm_90).
+constexpr int kMaxClusterBlocks = 8;
 
 std::int64_t floor_pow2(std::int64_t v) {
   std::int64_t p = 1;
@@ -100,6 +102,12 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (!p.backward && c.row_loop > 1 && c.cooperative) return fail("the cooperative one-pass form has no row loop");
   if (c.row_chunk < 0 || (p.backward && c.row_chunk != 0)) return fail("row chunks: forward only, at least 0");
   if (c.cooperative && p.backward) return fail("the cooperative one-pass form: forward only");
+  if (c.cluster) {
+    if (p.backward) return fail("the cluster one-pass form: forward only");
+    if (c.cooperative) return fail("one pass: cooperative or cluster, not both");
+    if (c.row_loop != 1 || c.row_chunk != 0) return fail("the cluster one-pass form reads x once: no row loop or chunks");
+    if (c.splits > kMaxClusterBlocks) return fail("cluster: a row's slices exceed 8 blocks (the portable cluster)");
+  }
   if (c.cooperative && c.row_chunk != 0)
     return fail("the cooperative one-pass form reads x once: no row chunks (they exist for the re-read)");
   if (p.backward && !p.saved_stats && !c.recompute) return fail("no saved statistics: the backward recomputes them");
@@ -147,6 +155,9 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             if (p.backward) continue;
             Config one_pass = c;  // the cooperative one-pass form of the same slices
             one_pass.cooperative = true;
+            if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
+            one_pass.cooperative = false;  // and in clusters, one a row
+            one_pass.cluster = true;
             if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
@@ -203,6 +214,14 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
   g.row_chunk = rows;
   const std::size_t partials = std::size_t(rows) * std::size_t(splits) * 4;  // bytes per float per slice
   const std::size_t finals = std::size_t(rows) * 4;
+  if (!p.backward && c.cluster) {
+    // One launch of clusters of `splits` blocks, one a row (the kernel loops beyond kMaxGrid).
+    g.cluster = static_cast<int>(splits);
+    add(0, static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxGrid / splits) * splits));
+    g.workspace_bytes = align256(3 * partials);  // [rows][splits][3], as the cooperative form's
+    g.grid = g.phase_grid[0];
+    return;
+  }
   if (!p.backward && c.cooperative) {
     // One launch; its grid (rows * splits here) is cut to the co-resident row slots at launch.
     g.cooperative = true;
@@ -280,6 +299,26 @@ double cooperative_seconds(const Problem& p, const Config& c, int sm_count, doub
   return memory + 2 * kLaunch + rounds * kBarrier;
 }
 
+// The cluster form: x read once and y written once, a cluster a row; each row's barrier and merge
+// stall only its own cluster, whose blocks share SMs with other clusters' (predicted, not yet
+// calibrated: a row's unoverlapped cost kClusterRow, spread over the clusters resident at once).
+double cluster_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
+  constexpr double kLatency = 0.7e-6;
+  constexpr double kLaunch = 2e-6;
+  constexpr double kClusterRow = 2e-6;  // barrier, the merge's L2 round trip, the next row's first loads
+  const double regs = 48.0 + c.items * c.vector_bytes / 4.0;
+  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
+  const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+  const double clusters = std::floor(double(sm_count) * per_sm / double(c.splits));
+  if (clusters < 1) return 1.0;
+  const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
+  const double in_flight = std::min(clusters, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
+  const double memory = 2.0 * plane / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  // A cluster's rows in turn, each with its stall; several clusters an SM hide one another's.
+  const double stalls = std::ceil(double(p.rows) / clusters) * kClusterRow / std::max(1.0, per_sm);
+  return memory + kLaunch + stalls;
+}
+
 }  // namespace
 
 double predicted_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
@@ -289,6 +328,7 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   constexpr double kLaunch = 8e-6;
   constexpr double kL2Bytes = 40e6;    // a re-read of this much in flight is served by L2
   if (c.cooperative) return cooperative_seconds(p, c, sm_count, bandwidth);
+  if (c.cluster) return cluster_seconds(p, c, sm_count, bandwidth);
   Geometry g;
   geometry(p, c, p.rows, g);
   const double elem = p.element_bytes();

@@ -33,6 +33,10 @@
 //                                     slice's statistics as phase 0 does, waits at a grid-wide
 //                                     barrier for the row's other slices, merges all of them in a
 //                                     fixed order and writes y as phase 2 does, so x is read once.
+//   kvt_normalize_split_cluster    one pass, a thread-block cluster a row (sm_90; config `cluster`,
+//                                     at most 8 slices): as the cooperative kernel, but the wait is
+//                                     the cluster's hardware barrier, among the row's own blocks,
+//                                     and clusters run rows independently (no grid-wide rounds).
 // Template arguments as normalize.cu's (the block is TPR threads, one slice; ITEMS vectors each).
 // The phased kernel reads x twice (phases 0 and 2): from L2 when the rows in flight fit there, else
 // from DRAM.
@@ -432,6 +436,48 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_coop(const KvtNormali
     const KvtMerge m = p.splits <= 32 ? kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols)
                                       : kvt_merge_block_all<MODE != 2, 3>(partials, p.splits, kSlice, p.cols,
                                                                           merge_scratch);
+    kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(
+        p, rp, v, row, begin, shift, MODE == 2 ? 0.f : (float)m.a, kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps));
+  }
+}
+
+// The cluster barrier (sm_90): every thread of the cluster's blocks arrives with release and waits
+// with acquire semantics at cluster scope, so what a block of the cluster wrote before it (global
+// memory included) is visible to the others after it; a block barrier as well. Uniform control flow
+// (.aligned). Other architectures never launch a cluster variant (the host refuses it).
+__device__ __forceinline__ void kvt_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// One pass, a cluster a row: gridDim.x = clusters * splits, the cluster dimension p.splits (at most
+// 8), so cluster k is blocks k * splits .. k * splits + splits - 1 and block b takes slice b % splits
+// of rows b / splits, b / splits + clusters, ... Each row as the cooperative kernel's round: its
+// slice in registers (x read once), the slice's partials into p.row_partials[row], the cluster
+// barrier, the row's partials merged in a fixed order (bitwise the same statistics in every slice),
+// y written. A cluster's blocks are co-scheduled by the hardware, and each cluster waits only for
+// its own blocks: other clusters on the same SMs keep loads in flight meanwhile.
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0>
+__global__ void __launch_bounds__(TPR) kvt_normalize_split_cluster(const KvtNormalizeParams p, const KvtResidualParams rp) {
+  using V = Vec<T, VW>;
+  constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
+  const long long clusters = gridDim.x / p.splits;
+  const long long split = blockIdx.x % p.splits;
+  const long long begin = split * kSlice;
+  for (long long row = blockIdx.x / p.splits; row < p.rows; row += clusters) {  // the same rows for the cluster
+    float* partials = p.row_partials + row * p.splits * 3;
+    const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
+    V v[ITEMS];
+    kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
+    // Every slice reads x[0] before the barrier and slice 0 writes y[0] only after it: in place too.
+    const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
+    kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);
+    kvt_cluster_sync();
+    const KvtMerge m = kvt_merge_warp<MODE != 2, 3>(partials, p.splits, kSlice, p.cols);
     kvt_split_output<T, TPR, VW, ITEMS, MODE, AFFINE, STATS_OUT, RES>(
         p, rp, v, row, begin, shift, MODE == 2 ? 0.f : (float)m.a, kvt_split_scale<MODE>(m, (double)p.cols, p.ddof, p.eps));
   }

@@ -445,6 +445,18 @@ cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config&
   return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params, residual);
 }
 
+// The one-pass cluster form: clusters of `splits` blocks, one a row. Refused where the device has
+// no cluster launch or cannot hold one such cluster (never launched otherwise: its blocks wait for
+// each other).
+cudaError_t launch_cluster(const detail::LoadedKernel& kernel, const Geometry& g, KvtNormalizeParams& params,
+                           const KvtResidualParams& residual, cudaStream_t stream) {
+  int clusters = 0;
+  cudaError_t status = kernel.active_clusters(g.grid, g.block, 0, unsigned(g.cluster), &clusters);
+  if (status != cudaSuccess) return status;
+  if (clusters == 0) return cudaErrorLaunchOutOfResources;
+  return kernel.launch_cluster(dim3(g.grid), dim3(g.block), 0, stream, unsigned(g.cluster), params, residual);
+}
+
 }  // namespace
 
 std::vector<tuner::Candidate> make_candidates(const Problem& p, const std::vector<Config>& configs,
@@ -498,6 +510,7 @@ cudaError_t launch(const detail::LoadedKernel& kernel, const Problem& problem, c
   params.splits = config.splits;
   params.row_loop = config.row_loop;
   if (g.cooperative) return launch_cooperative(kernel, config, g, params, residual, stream);
+  if (g.cluster > 0) return launch_cluster(kernel, g, params, residual, stream);
   // Every phase over one chunk of rows, then the next chunk (one chunk: every row).
   const std::size_t elem = std::size_t(problem.element_bytes());
   for (std::int64_t first = 0; first < a.rows; first += g.row_chunk) {
