@@ -515,12 +515,12 @@ TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[n
 TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reasons", "[normalize][wide]") {
   // 2048 rows of 65536 f32 (256 KiB): every forward split shape of at most 8 slices has its cluster
   // twin, labelled ",cluster", stored as "cluster": true; none of more slices.
-  const Problem p = forward(DType::f32, NormMode::rmsnorm, 1 << 16, 16, 2048);
+  Problem p = forward(DType::f32, NormMode::rmsnorm, 1 << 16, 16, 2048);
+  p.gamma = false;
   const auto space = normalize::enumerate(p);
   std::size_t clusters = 0, small_phased = 0;
   for (const Config& c : space) {
-    if (c.splits > 1 && c.splits <= 8 && !c.cooperative && !c.cluster && c.row_chunk == 0 && c.row_loop == 1)
-      ++small_phased;
+    if (c.splits > 1 && c.splits <= 8 && !c.cooperative && !c.cluster && c.row_chunk == 0) ++small_phased;
     if (!c.cluster) {
       CHECK(c.to_json().count("cluster") == 0);
       continue;
@@ -531,7 +531,7 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
     CHECK(c.splits <= 8);
     CHECK_FALSE(c.cooperative);
     CHECK(c.row_chunk == 0);
-    CHECK(c.row_loop == 1);
+    CHECK(c.row_loop == 1);  // rmsnorm without gamma: nothing to hold
     CHECK(c.to_json().at("cluster") == true);
     CHECK(Config::from_json(c.to_json()) == c);
     Config twin = c;
@@ -571,7 +571,24 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
   Config chunked = c;
   chunked.row_chunk = 4;
   CHECK_FALSE(normalize::is_runnable(p, chunked, &why));
-  CHECK(why.find("no row loop or chunks") != std::string::npos);
+  CHECK(why.find("no row chunks") != std::string::npos);
+  Config looped = c;
+  looped.row_loop = 4;
+  CHECK_FALSE(normalize::is_runnable(p, looped, &why));  // nothing to hold
+  CHECK(why.find("needs gamma or beta") != std::string::npos);
+  // With gamma: loop=4 twins that hold it, compiled with HOLD = 1.
+  Problem affine = p;
+  affine.gamma = true;
+  std::size_t held = 0;
+  for (const Config& a : normalize::enumerate(affine))
+    if (a.cluster && a.row_loop == 4) {
+      ++held;
+      INFO(a.label());
+      CHECK(a.label().find(",loop=4") != std::string::npos);
+      const auto r = normalize::compile_request(affine, a, "sm_90");
+      CHECK(r.name_expressions.at(0).find(", 0, 1>") != std::string::npos);
+    }
+  CHECK(held > 0);
   Config many = normalize::split_rows::make(p, 256, 16, 4, 1, false);  // 16 slices
   REQUIRE(many.splits == 16);
   many.cluster = true;

@@ -51,8 +51,9 @@ struct Config {
   bool cooperative = false;
   // Split rows, forward, sm_90: one pass in thread-block clusters, one a row (cluster dimension =
   // splits, at most 8): each slice waits at the cluster's barrier for its row's other slices, and
-  // clusters take rows independently. Refused where the device has no cluster launch or cannot hold
-  // one cluster.
+  // clusters take rows independently; its row_loop 4 keeps a block's gamma / beta in registers for
+  // all its rows (1: loaded with each row). Refused where the device has no cluster launch or cannot
+  // hold one cluster.
   bool cluster = false;
 
   bool operator==(const Config& o) const;

@@ -105,7 +105,9 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (c.cluster) {
     if (p.backward) return fail("the cluster one-pass form: forward only");
     if (c.cooperative) return fail("one pass: cooperative or cluster, not both");
-    if (c.row_loop != 1 || c.row_chunk != 0) return fail("the cluster one-pass form reads x once: no row loop or chunks");
+    if (c.row_chunk != 0) return fail("the cluster one-pass form reads x once: no row chunks");
+    if (c.row_loop != 1 && (c.row_loop != 4 || !(p.gamma || p.beta)))
+      return fail("cluster: loop=4 (gamma / beta held for a block's rows) needs gamma or beta");
     if (c.splits > kMaxClusterBlocks) return fail("cluster: a row's slices exceed 8 blocks (the portable cluster)");
   }
   if (c.cooperative && c.row_chunk != 0)
@@ -156,9 +158,9 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             Config one_pass = c;  // the cooperative one-pass form of the same slices
             one_pass.cooperative = true;
             if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
-            one_pass.cooperative = false;  // and in clusters, one a row
+            one_pass.cooperative = false;  // and in clusters (loop=4: gamma / beta held)
             one_pass.cluster = true;
-            if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
+            if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
               if (check(p, c, nullptr, true) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
@@ -215,7 +217,8 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
   const std::size_t partials = std::size_t(rows) * std::size_t(splits) * 4;  // bytes per float per slice
   const std::size_t finals = std::size_t(rows) * 4;
   if (!p.backward && c.cluster) {
-    // One launch of clusters of `splits` blocks, one a row (the kernel loops beyond kMaxGrid).
+    // One launch of clusters of `splits` blocks; its grid (a cluster a row here) is cut to the
+    // clusters the device holds at once at launch, each looping over its rows.
     g.cluster = static_cast<int>(splits);
     add(0, static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxGrid / splits) * splits));
     g.workspace_bytes = align256(3 * partials);  // [rows][splits][3], as the cooperative form's
@@ -306,7 +309,8 @@ double cluster_seconds(const Problem& p, const Config& c, int sm_count, double b
   constexpr double kLatency = 0.7e-6;
   constexpr double kLaunch = 2e-6;
   constexpr double kClusterRow = 2e-6;  // barrier, the merge's L2 round trip, the next row's first loads
-  const double regs = 48.0 + c.items * c.vector_bytes / 4.0;
+  const double held = c.row_loop > 1 ? double(p.gamma) + double(p.beta) : 0.0;  // gamma / beta beside the slice
+  const double regs = 48.0 + c.items * c.vector_bytes / 4.0 * (1.0 + held);
   const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
   const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
   const double clusters = std::floor(double(sm_count) * per_sm / double(c.splits));

@@ -445,16 +445,18 @@ cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config&
   return kernel.launch_cooperative(dim3(unsigned(slots * config.splits)), dim3(g.block), 0, stream, params, residual);
 }
 
-// The one-pass cluster form: clusters of `splits` blocks, one a row. Refused where the device has
-// no cluster launch or cannot hold one such cluster (never launched otherwise: its blocks wait for
-// each other).
+// The one-pass cluster form: as many clusters of `splits` blocks as the device holds at once (at
+// most one a row), each looping over its rows. Refused where the device has no cluster launch or
+// cannot hold one such cluster (never launched otherwise: its blocks wait for each other).
 cudaError_t launch_cluster(const detail::LoadedKernel& kernel, const Geometry& g, KvtNormalizeParams& params,
                            const KvtResidualParams& residual, cudaStream_t stream) {
   int clusters = 0;
   cudaError_t status = kernel.active_clusters(g.grid, g.block, 0, unsigned(g.cluster), &clusters);
   if (status != cudaSuccess) return status;
   if (clusters == 0) return cudaErrorLaunchOutOfResources;
-  return kernel.launch_cluster(dim3(g.grid), dim3(g.block), 0, stream, unsigned(g.cluster), params, residual);
+  const std::int64_t resident = std::min<std::int64_t>(clusters, g.grid / unsigned(g.cluster));
+  return kernel.launch_cluster(dim3(unsigned(resident * g.cluster)), dim3(g.block), 0, stream, unsigned(g.cluster),
+                               params, residual);
 }
 
 }  // namespace
