@@ -150,6 +150,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         INFO(p.key() << " " << candidates[i].label << " " << compiled[i].message);
         REQUIRE(compiled[i].status == tuner::Status::ok);
         kernels.push_back(detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases()));
+        kernels.back().allow_dynamic_smem(candidates[i].dynamic_smem);  // the staged cluster form's two slices
       }
       for (std::int64_t rows : row_counts) {
         p.rows = rows;
@@ -435,6 +436,7 @@ OnePassRun check_one_pass_launch(const detail::LoadedKernel& kernel, const norma
   cudaMemset(by.ptr, 0xFF, x.bytes.size());
   cudaMemset(stats.ptr, 0xFF, std::size_t(rows) * 8);
   const auto g_shape = normalize::geometry(p, c, rows);
+  kernel.allow_dynamic_smem(g_shape.dynamic_smem);
   Buffer workspace(g_shape.workspace_bytes);
   cudaMemset(workspace.ptr, 0x5A, g_shape.workspace_bytes);  // counters are the launch's to zero
   void* y = in_place ? bx.ptr : by.ptr;
@@ -560,17 +562,21 @@ TEST_CASE("split rows: the cluster one-pass form matches the float64 reference, 
         const Case& k = cases[ci];
         normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
         p.rows = normalize::rows_bucket(k.rows);
-        // The cluster variants with the fewest and the most slices a row.
-        std::vector<normalize::Config> cluster;
-        for (const auto& c : normalize::enumerate(p))
-          if (c.cluster) cluster.push_back(c);
+        // The cluster variants with the fewest and the most slices a row, in registers and staged.
         INFO(p.key());
-        REQUIRE_FALSE(cluster.empty());
         const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
           return a.splits < b.splits;
         };
-        const std::vector<normalize::Config> chosen = {*std::min_element(cluster.begin(), cluster.end(), by_splits),
-                                                       *std::max_element(cluster.begin(), cluster.end(), by_splits)};
+        std::vector<normalize::Config> chosen;
+        for (normalize::Keep keep : {normalize::Keep::registers, normalize::Keep::staged}) {
+          std::vector<normalize::Config> cluster;
+          for (const auto& c : normalize::enumerate(p))
+            if (c.cluster && c.keep == keep) cluster.push_back(c);
+          if (keep == normalize::Keep::staged && elem_size(d) * (k.cols % 8 == 0 && !k.pad ? 8 : 1) < 4) continue;
+          REQUIRE_FALSE(cluster.empty());
+          chosen.push_back(*std::min_element(cluster.begin(), cluster.end(), by_splits));
+          chosen.push_back(*std::max_element(cluster.begin(), cluster.end(), by_splits));
+        }
         const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
         if (pass == 0) {
           memo.add(candidates);

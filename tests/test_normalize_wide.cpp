@@ -514,19 +514,31 @@ TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[n
 
 TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reasons", "[normalize][wide]") {
   // 2048 rows of 65536 f32 (256 KiB): every forward split shape of at most 8 slices has its cluster
-  // twin, labelled ",cluster", stored as "cluster": true; none of more slices.
+  // twins, labelled ",cluster", stored as "cluster": true (the slices in registers, and staged a row
+  // ahead: keep=stage, dynamic shared memory of two slices); none of more slices.
   Problem p = forward(DType::f32, NormMode::rmsnorm, 1 << 16, 16, 2048);
   p.gamma = false;
   const auto space = normalize::enumerate(p);
-  std::size_t clusters = 0, small_phased = 0;
+  std::size_t clusters = 0, staged = 0, small_phased = 0;
   for (const Config& c : space) {
     if (c.splits > 1 && c.splits <= 8 && !c.cooperative && !c.cluster && c.row_chunk == 0) ++small_phased;
     if (!c.cluster) {
       CHECK(c.to_json().count("cluster") == 0);
       continue;
     }
-    ++clusters;
     INFO(c.label());
+    const auto g = normalize::geometry(p, c, p.rows);
+    if (c.keep == normalize::Keep::staged) {
+      ++staged;
+      Config regs = c;
+      regs.keep = normalize::Keep::registers;
+      CHECK(std::find(space.begin(), space.end(), regs) != space.end());
+      CHECK(g.dynamic_smem == 2 * std::size_t(c.items) * std::size_t(c.threads_per_row) * std::size_t(c.vector_bytes));
+      CHECK(normalize::compile_request(p, c, "sm_90").name_expressions.at(0).find(", 0, 0, 1>") != std::string::npos);
+      continue;
+    }
+    ++clusters;
+    CHECK(g.dynamic_smem == 0);
     CHECK(c.splits > 1);
     CHECK(c.splits <= 8);
     CHECK_FALSE(c.cooperative);
@@ -544,6 +556,7 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
   }
   CHECK(clusters > 0);
   CHECK(clusters == small_phased);
+  CHECK(staged == clusters);  // 16-byte vectors: every one has a staged twin
   // The backward has none, nor do rows of more than 8 slices or narrow rows.
   for (const Config& c : normalize::enumerate(backward(DType::f32, NormMode::layernorm, 1 << 16, 16, true, true, 128)))
     CHECK_FALSE(c.cluster);
@@ -586,7 +599,8 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
       INFO(a.label());
       CHECK(a.label().find(",loop=4") != std::string::npos);
       const auto r = normalize::compile_request(affine, a, "sm_90");
-      CHECK(r.name_expressions.at(0).find(", 0, 1>") != std::string::npos);
+      const std::string tail = a.keep == normalize::Keep::staged ? ", 0, 1, 1>" : ", 0, 1, 0>";  // RES, HOLD, STAGE
+      CHECK(r.name_expressions.at(0).rfind(tail) == r.name_expressions.at(0).size() - tail.size());
     }
   CHECK(held > 0);
   Config many = normalize::split_rows::make(p, 256, 16, 4, 1, false);  // 16 slices

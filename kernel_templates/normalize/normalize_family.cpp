@@ -699,11 +699,15 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
                                         p.gamma ? 1 : 0, (p.dgamma ? 1 : 0) | (p.dbeta ? 2 : 0), c.recompute ? 1 : 0,
                                         p.dresidual ? ", 1" : "")};
-    else if (c.cooperative || c.cluster)  // the cluster form's loop=4: gamma / beta held (HOLD)
-      r.name_expressions = {fmt::format(
-          "kvt_normalize_split_{}<{}, {}, {}, {}, {}, {}, {}{}>", c.cluster ? "cluster" : "coop", kernel_type(p.dtype),
-          c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p), stats_bits(p),
-          c.row_loop > 1 ? fmt::format(", {}, 1", p.residual ? (p.residual_out ? 2 : 1) : 0) : residual_argument(p))};
+    else if (c.cluster)  // loop=4: gamma / beta held (HOLD); keep=stage: the next row staged (STAGE)
+      r.name_expressions = {fmt::format("kvt_normalize_split_cluster<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                                        kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
+                                        affine_bits(p), stats_bits(p), p.residual ? (p.residual_out ? 2 : 1) : 0,
+                                        c.row_loop > 1 ? 1 : 0, c.keep == Keep::staged ? 1 : 0)};
+    else if (c.cooperative)
+      r.name_expressions = {fmt::format("kvt_normalize_split_coop<{}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
+                                        c.threads_per_row, ve, c.items, mode_index(p.mode), affine_bits(p),
+                                        stats_bits(p), residual_argument(p))};
     else  // one kernel per phase, each with its own registers
       for (int phase = 0; phase < kernel_phases(p, c); ++phase)
         r.name_expressions.push_back(fmt::format(

@@ -90,7 +90,10 @@ bool check(const Problem& p, const Config& c, std::string* why, bool prune) {
   if (!is_pow2(c.threads_per_row) || c.threads_per_row < 32 || c.threads_per_row > 1024)
     return fail("split rows: threads per slice a power of two in 32..1024");
   if (c.rows_per_block != 1) return fail("split rows: one slice per block (rows per block 1)");
-  if (c.keep != Keep::registers || c.stat != Stat::two_pass) return fail("split rows: slices in registers, two-pass");
+  if (c.stat != Stat::two_pass || (c.keep != Keep::registers && !(c.cluster && c.keep == Keep::staged)))
+    return fail("split rows: slices in registers (the cluster form: or staged), two-pass");
+  if (c.keep == Keep::staged && (p.residual || c.vector_bytes < 4))
+    return fail("cluster, staged: no residual, vectors of 4 bytes or more (cp.async)");
   if (!is_pow2(c.vector_bytes) || c.vector_bytes > 16 || c.vector_bytes < elem)
     return fail("vector width: 1..16 bytes, at least one element");
   if (c.vector_bytes > p.align_bytes) return fail("vector width exceeds the pointers' alignment");
@@ -158,8 +161,10 @@ void enumerate(const Problem& p, std::vector<Config>& out) {
             Config one_pass = c;  // the cooperative one-pass form of the same slices
             one_pass.cooperative = true;
             if (c.row_loop == 1 && check(p, one_pass, nullptr, true)) out.push_back(one_pass);
-            one_pass.cooperative = false;  // and in clusters (loop=4: gamma / beta held)
+            one_pass.cooperative = false;  // and in clusters (loop=4: gamma / beta held; staged next rows)
             one_pass.cluster = true;
+            if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
+            one_pass.keep = Keep::staged;
             if (check(p, one_pass, nullptr, true)) out.push_back(one_pass);
             for (std::int64_t bytes : kChunkBytes) {  // rows in groups whose x stays in L2
               c.row_chunk = chunk_rows(p, bytes);
@@ -220,6 +225,8 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
     // One launch of clusters of `splits` blocks; its grid (a cluster a row here) is cut to the
     // clusters the device holds at once at launch, each looping over its rows.
     g.cluster = static_cast<int>(splits);
+    if (c.keep == Keep::staged)  // two stages of the block's slice
+      g.dynamic_smem = 2 * std::size_t(c.items) * std::size_t(c.threads_per_row) * std::size_t(c.vector_bytes);
     add(0, static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxGrid / splits) * splits));
     g.workspace_bytes = align256(3 * partials);  // [rows][splits][3], as the cooperative form's
     g.grid = g.phase_grid[0];
@@ -308,18 +315,22 @@ double cooperative_seconds(const Problem& p, const Config& c, int sm_count, doub
 double cluster_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   constexpr double kLatency = 0.7e-6;
   constexpr double kLaunch = 2e-6;
-  constexpr double kClusterRow = 2e-6;  // barrier, the merge's L2 round trip, the next row's first loads
+  // A row's unoverlapped chain: its loads (unless staged a row ahead), reductions, barrier, the
+  // merge's L2 round trip.
+  const double row_stall = c.keep == Keep::staged ? 1e-6 : 2e-6;
   const double held = c.row_loop > 1 ? double(p.gamma) + double(p.beta) : 0.0;  // gamma / beta beside the slice
   const double regs = 48.0 + c.items * c.vector_bytes / 4.0 * (1.0 + held);
   const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
-  const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+  double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+  if (c.keep == Keep::staged)  // 227 KiB of shared memory an SM (sm_90)
+    per_sm = std::min(per_sm, std::floor(227.0 * 1024 / (2.0 * c.items * c.threads_per_row * c.vector_bytes)));
   const double clusters = std::floor(double(sm_count) * per_sm / double(c.splits));
   if (clusters < 1) return 1.0;
   const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
   const double in_flight = std::min(clusters, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
   const double memory = 2.0 * plane / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
   // A cluster's rows in turn, each with its stall; several clusters an SM hide one another's.
-  const double stalls = std::ceil(double(p.rows) / clusters) * kClusterRow / std::max(1.0, per_sm);
+  const double stalls = std::ceil(double(p.rows) / clusters) * row_stall / std::max(1.0, per_sm);
   return memory + kLaunch + stalls;
 }
 

@@ -462,13 +462,20 @@ __device__ __forceinline__ void kvt_cluster_sync() {
 // A cluster's blocks are co-scheduled by the hardware, and each cluster waits only for its own
 // blocks: other clusters on the same SMs keep loads in flight meanwhile. A block's slice is the same
 // for all its rows: HOLD 1 (config `loop=4`) keeps its gamma / beta in registers for all of them
-// (fewer L2 reads, more registers), HOLD 0 loads them with each row. Clusters stay resident for all
+// (fewer L2 reads, more registers), HOLD 0 loads them with each row. STAGE 1 (config `keep=stage`):
+// the block's next row is copied into shared memory (cp.async, two stages of the slice) while this
+// row reduces, waits and writes; each thread reads back only what it copied (no block barrier), a
+// vector cut by the row's end from global memory. Clusters stay resident for all
 // their rows: a cluster a row, each exiting after it, took 1024 x 131072 bf16 layernorm 355 us on an
 // H200 against the phased form's 251 (the SMs' slots waiting for whole clusters to be placed?).
-template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0, int HOLD = 0>
+template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0, int HOLD = 0,
+          int STAGE = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split_cluster(const KvtNormalizeParams p, const KvtResidualParams rp) {
   using V = Vec<T, VW>;
+  static_assert(STAGE == 0 || (RES == 0 && sizeof(V) >= 4), "staged cluster rows: no residual, vectors of 4+ bytes");
   constexpr long long kSlice = (long long)ITEMS * TPR * VW;
+  KVT_DYNAMIC_SMEM(kvt_cluster_stage);
+  V* const stage = reinterpret_cast<V*>(kvt_cluster_stage);  // STAGE: [2][ITEMS][TPR]
   __shared__ float scratch[3 * RowGroup<TPR, 1>::kScratch];
   const long long clusters = gridDim.x / p.splits;
   const long long split = blockIdx.x % p.splits;
@@ -482,11 +489,36 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_cluster(const KvtNorm
       if constexpr ((AFFINE & 2) != 0) held_b[i] = load_masked<T, VW>(static_cast<const T*>(p.beta), j, p.cols);
     }
   }
-  for (long long row = blockIdx.x / p.splits; row < p.rows; row += clusters) {  // the same rows for the cluster
+  // STAGE: the copies of row r's whole vectors into stage s, as one group.
+  const auto issue = [&](long long r, int s) {
+    const T* xr = static_cast<const T*>(p.x) + r * p.ld_x;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
+      if constexpr (STAGE != 0)
+        if (j + VW <= p.cols) kvt_stage_copy<sizeof(V)>(&stage[(s * ITEMS + i) * TPR + threadIdx.x], xr + j);
+    }
+    kvt_stage_commit();
+  };
+  long long row = blockIdx.x / p.splits;
+  if constexpr (STAGE != 0)
+    if (row < p.rows) issue(row, 0);
+  for (int s = 0; row < p.rows; row += clusters, s ^= 1) {  // the same rows for the cluster
     float* partials = p.row_partials + row * p.splits * 3;
     const T* x = static_cast<const T*>(p.x) + row * p.ld_x;
     V v[ITEMS];
-    kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
+    if constexpr (STAGE != 0) {
+      if (row + clusters < p.rows) issue(row + clusters, s ^ 1);
+      else kvt_stage_commit();  // an empty group: the wait still leaves this row's complete
+      kvt_stage_wait_previous();
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
+        v[i] = j + VW <= p.cols ? stage[(s * ITEMS + i) * TPR + threadIdx.x] : load_masked<T, VW>(x, j, p.cols);
+      }
+    } else {
+      kvt_load_slice<T, TPR, VW, ITEMS, RES, true>(p, rp, x, row, begin, v);  // x read once
+    }
     // Every slice reads x[0] before the barrier and slice 0 writes y[0] only after it: in place too.
     const float shift = MODE != 2 ? (RES != 0 ? kvt_first_input<T, RES>(p, rp, row) : kvt_to_float(x[0])) : 0.f;
     kvt_slice_stats<T, TPR, VW, ITEMS, MODE, 3>(v, begin, p.cols, shift, partials + split * 3, scratch);

@@ -451,12 +451,12 @@ cudaError_t launch_cooperative(const detail::LoadedKernel& kernel, const Config&
 cudaError_t launch_cluster(const detail::LoadedKernel& kernel, const Geometry& g, KvtNormalizeParams& params,
                            const KvtResidualParams& residual, cudaStream_t stream) {
   int clusters = 0;
-  cudaError_t status = kernel.active_clusters(g.grid, g.block, 0, unsigned(g.cluster), &clusters);
+  cudaError_t status = kernel.active_clusters(g.grid, g.block, g.dynamic_smem, unsigned(g.cluster), &clusters);
   if (status != cudaSuccess) return status;
   if (clusters == 0) return cudaErrorLaunchOutOfResources;
   const std::int64_t resident = std::min<std::int64_t>(clusters, g.grid / unsigned(g.cluster));
-  return kernel.launch_cluster(dim3(unsigned(resident * g.cluster)), dim3(g.block), 0, stream, unsigned(g.cluster),
-                               params, residual);
+  return kernel.launch_cluster(dim3(unsigned(resident * g.cluster)), dim3(g.block), g.dynamic_smem, stream,
+                               unsigned(g.cluster), params, residual);
 }
 
 }  // namespace
