@@ -309,15 +309,20 @@ double cooperative_seconds(const Problem& p, const Config& c, int sm_count, doub
   return memory + 2 * kLaunch + rounds * kBarrier;
 }
 
-// The cluster form: x read once and y written once, a cluster a row; each row's barrier and merge
-// stall only its own cluster, whose blocks share SMs with other clusters' (predicted, not yet
-// calibrated: a row's unoverlapped cost kClusterRow, spread over the clusters resident at once).
+// The cluster form: x read once and y written once by clusters that take rows in turn. Its blocks
+// run their slice's passes (statistics, the centred sums of layernorm and standardize, the output)
+// with nothing else of the row to overlap, so instruction issue bounds it as often as the bytes do.
+// Fitted on the H200 recording of six problems with rows of 256 KiB to 1 MiB (2026-12-03,
+// tests/data/trials/2026-12-03-h200-cluster-rows): bytes at 80 % of the copy rate; about 0.1 ns a
+// pass and element on each SM with 8 elements a vector (16-byte bf16 vectors; 4-byte ones twice
+// that; rmsnorm 2 passes, the others 3.25); the larger of the two, then each row's chain (barrier,
+// the merge's L2 round trip, and the loads unless staged a row ahead) over the clusters resident at once.
 double cluster_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
   constexpr double kLatency = 0.7e-6;
   constexpr double kLaunch = 2e-6;
-  // A row's unoverlapped chain: its loads (unless staged a row ahead), reductions, barrier, the
-  // merge's L2 round trip.
-  const double row_stall = c.keep == Keep::staged ? 1e-6 : 2e-6;
+  constexpr double kPass = 0.1e-9;      // seconds a pass and element on one SM, 8 elements a vector
+  constexpr double kEfficiency = 0.8;  // of the copy rate, x and y streamed by the clusters
+  const double row_stall = c.keep == Keep::staged ? 0.25e-6 : 2e-6;
   const double held = c.row_loop > 1 ? double(p.gamma) + double(p.beta) : 0.0;  // gamma / beta beside the slice
   const double regs = 48.0 + c.items * c.vector_bytes / 4.0 * (1.0 + held);
   const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
@@ -326,12 +331,16 @@ double cluster_seconds(const Problem& p, const Config& c, int sm_count, double b
     per_sm = std::min(per_sm, std::floor(227.0 * 1024 / (2.0 * c.items * c.threads_per_row * c.vector_bytes)));
   const double clusters = std::floor(double(sm_count) * per_sm / double(c.splits));
   if (clusters < 1) return 1.0;
-  const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
+  const double elements = double(p.rows) * double(p.cols);
+  const double plane = elements * p.element_bytes();
   const double in_flight = std::min(clusters, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
-  const double memory = 2.0 * plane / bandwidth * std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
-  // A cluster's rows in turn, each with its stall; several clusters an SM hide one another's.
+  const double memory = 2.0 * plane / (kEfficiency * bandwidth) *
+                        std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  const double vector_elements = double(c.vector_bytes) / p.element_bytes();
+  const double passes = p.mode == NormMode::rmsnorm ? 2.0 : 3.25;
+  const double issue = elements / double(sm_count) * passes * kPass * (1.0 + 4.0 / vector_elements) / 1.5;
   const double stalls = std::ceil(double(p.rows) / clusters) * row_stall / std::max(1.0, per_sm);
-  return memory + kLaunch + stalls;
+  return std::max(memory, issue) + kLaunch + stalls;
 }
 
 }  // namespace
