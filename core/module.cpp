@@ -53,46 +53,52 @@ LoadedKernel LoadedKernel::load(const std::string& image, const std::string& low
   return loaded;
 }
 
-cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, int* blocks) const {
+namespace {
+
+// A count per device (co-resident blocks, clusters) kept in `cache` (the value plus one; 0: not yet
+// asked): `ask(device, value)` runs once per device and kernel.
+template <std::size_t N, class Ask>
+cudaError_t cached_per_device(std::array<std::atomic<int>, N>* cache, int* value, Ask ask) {
   int device = 0;
   cudaError_t status = cudaGetDevice(&device);
   if (status != cudaSuccess) return status;
-  const bool cached = co_resident_ != nullptr && device >= 0 && device < kMaxDevices;
+  const bool cached = cache != nullptr && device >= 0 && device < static_cast<int>(N);
   if (cached) {
-    const int known = (*co_resident_)[std::size_t(device)].load(std::memory_order_relaxed);
+    const int known = (*cache)[std::size_t(device)].load(std::memory_order_relaxed);
     if (known > 0) {
-      *blocks = known - 1;
+      *value = known - 1;
       return cudaSuccess;
     }
   }
-  int cooperative = 0, sms = 0, per_sm = 0;
-  if ((status = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device)) != cudaSuccess ||
-      (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-      (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel()),
-                                                              static_cast<int>(block), smem)) != cudaSuccess)
-    return status;
-  *blocks = cooperative != 0 ? sms * per_sm : 0;
-  if (cached) (*co_resident_)[std::size_t(device)].store(*blocks + 1, std::memory_order_relaxed);
+  if ((status = ask(device, value)) != cudaSuccess) return status;
+  if (cached) (*cache)[std::size_t(device)].store(*value + 1, std::memory_order_relaxed);
   return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t LoadedKernel::co_resident_blocks(unsigned block, std::size_t smem, int* blocks) const {
+  return cached_per_device(co_resident_.get(), blocks, [&](int device, int* out) {
+    int cooperative = 0, sms = 0, per_sm = 0;
+    cudaError_t status = cudaSuccess;
+    if ((status = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device)) != cudaSuccess ||
+        (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+        (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel()),
+                                                                static_cast<int>(block), smem)) != cudaSuccess)
+      return status;
+    *out = cooperative != 0 ? sms * per_sm : 0;
+    return cudaSuccess;
+  });
 }
 
 cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::size_t smem, unsigned cluster,
                                           int* clusters) const {
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  const bool cached = active_clusters_ != nullptr && device >= 0 && device < kMaxDevices;
-  if (cached) {
-    const int known = (*active_clusters_)[std::size_t(device)].load(std::memory_order_relaxed);
-    if (known > 0) {
-      *clusters = known - 1;
-      return cudaSuccess;
-    }
-  }
-  int supported = 0;
-  if ((status = cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device)) != cudaSuccess) return status;
-  *clusters = 0;
-  if (supported != 0 && attributes_.binary_version >= 90 && cluster > 0) {
+  return cached_per_device(active_clusters_.get(), clusters, [&](int device, int* out) {
+    int supported = 0;
+    cudaError_t status = cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device);
+    if (status != cudaSuccess) return status;
+    *out = 0;
+    if (supported == 0 || attributes_.binary_version < 90 || cluster == 0) return cudaSuccess;
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = cluster;
@@ -104,16 +110,14 @@ cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::si
     config.dynamicSmemBytes = smem;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    status = cudaOccupancyMaxActiveClusters(clusters, reinterpret_cast<const void*>(kernel()), &config);
+    status = cudaOccupancyMaxActiveClusters(out, reinterpret_cast<const void*>(kernel()), &config);
     if (status == cudaErrorInvalidClusterSize) {  // more blocks than this device's clusters take: none fits
       cudaGetLastError();
-      *clusters = 0;
-    } else if (status != cudaSuccess) {
-      return status;
+      *out = 0;
+      return cudaSuccess;
     }
-  }
-  if (cached) (*active_clusters_)[std::size_t(device)].store(*clusters + 1, std::memory_order_relaxed);
-  return cudaSuccess;
+    return status;
+  });
 }
 
 void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {

@@ -470,141 +470,119 @@ OnePassRun check_one_pass_launch(const detail::LoadedKernel& kernel, const norma
   return run;
 }
 
+// The variants of `form` (of `p`'s space) with the fewest and the most slices a row.
+std::vector<normalize::Config> fewest_and_most(const std::vector<normalize::Config>& form) {
+  REQUIRE_FALSE(form.empty());
+  const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) { return a.splits < b.splits; };
+  return {*std::min_element(form.begin(), form.end(), by_splits), *std::max_element(form.begin(), form.end(), by_splits)};
+}
+
+struct OnePassCase {
+  std::int64_t rows, cols;
+  bool pad, in_place;
+};
+
+struct OnePassCounts {
+  std::size_t launched = 0, refused = 0;
+};
+
+// Every forward setup with every case, the dtype rotating (each dtype meets every setup and every
+// case): the variants `pick(problem, dtype, case)` chooses, each launched twice against the float64
+// reference and bitwise against itself or, where the device cannot hold one row's slices at once,
+// refused at launch with `refusal` (never run without the guarantee).
+template <class Pick>
+OnePassCounts check_one_pass_cases(const std::vector<OnePassCase>& cases, Pick pick, cudaError_t refusal) {
+  const auto fingerprint = detail::read_fingerprint(detail::current_device());
+  test::CompileMemo memo;
+  OnePassCounts n;
+  for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
+    if (pass == 1) memo.compile_pending();
+    for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
+      for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+        const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
+        const Setup& s = kForwardSetups[si];
+        const OnePassCase& k = cases[ci];
+        normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
+        p.rows = normalize::rows_bucket(k.rows);
+        INFO(p.key());
+        const std::vector<normalize::Config> chosen = pick(p, d, k);
+        const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
+        if (pass == 0) {
+          memo.add(candidates);
+          continue;
+        }
+        const auto compiled = memo.compile(candidates);
+        for (std::size_t i = 0; i < chosen.size(); ++i) {
+          INFO(candidates[i].label << " " << compiled[i].message);
+          REQUIRE(compiled[i].status == tuner::Status::ok);
+          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
+          if (!row_fits(kernel, chosen[i])) {
+            normalize::LaunchArgs a{};
+            a.rows = k.rows;
+            Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
+            a.workspace = workspace.ptr;
+            CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == refusal);
+            ++n.refused;
+            continue;
+          }
+          const OnePassRun first = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          const OnePassRun second = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
+          CHECK(first.y == second.y);  // bitwise, run to run
+          CHECK(first.stats == second.stats);
+          ++n.launched;
+        }
+      }
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("split rows: the cooperative one-pass form matches the float64 reference, in place, ld, deterministic",
           "[gpu][normalize][wide]") {
   KVTUNE_REQUIRE_GPU();
-  const auto fingerprint = detail::read_fingerprint(detail::current_device());
-  test::CompileMemo memo;
-  std::size_t launched = 0, refused = 0;
-  struct Case {
-    std::int64_t rows, cols;
-    bool pad, in_place;
-  };
   // Odd rows (element-wide vectors), padded in place; many rows (several rounds of the row slots);
   // an odd row of 1.5 Mi (more than 32 slices: the block-wide merge).
-  const Case cases[] = {{3, 65537, false, false}, {5, (1 << 20) + 7, true, true}, {300, 1 << 16, false, true},
-                        {2, (3 << 19) + 1, true, false}};
-  for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
-    if (pass == 1) memo.compile_pending();
-    // Every setup with every case, the dtype rotating (each dtype meets every setup and every case).
-    for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
-      for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
-        const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
-        const Setup& s = kForwardSetups[si];
-        const Case& k = cases[ci];
-        normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
-        p.rows = normalize::rows_bucket(k.rows);
-        // The coop variants with the fewest and the most slices a row.
+  const std::vector<OnePassCase> cases = {
+      {3, 65537, false, false}, {5, (1 << 20) + 7, true, true}, {300, 1 << 16, false, true}, {2, (3 << 19) + 1, true, false}};
+  const auto n = check_one_pass_cases(
+      cases,
+      [](const normalize::Problem& p, DType, const OnePassCase&) {
         std::vector<normalize::Config> coop;
         for (const auto& c : normalize::enumerate(p))
           if (c.cooperative) coop.push_back(c);
-        INFO(p.key());
-        REQUIRE_FALSE(coop.empty());
-        const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
-          return a.splits < b.splits;
-        };
-        const std::vector<normalize::Config> chosen = {*std::min_element(coop.begin(), coop.end(), by_splits),
-                                                       *std::max_element(coop.begin(), coop.end(), by_splits)};
-        const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
-        if (pass == 0) {
-          memo.add(candidates);
-          continue;
-        }
-        const auto compiled = memo.compile(candidates);
-        for (std::size_t i = 0; i < chosen.size(); ++i) {
-          INFO(candidates[i].label << " " << compiled[i].message);
-          REQUIRE(compiled[i].status == tuner::Status::ok);
-          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
-          if (!row_fits(kernel, chosen[i])) {  // refused, never run without the guarantee
-            normalize::LaunchArgs a{};
-            a.rows = k.rows;
-            Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
-            a.workspace = workspace.ptr;
-            CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorCooperativeLaunchTooLarge);
-            ++refused;
-            continue;
-          }
-          const OnePassRun first = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-          const OnePassRun second = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-          CHECK(first.y == second.y);  // bitwise, run to run
-          CHECK(first.stats == second.stats);
-          ++launched;
-        }
-      }
-  }
-  WARN("checked " << launched << " cooperative launches (twice each); " << refused
+        return fewest_and_most(coop);
+      },
+      cudaErrorCooperativeLaunchTooLarge);
+  WARN("checked " << n.launched << " cooperative launches (twice each); " << n.refused
                   << " variants refused: a row's slices exceed what the device holds at once");
-  CHECK(launched >= 3 * 4);
+  CHECK(n.launched >= 3 * 4);
 }
 
 TEST_CASE("split rows: the cluster one-pass form matches the float64 reference, in place, ld, deterministic",
           "[gpu][normalize][wide]") {
   KVTUNE_REQUIRE_GPU();
-  const auto fingerprint = detail::read_fingerprint(detail::current_device());
-  test::CompileMemo memo;
-  std::size_t launched = 0, refused = 0;
-  struct Case {
-    std::int64_t rows, cols;
-    bool pad, in_place;
-  };
   // Odd rows (element-wide vectors, a short last slice); many rows in place; an odd padded row of
   // up to 7 slices in place; rows of one 16-bit slice and a half.
-  const Case cases[] = {{3, 65537, false, false}, {300, 1 << 16, false, true}, {5, 100003, true, true},
-                        {1000, 49152, false, false}};
-  for (int pass = 0; pass < 2; ++pass) {  // 0: every variant queued, compiled together
-    if (pass == 1) memo.compile_pending();
-    for (std::size_t si = 0; si < std::size(kForwardSetups); ++si)
-      for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
-        const DType d = std::array<DType, 3>{DType::f32, DType::f16, DType::bf16}[(si + ci) % 3];
-        const Setup& s = kForwardSetups[si];
-        const Case& k = cases[ci];
-        normalize::Problem p = forward_problem(d, s, {k.cols, !k.pad && k.cols % 8 == 0});
-        p.rows = normalize::rows_bucket(k.rows);
-        // The cluster variants with the fewest and the most slices a row, in registers and staged.
-        INFO(p.key());
-        const auto by_splits = [](const normalize::Config& a, const normalize::Config& b) {
-          return a.splits < b.splits;
-        };
+  const std::vector<OnePassCase> cases = {
+      {3, 65537, false, false}, {300, 1 << 16, false, true}, {5, 100003, true, true}, {1000, 49152, false, false}};
+  // The cluster variants with the fewest and the most slices a row, in registers and staged (the
+  // staged ones need vectors of 4 bytes or more: none for unaligned 16-bit rows).
+  const auto n = check_one_pass_cases(
+      cases,
+      [](const normalize::Problem& p, DType d, const OnePassCase& k) {
         std::vector<normalize::Config> chosen;
         for (normalize::Keep keep : {normalize::Keep::registers, normalize::Keep::staged}) {
+          if (keep == normalize::Keep::staged && elem_size(d) * (k.cols % 8 == 0 && !k.pad ? 8 : 1) < 4) continue;
           std::vector<normalize::Config> cluster;
           for (const auto& c : normalize::enumerate(p))
             if (c.cluster && c.keep == keep) cluster.push_back(c);
-          if (keep == normalize::Keep::staged && elem_size(d) * (k.cols % 8 == 0 && !k.pad ? 8 : 1) < 4) continue;
-          REQUIRE_FALSE(cluster.empty());
-          chosen.push_back(*std::min_element(cluster.begin(), cluster.end(), by_splits));
-          chosen.push_back(*std::max_element(cluster.begin(), cluster.end(), by_splits));
+          for (const auto& c : fewest_and_most(cluster)) chosen.push_back(c);
         }
-        const auto candidates = normalize::make_candidates(p, chosen, fingerprint.arch());
-        if (pass == 0) {
-          memo.add(candidates);
-          continue;
-        }
-        const auto compiled = memo.compile(candidates);
-        for (std::size_t i = 0; i < chosen.size(); ++i) {
-          INFO(candidates[i].label << " " << compiled[i].message);
-          REQUIRE(compiled[i].status == tuner::Status::ok);
-          const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
-          if (!row_fits(kernel, chosen[i])) {  // before sm_90, or a cluster too large: refused
-            normalize::LaunchArgs a{};
-            a.rows = k.rows;
-            Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
-            a.workspace = workspace.ptr;
-            CHECK(normalize::launch(kernel, p, chosen[i], a, nullptr) == cudaErrorLaunchOutOfResources);
-            ++refused;
-            continue;
-          }
-          const OnePassRun first = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-          const OnePassRun second = check_one_pass_launch(kernel, p, chosen[i], d, s, k.rows, k.cols, k.pad, k.in_place);
-          CHECK(first.y == second.y);  // bitwise, run to run
-          CHECK(first.stats == second.stats);
-          ++launched;
-        }
-      }
-  }
-  WARN("checked " << launched << " cluster launches (twice each); " << refused
+        return chosen;
+      },
+      cudaErrorLaunchOutOfResources);  // before sm_90, or a cluster larger than the device holds
+  WARN("checked " << n.launched << " cluster launches (twice each); " << n.refused
                   << " variants refused: no cluster launch, or a cluster larger than the device holds");
-  if (fingerprint.cc_major >= 9) CHECK(launched >= 3 * 4);
+  if (detail::read_fingerprint(detail::current_device()).cc_major >= 9) CHECK(n.launched >= 3 * 4);
 }
