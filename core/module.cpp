@@ -99,6 +99,11 @@ cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::si
     if (status != cudaSuccess) return status;
     *out = 0;
     if (supported == 0 || attributes_.binary_version < 90 || cluster == 0) return cudaSuccess;
+    // The query counts the dynamic shared memory only once the kernel may take it (as a launch).
+    if (attributes_.static_smem + smem > 48 * 1024 &&
+        (status = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel()),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))) != cudaSuccess)
+      return status;
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = cluster;

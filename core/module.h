@@ -93,8 +93,9 @@ class LoadedKernel {
 
   /// Clusters of `cluster` blocks (of `block` threads, `smem` dynamic bytes) the current device holds
   /// at once (cudaOccupancyMaxActiveClusters for a grid of `grid` blocks); 0 where it has no cluster
-  /// launch (before sm_90) or the kernel was not built for sm_90 or later. Kept per device: call it
-  /// with one block size, shared memory and cluster size per kernel (a variant's).
+  /// launch (before sm_90) or the kernel was not built for sm_90 or later. Allows the kernel `smem`
+  /// dynamic bytes first where that needs the opt-in. Kept per device: call it with one block size,
+  /// shared memory and cluster size per kernel (a variant's).
   cudaError_t active_clusters(unsigned grid, unsigned block, std::size_t smem, unsigned cluster, int* clusters) const;
   /// A launch in thread-block clusters of `cluster` blocks along x (grid.x a multiple of it).
   template <class... Params>

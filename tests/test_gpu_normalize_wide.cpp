@@ -90,11 +90,12 @@ normalize::Problem backward_problem(DType d, const BackwardSetup& s, Width w) {
 
 // Whether the device holds all of a row's slices of the one-pass variant `c` at once (cooperative:
 // co-resident blocks; cluster: at least one cluster of them).
-bool row_fits(const detail::LoadedKernel& kernel, const normalize::Config& c) {
+// The same query as the launch's (kept per device and kernel: the staged form's shared memory too).
+bool row_fits(const detail::LoadedKernel& kernel, const normalize::Problem& p, const normalize::Config& c) {
   if (c.cluster) {
     int clusters = 0;
-    detail::cuda_check(kernel.active_clusters(unsigned(c.splits), unsigned(c.threads_per_row), 0, unsigned(c.splits),
-                                              &clusters),
+    const auto g = normalize::geometry(p, c, 1);
+    detail::cuda_check(kernel.active_clusters(g.grid, g.block, g.dynamic_smem, unsigned(g.cluster), &clusters),
                        "active_clusters");
     return clusters > 0;
   }
@@ -158,7 +159,7 @@ std::size_t check_split_variants(const test::Sample& sample, const MakeProblem& 
         for (std::size_t i = 0; i < candidates.size(); ++i) {
           const auto verdict = harness->verify(candidates[i], kernels[i], stream);
           INFO(p.key() << " rows=" << rows << " " << candidates[i].label << ": " << verdict.message);
-          if ((split[i].cooperative || split[i].cluster) && !row_fits(kernels[i], split[i])) {
+          if ((split[i].cooperative || split[i].cluster) && !row_fits(kernels[i], p, split[i])) {
             // A row's slices cannot all be co-resident here: refused at launch, never run.
             CHECK_FALSE(verdict.ok);
             CHECK(verdict.message.rfind(tuner::kResourcesRefused, 0) == 0);
@@ -436,7 +437,6 @@ OnePassRun check_one_pass_launch(const detail::LoadedKernel& kernel, const norma
   cudaMemset(by.ptr, 0xFF, x.bytes.size());
   cudaMemset(stats.ptr, 0xFF, std::size_t(rows) * 8);
   const auto g_shape = normalize::geometry(p, c, rows);
-  kernel.allow_dynamic_smem(g_shape.dynamic_smem);
   Buffer workspace(g_shape.workspace_bytes);
   cudaMemset(workspace.ptr, 0x5A, g_shape.workspace_bytes);  // counters are the launch's to zero
   void* y = in_place ? bx.ptr : by.ptr;
@@ -516,7 +516,8 @@ OnePassCounts check_one_pass_cases(const std::vector<OnePassCase>& cases, Pick p
           INFO(candidates[i].label << " " << compiled[i].message);
           REQUIRE(compiled[i].status == tuner::Status::ok);
           const auto kernel = detail::LoadedKernel::load(compiled[i].cubin, compiled[i].lowered_name, candidates[i].phases());
-          if (!row_fits(kernel, chosen[i])) {
+          kernel.allow_dynamic_smem(candidates[i].dynamic_smem);  // the staged cluster form's two slices
+          if (!row_fits(kernel, p, chosen[i])) {
             normalize::LaunchArgs a{};
             a.rows = k.rows;
             Buffer workspace(normalize::geometry(p, chosen[i], k.rows).workspace_bytes);
