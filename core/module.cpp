@@ -100,15 +100,8 @@ cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::si
     *out = 0;
     if (supported == 0 || attributes_.binary_version < 90 || cluster == 0) return cudaSuccess;
     // The query counts the dynamic shared memory only once the kernel may take it (as a launch).
-    if (attributes_.static_smem + smem > 48 * 1024 &&
-        (status = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel()),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))) != cudaSuccess)
-      return status;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = cluster;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
+    if ((status = opt_in_dynamic_smem(smem)) != cudaSuccess) return status;
+    cudaLaunchAttribute attribute = cluster_attribute(cluster);
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(grid);
     config.blockDim = dim3(block);
@@ -125,14 +118,16 @@ cudaError_t LoadedKernel::active_clusters(unsigned grid, unsigned block, std::si
   });
 }
 
-void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {
-  if (bytes == 0) return;
+cudaError_t LoadedKernel::opt_in_dynamic_smem(std::size_t bytes) const {
   // Without the opt-in, static plus dynamic shared memory must fit in 48 KiB (a kernel with 17 KiB
   // of static arrays fails to launch with 32 KiB of dynamic memory).
-  if (attributes_.static_smem + bytes <= 48 * 1024) return;
-  cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel()),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-             "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (bytes == 0 || attributes_.static_smem + bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel()), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+void LoadedKernel::allow_dynamic_smem(std::size_t bytes) const {
+  cuda_check(opt_in_dynamic_smem(bytes), "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
 }
 
 }  // namespace kvtune::detail

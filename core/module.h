@@ -47,6 +47,8 @@ class LoadedKernel {
   /// Allows `bytes` of dynamic shared memory on the current device where, with the kernel's static
   /// shared memory, they exceed the 48 KiB a launch may use without opting in.
   void allow_dynamic_smem(std::size_t bytes) const;
+  /// The same, returning the runtime's status instead of throwing.
+  cudaError_t opt_in_dynamic_smem(std::size_t bytes) const;
 
   /// Launches with by-value argument structs (one per kernel parameter).
   template <class... Params>
@@ -102,15 +104,19 @@ class LoadedKernel {
   cudaError_t launch_cluster(dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, unsigned cluster,
                              const Params&... params) const {
     void* args[] = {const_cast<Params*>(&params)...};
+    return launch_with(cluster_attribute(cluster), grid, block, smem, stream, args);
+  }
+
+ private:
+  /// Thread-block clusters of `cluster` blocks along x (the launch's and the occupancy query's).
+  static cudaLaunchAttribute cluster_attribute(unsigned cluster) {
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = cluster;
     attribute.val.clusterDim.y = 1;
     attribute.val.clusterDim.z = 1;
-    return launch_with(attribute, grid, block, smem, stream, args);
+    return attribute;
   }
-
- private:
   /// cudaLaunchKernelExC of phase 0 with one launch attribute.
   cudaError_t launch_with(const cudaLaunchAttribute& attribute, dim3 grid, dim3 block, std::size_t smem,
                           cudaStream_t stream, void** args) const {

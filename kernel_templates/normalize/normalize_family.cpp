@@ -71,10 +71,12 @@ int common_alignment(std::int64_t elem, std::initializer_list<const void*> point
 int mode_index(NormMode m) { return static_cast<int>(m); }
 int affine_bits(const Problem& p) { return (p.gamma ? 1 : 0) | (p.beta ? 2 : 0); }
 int stats_bits(const Problem& p) { return (p.mean_out ? 1 : 0) | (p.rstd_out ? 2 : 0); }
-// The forward kernels' last template argument RES (1: residual, 2: and residual_out), appended only
-// when set: the names (and code) of calls without a residual are unchanged.
+// The forward kernels' template argument RES: 0, 1 (residual), 2 (and residual_out).
+int residual_form(const Problem& p) { return p.residual ? (p.residual_out ? 2 : 1) : 0; }
+// RES as the kernels' last template argument, appended only when set: the names (and code) of calls
+// without a residual are unchanged.
 std::string residual_argument(const Problem& p) {
-  return p.residual ? fmt::format(", {}", p.residual_out ? 2 : 1) : std::string();
+  return p.residual ? fmt::format(", {}", residual_form(p)) : std::string();
 }
 
 std::vector<detail::HeaderSource> headers() {
@@ -702,7 +704,7 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
     else if (c.cluster)  // loop=4: gamma / beta held (HOLD); keep=stage: the next row staged (STAGE)
       r.name_expressions = {fmt::format("kvt_normalize_split_cluster<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
                                         kernel_type(p.dtype), c.threads_per_row, ve, c.items, mode_index(p.mode),
-                                        affine_bits(p), stats_bits(p), p.residual ? (p.residual_out ? 2 : 1) : 0,
+                                        affine_bits(p), stats_bits(p), residual_form(p),
                                         c.row_loop > 1 ? 1 : 0, c.keep == Keep::staged ? 1 : 0)};
     else if (c.cooperative)
       r.name_expressions = {fmt::format("kvt_normalize_split_coop<{}, {}, {}, {}, {}, {}, {}{}>", kernel_type(p.dtype),
@@ -713,7 +715,7 @@ detail::CompileRequest compile_request(const Problem& p, const Config& c, const 
         r.name_expressions.push_back(fmt::format(
             "kvt_normalize_split<{}, {}, {}, {}, {}, {}, {}, {}{}>", phase, kernel_type(p.dtype), c.threads_per_row, ve,
             c.items, mode_index(p.mode), affine_bits(p), stats_bits(p),
-            c.row_loop > 1 ? fmt::format(", {}, 1", p.residual ? (p.residual_out ? 2 : 1) : 0) : residual_argument(p)));
+            c.row_loop > 1 ? fmt::format(", {}, 1", residual_form(p)) : residual_argument(p)));
     return r;
   }
   if (p.backward) {

@@ -285,28 +285,40 @@ void geometry(const Problem& p, const Config& c, std::int64_t rows, Geometry& g)
 
 namespace {
 
+constexpr double kOnePassLatency = 0.7e-6;  // DRAM load latency, s (as predicted_seconds')
+constexpr double kOnePassLaunch = 2e-6;
+
+// Blocks of a one-pass variant an SM holds, from its registers: the kept slice (and `held` rows of
+// gamma / beta beside it) on about 48 others (sm_90 builds: 64 at 64 bytes a thread).
+double one_pass_blocks_per_sm(const Config& c, double held) {
+  const double regs = 48.0 + c.items * c.vector_bytes / 4.0 * (1.0 + held);
+  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
+  return std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+}
+
+// The one-pass forms' bytes: 2N, and `extra`, at `efficiency` of `bandwidth`, with too few bytes in
+// flight (`slots` rows' slices) to hide the latency charged as such.
+double one_pass_memory(const Problem& p, const Config& c, double slots, double extra, double bandwidth,
+                       double efficiency) {
+  const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
+  const double in_flight = std::min(slots, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
+  return (2.0 * plane + extra) / (efficiency * bandwidth) *
+         std::max(1.0, bandwidth * kOnePassLatency / std::max(in_flight, 1.0));
+}
+
 // The cooperative form: x read once and y written once by the co-resident row slots, round after
 // round, each round ending in a wait for the row's slices (kBarrier) and a merge of S partials that
 // every slice reads from L2 (S^2 x 12 bytes a row). The round's cost is an H100 measurement: a
 // round reads, waits, merges and writes in lockstep, so nothing overlaps its barrier (bench/NOTES.md,
 // "one pass").
 double cooperative_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
-  constexpr double kLatency = 0.7e-6;  // as predicted_seconds'
-  constexpr double kLaunch = 2e-6;     // the launch and the counters' memset
   constexpr double kBarrier = 12e-6;   // one round's arrival, wait, merge and unoverlapped latencies
   constexpr double kL2Factor = 3.0;    // L2 bandwidth relative to DRAM's
-  const double regs = 48.0 + c.items * c.vector_bytes / 4.0;  // sm_90 builds: 64 at 64 bytes a thread
-  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
-  const double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
-  const double slots = std::floor(double(sm_count) * per_sm / double(c.splits));
+  const double slots = std::floor(double(sm_count) * one_pass_blocks_per_sm(c, 0.0) / double(c.splits));
   if (slots < 1) return 1.0;  // a row's slices cannot be co-resident: last
   const double rounds = std::ceil(double(p.rows) / slots);
-  const double plane = double(p.rows) * double(p.cols) * p.element_bytes();
   const double merge_bytes = double(p.rows) * double(c.splits) * double(c.splits) * 12.0 / kL2Factor;
-  const double in_flight = std::min(slots, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
-  const double memory = (2.0 * plane + merge_bytes) / bandwidth *
-                        std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
-  return memory + 2 * kLaunch + rounds * kBarrier;
+  return one_pass_memory(p, c, slots, merge_bytes, bandwidth, 1.0) + 2 * kOnePassLaunch + rounds * kBarrier;
 }
 
 // The cluster form: x read once and y written once by clusters that take rows in turn. Its blocks
@@ -318,29 +330,22 @@ double cooperative_seconds(const Problem& p, const Config& c, int sm_count, doub
 // that; rmsnorm 2 passes, the others 3.25); the larger of the two, then each row's chain (barrier,
 // the merge's L2 round trip, and the loads unless staged a row ahead) over the clusters resident at once.
 double cluster_seconds(const Problem& p, const Config& c, int sm_count, double bandwidth) {
-  constexpr double kLatency = 0.7e-6;
-  constexpr double kLaunch = 2e-6;
   constexpr double kPass = 0.1e-9;      // seconds a pass and element on one SM, 8 elements a vector
   constexpr double kEfficiency = 0.8;  // of the copy rate, x and y streamed by the clusters
   const double row_stall = c.keep == Keep::staged ? 0.25e-6 : 2e-6;
   const double held = c.row_loop > 1 ? double(p.gamma) + double(p.beta) : 0.0;  // gamma / beta beside the slice
-  const double regs = 48.0 + c.items * c.vector_bytes / 4.0 * (1.0 + held);
-  const double threads_per_sm = std::min(2048.0, std::floor(65536.0 / regs / 32.0) * 32.0);
-  double per_sm = std::min(32.0, std::floor(threads_per_sm / c.threads_per_row));
+  double per_sm = one_pass_blocks_per_sm(c, held);
   if (c.keep == Keep::staged)  // 227 KiB of shared memory an SM (sm_90)
     per_sm = std::min(per_sm, std::floor(227.0 * 1024 / (2.0 * c.items * c.threads_per_row * c.vector_bytes)));
   const double clusters = std::floor(double(sm_count) * per_sm / double(c.splits));
   if (clusters < 1) return 1.0;
   const double elements = double(p.rows) * double(p.cols);
-  const double plane = elements * p.element_bytes();
-  const double in_flight = std::min(clusters, double(p.rows)) * c.splits * c.threads_per_row * c.items * c.vector_bytes;
-  const double memory = 2.0 * plane / (kEfficiency * bandwidth) *
-                        std::max(1.0, bandwidth * kLatency / std::max(in_flight, 1.0));
+  const double memory = one_pass_memory(p, c, clusters, 0.0, bandwidth, kEfficiency);
   const double vector_elements = double(c.vector_bytes) / p.element_bytes();
   const double passes = p.mode == NormMode::rmsnorm ? 2.0 : 3.25;
   const double issue = elements / double(sm_count) * passes * kPass * (1.0 + 4.0 / vector_elements) / 1.5;
   const double stalls = std::ceil(double(p.rows) / clusters) * row_stall / std::max(1.0, per_sm);
-  return std::max(memory, issue) + kLaunch + stalls;
+  return std::max(memory, issue) + kOnePassLaunch + stalls;
 }
 
 }  // namespace

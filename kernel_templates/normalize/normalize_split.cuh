@@ -465,9 +465,8 @@ __device__ __forceinline__ void kvt_cluster_sync() {
 // (fewer L2 reads, more registers), HOLD 0 loads them with each row. STAGE 1 (config `keep=stage`):
 // the block's next row is copied into shared memory (cp.async, two stages of the slice) while this
 // row reduces, waits and writes; each thread reads back only what it copied (no block barrier), a
-// vector cut by the row's end from global memory. Clusters stay resident for all
-// their rows: a cluster a row, each exiting after it, took 1024 x 131072 bf16 layernorm 355 us on an
-// H200 against the phased form's 251 (the SMs' slots waiting for whole clusters to be placed?).
+// vector cut by the row's end from global memory. Clusters stay resident for all their rows (a
+// cluster a row, each exiting after it, was 2-7 % slower on an H200; bench/NOTES.md, 2026-12-03).
 template <class T, int TPR, int VW, int ITEMS, int MODE, int AFFINE, int STATS_OUT, int RES = 0, int HOLD = 0,
           int STAGE = 0>
 __global__ void __launch_bounds__(TPR) kvt_normalize_split_cluster(const KvtNormalizeParams p, const KvtResidualParams rp) {
@@ -491,14 +490,15 @@ __global__ void __launch_bounds__(TPR) kvt_normalize_split_cluster(const KvtNorm
   }
   // STAGE: the copies of row r's whole vectors into stage s, as one group.
   const auto issue = [&](long long r, int s) {
-    const T* xr = static_cast<const T*>(p.x) + r * p.ld_x;
+    if constexpr (STAGE != 0) {
+      const T* xr = static_cast<const T*>(p.x) + r * p.ld_x;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
-      if constexpr (STAGE != 0)
+      for (int i = 0; i < ITEMS; ++i) {
+        const long long j = begin + (long long)threadIdx.x * VW + (long long)i * TPR * VW;
         if (j + VW <= p.cols) kvt_stage_copy<sizeof(V)>(&stage[(s * ITEMS + i) * TPR + threadIdx.x], xr + j);
+      }
+      kvt_stage_commit();
     }
-    kvt_stage_commit();
   };
   long long row = blockIdx.x / p.splits;
   if constexpr (STAGE != 0)
