@@ -9,9 +9,10 @@ between the rows is what the dgamma/dbeta reduction costs each implementation.
 With --profile, each call runs twice without timing instead (for a profiler such as Nsight Compute:
 `ncu -k regex:kvt_normalize_backward python3 bench/python/norm_backward_split.py --profile`).
 
-usage: KVTUNE_LIBRARY=<libkvtune.so> python3 bench/python/norm_backward_split.py [--profile]
+usage: KVTUNE_LIBRARY=<libkvtune.so> python3 bench/python/norm_backward_split.py [--profile] [--shapes RxC,...]
 """
 
+import argparse
 import os
 import sys
 
@@ -25,9 +26,15 @@ COUNT = 8
 
 
 def main():
-    profile = "--profile" in sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", action="store_true", help="each call twice, untimed (for a profiler)")
+    parser.add_argument("--shapes", default=",".join(f"{r}x{c}" for r, c in SHAPES),
+                        help="ROWSxCOLS,... (bf16 layer_norm)")
+    args = parser.parse_args()
+    profile = args.profile
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     kt = nb.kt
-    for rows, cols in SHAPES:
+    for rows, cols in shapes:
         dt = torch.bfloat16
         xs = [(torch.randn(rows, cols, device="cuda") * 2 + 0.5).to(dt) for _ in range(COUNT)]
         dys = [torch.randn(rows, cols, device="cuda").to(dt) for _ in range(COUNT)]

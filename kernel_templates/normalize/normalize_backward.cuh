@@ -20,17 +20,18 @@
 // co-resident blocks, each looping over its chunks of rows, and replaces the tree by one grid-wide
 // barrier (kvt_grid_sync) after which every block sums a share of the columns. Every sum runs in a fixed order: the
 // result does not depend on the order in which blocks finish.
-// Sum of rows [0, n) of a column (row stride `stride`) in row order, eight loads in flight: the
+// Sum of rows [0, n) of a column (row stride `stride`) in row order, R loads in flight: the
 // same result as one load at a time, without a dependent L2 round trip per row.
+template <int R = 8>
 __device__ __forceinline__ float kvt_sum_rows(const float* src, long long stride, long long n) {
   float t = 0.f;
   long long r = 0;
-  for (; r + 8 <= n; r += 8) {
-    float v[8];
+  for (; r + R <= n; r += R) {
+    float v[R];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = __ldcg(src + (r + u) * stride);
+    for (int u = 0; u < R; ++u) v[u] = __ldcg(src + (r + u) * stride);
 #pragma unroll
-    for (int u = 0; u < 8; ++u) t += v[u];
+    for (int u = 0; u < R; ++u) t += v[u];
   }
   for (; r < n; ++r) t += __ldcg(src + r * stride);
   return t;
@@ -140,8 +141,12 @@ __device__ __forceinline__ void kvt_grid_sync() {
 // The cooperative backward's dgamma/dbeta (p.grid_sum): after every block's partial rows are
 // written and all blocks have arrived, the grid shares the column sums. Tile t (32 columns of one
 // gradient) goes to block t % gridDim.x; lane l of warp w sums column l of the tile over rows w,
-// w + W, w + 2W, ... (W warps; eight loads in flight), and warp 0 adds the W sums in warp order. The
-// order is fixed: the result does not depend on timing. `red` holds blockDim.x floats.
+// w + W, w + 2W, ... (W warps; kGridRows loads in flight), and warp 0 adds the W sums in warp order.
+// The order is fixed: the result does not depend on timing. `red` holds blockDim.x floats.
+// kGridRows: with 8 loads in flight, a 128-thread block of a 264-block grid waited for 9 L2 round
+// trips a tile (layernorm bf16 8192 x 4096, H200); 32 take 3. The kernel's main loop holds more
+// registers than these loads, so they cost it no occupancy.
+constexpr int kGridRows = 32;
 template <class Store>
 __device__ __forceinline__ void kvt_sum_columns_grid(const float* src, long long slab, long long cols, int grads,
                                                      long long n, float* red, Store store) {
@@ -151,7 +156,7 @@ __device__ __forceinline__ void kvt_sum_columns_grid(const float* src, long long
   for (long long t = blockIdx.x; t < grads * per_grad; t += gridDim.x) {
     const int grad = static_cast<int>(t / per_grad);
     const long long col = (t - grad * per_grad) * 32 + lane;
-    red[threadIdx.x] = col < cols ? kvt_sum_rows(src + grad * slab + warp * cols + col, warps * cols, mine) : 0.f;
+    red[threadIdx.x] = col < cols ? kvt_sum_rows<kGridRows>(src + grad * slab + warp * cols + col, warps * cols, mine) : 0.f;
     __syncthreads();
     if (warp == 0 && col < cols) {
       float total = 0.f;
@@ -205,17 +210,24 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
   };
   // The block's rows: p.chunks chunks of row_loop steps of RPB rows; block b takes chunks b,
   // b + gridDim.x, ... (one chunk unless the grid is a cooperative launch of fewer blocks), and its
-  // step `it` is step it % row_loop of chunk b + (it / row_loop) * gridDim.x.
+  // step `it` is step it % row_loop of chunk b + (it / row_loop) * gridDim.x. A step's place is
+  // carried from step to step (Step, next_step): dividing by the run-time row_loop twice a row cost
+  // about 40 instructions a row a thread.
   const int steps = static_cast<int>((p.chunks - blockIdx.x + gridDim.x - 1) / gridDim.x * p.row_loop);
-  const auto row_of = [&](int it) {
-    const long long chunk = blockIdx.x + (long long)(it / p.row_loop) * gridDim.x;
-    return (chunk * p.row_loop + it % p.row_loop) * RPB + group;
+  struct Step {
+    long long chunk;
+    int in_chunk;
   };
+  const auto next_step = [&](Step at) {
+    if (++at.in_chunk == p.row_loop) at.in_chunk = 0, at.chunk += gridDim.x;
+    return at;
+  };
+  const auto row_of = [&](Step at) { return (at.chunk * p.row_loop + at.in_chunk) * RPB + group; };
   float next_s = 0.f, next_shift = 0.f;  // staged: the next row's saved rstd and mean (or recompute shift)
-  // Staged: issue the copies of row group `group`'s row of loop step `it` (and read its statistics).
-  const auto stage_row = [&](int it) {
+  // Staged: issue the copies of row group `group`'s row of loop step `it` at `at` (and read its statistics).
+  const auto stage_row = [&](int it, Step at) {
     if constexpr (kStaged) {  // (discarded for other keeps, whose vectors may be 2 bytes)
-      const long long r = row_of(it);
+      const long long r = row_of(at);
       if (r >= p.rows) return;
       const T* gx = static_cast<const T*>(p.x) + r * p.ld_x;
       const T* gdy = static_cast<const T*>(p.dy) + r * p.ld_dy;
@@ -242,6 +254,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
 
   const T* gamma = static_cast<const T*>(p.gamma);
   const float n_cols = static_cast<float>(p.cols);
+  const float inv_n = 1.f / n_cols;  // the output pass's per-row divisions by n as products
   // A row kept in registers has the same columns in every row: its gamma is read once and kept
   // as the input's vectors (16-bit types: half the registers floats would take). It had been loaded
   // and converted in pass 2 and again in pass 3 of every row (H200, layernorm bf16 8192 x 4096,
@@ -286,18 +299,19 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         }
   }
 
+  Step at{blockIdx.x, 0};
   if constexpr (kStaged) {
-    stage_row(0);
+    stage_row(0, at);
     kvt_stage_commit();
   }
-  for (int it = 0; it < steps; ++it) {
-    const long long row = row_of(it);
+  for (int it = 0; it < steps; ++it, at = next_step(at)) {
+    const long long row = row_of(at);
     // Staged: this row's statistics (read a step ago), then the next row's copies in flight while
     // this row waits for its own.
     const float staged_s = next_s, staged_shift = next_shift;
     const T* staged = kStaged ? stage_of(it) : nullptr;
     if constexpr (kStaged) {
-      if (it + 1 < steps) stage_row(it + 1);
+      if (it + 1 < steps) stage_row(it + 1, next_step(at));
       kvt_stage_commit();
       kvt_stage_wait_previous();
     }
@@ -318,13 +332,12 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         for (long long j = lane * (long long)VW; j < cols; j += kStride, ++i) visit(i, j);
       }
     };
+    // FULL: an inactive row (past the last, in the last chunk) reads row 0 and computes nothing
+    // from it that is used: its sums only feed its own dx, and the output pass skips it.
     auto load = [&](const T* src, long long j) -> V {
       V v;
       if constexpr (FULL) {
-        if (active) v = *reinterpret_cast<const V*>(src + j);
-#pragma unroll
-        for (int k = 0; k < VW; ++k)
-          if (!active) v.v[k] = kvt_from_float<T>(0.f);
+        v = *reinterpret_cast<const V*>(src + j);
       } else {
         v = load_masked<T, VW>(src, j, cols);
       }
@@ -349,8 +362,8 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
     if constexpr (KEEP != 2 || RECOMPUTE) {
       for_each_vector([&](int i, long long j) {
         V vx;
-        if constexpr (kStaged) {  // zeros outside the row, as the masked loads give
-          if (in_row(j)) {
+        if constexpr (kStaged) {  // zeros outside the row, as the masked loads give (FULL: see load)
+          if (FULL || in_row(j)) {
             vx = *reinterpret_cast<const V*>(staged + j);
             dyr[i] = *reinterpret_cast<const V*>(staged + padded + j);
           } else {
@@ -415,14 +428,16 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
       if constexpr (MODE != 2) shift = kStaged ? staged_shift : p.mean[row];
       if constexpr (MODE == 0) sigma = 1.f / s - p.eps;
     }
-    auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : ((xv - shift) - mean) * s; };
+    // x relative to the row's centre; xhat = centred * s. Pass 2 sums g * centred and scales the sum
+    // by s once, not each element.
+    auto centred_of = [&](float xv) { return MODE == 2 ? xv : (xv - shift) - mean; };
 
     // Pass 2: A = sum(g), B = sum(g * xhat) and, from a saved mean, C = sum(x - mean): the saved
     // mean is rounded to f32, which is coarse against the spread of rows with |mean| >> std; the
     // row's exact centre is mean + C / n (the forward's shifted statistics had it), so xhat and B
     // are corrected by it.
     constexpr bool kCentre = !RECOMPUTE && MODE != 2;
-    // FULL: an inactive row's x and dy are zeros, so it adds zeros and needs no per-element test.
+    // FULL: no per-element test; an inactive row's sums are never used (see load).
     float a = 0.f, b = 0.f, centre = 0.f;
     for_each_vector([&](int i, long long j) {
       const V vx = kept_x(i, j);
@@ -435,28 +450,33 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         float g = kvt_to_float(vd.v[k]);
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         a += g;
-        b += g * xhat_of(kvt_to_float(vx.v[k]));
+        b += g * centred_of(kvt_to_float(vx.v[k]));
         if constexpr (kCentre) centre += kvt_to_float(vx.v[k]) - shift;
       }
     });
     if constexpr (kCentre) {
       float v[3] = {a, b, centre};
       Group::sums(v, scratch);
-      const float c = v[2] / n_cols;
+      const float c = v[2] * inv_n;
       a = v[0];
-      b = v[1] - c * s * a;  // sum(g * (x - shift - c) * s)
-      mean = c;              // kept apart from shift: their f32 sum would round c away
+      b = s * (v[1] - c * a);  // sum(g * (x - shift - c) * s)
+      mean = c;                // kept apart from shift: their f32 sum would round c away
     } else {
       float v[2] = {a, b};
       Group::sums(v, scratch);
       a = v[0];
-      b = v[1];
+      b = s * v[1];
     }
-    const float ca = MODE == 2 ? 0.f : a / n_cols;
+    const float ca = MODE == 2 ? 0.f : a * inv_n;
     // Standardize of a constant row (sigma = 0): the sigma term is taken as 0, as PyTorch's std
     // backward does (its gradient masks std == 0), so the gradient stays finite.
     const float cb = MODE == 0 ? (sigma > 0.f ? b / (sigma * (n_cols - static_cast<float>(p.ddof))) : 0.f)
-                               : s * b / n_cols;
+                               : s * b * inv_n;
+    // Pass 3 per element: xhat = centred * s = (x - shift) * s - mean * s in one FMA, and
+    // dx = s * (g - A / n) - xhat * cb, whose first term stays a difference then a product: exactly
+    // zero where g = A / n (one-column rows), which s * g - s * A / n in an FMA is not.
+    const float mean_s = mean * s;
+    auto xhat_of = [&](float xv) { return MODE == 2 ? xv * s : __fmaf_rn(xv - shift, s, -mean_s); };
 
     // Pass 3: dx, and this row's share of dgamma/dbeta (FULL: one test of the row's activity).
     if (FULL && !active) continue;
@@ -475,7 +495,7 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         float g = d;
         if constexpr (GAMMA) g = __fmul_rn(g, vg[k]);  // rounded alike in both passes (no FMA)
         const float xhat = xhat_of(kvt_to_float(vx.v[k]));
-        float v = s * (g - ca) - xhat * cb;
+        float v = __fmaf_rn(-xhat, cb, s * (g - ca));
         if constexpr (DRES != 0) v += kvt_to_float(vr.v[k]);
         out.v[k] = kvt_from_float<T>(v);
         if (FULL || j + k < cols) {

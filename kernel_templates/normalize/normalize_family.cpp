@@ -883,12 +883,14 @@ double predicted_seconds(const Problem& p, const Config& c, int sm_count, double
   // rows of four columns in flight a thread) over the columns its threads cover; folding the row
   // groups on chip costs two block syncs an item and gradient.
   // The cooperative form: one grid-wide arrival, then each block sums its tiles of 32 columns over
-  // the grid's partial rows, each warp eight rows in flight.
+  // the grid's partial rows, each warp 32 rows in flight (kGridRows in normalize_backward.cuh).
   double tail = 0;
   if (p.backward && (p.dgamma || p.dbeta) && c.cooperative) {
+    constexpr double kGridRows = 32;
     const double tiles = std::ceil(cols / 32) * (p.dgamma + p.dbeta);
     tail = 2 * kLatency + std::ceil(tiles / grid) *
-                              std::ceil(grid * partial_rows_per_block(p, c) / (double(block) / 32 * 8)) * kLatency * 0.5;
+                              std::ceil(grid * partial_rows_per_block(p, c) / (double(block) / 32 * kGridRows)) *
+                              kLatency * 0.5;
   } else if (p.backward && (p.dgamma || p.dbeta)) {
     const double group = std::ceil(std::sqrt(blocks));
     const double column_passes = std::ceil(cols / double(4 * block)) * (p.dgamma + p.dbeta);

@@ -103,6 +103,7 @@ template <> inline kvt_bf16 kvt_from_float<kvt_bf16>(float f) {
 inline float __expf(float v) { return std::exp(v); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
 template <class T> T __ldcg(const T* p) { return *p; }
 template <class T> T __ldcs(const T* p) { return *p; }
