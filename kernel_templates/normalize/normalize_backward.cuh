@@ -332,8 +332,9 @@ __global__ void __launch_bounds__(TPR * RPB) kvt_normalize_backward(const KvtNor
         for (long long j = lane * (long long)VW; j < cols; j += kStride, ++i) visit(i, j);
       }
     };
-    // FULL: an inactive row (past the last, in the last chunk) reads row 0 and computes nothing
-    // from it that is used: its sums only feed its own dx, and the output pass skips it.
+    // FULL: an inactive row (past the last, in the last chunk) reads row 0 (staged: whatever its
+    // stage holds) and computes nothing from it that is used: its sums only feed its own dx, and the
+    // output pass skips it.
     auto load = [&](const T* src, long long j) -> V {
       V v;
       if constexpr (FULL) {
