@@ -92,6 +92,42 @@ bool any_one_block(const std::vector<Config>& configs) {
   return std::any_of(configs.begin(), configs.end(), [](const Config& c) { return c.splits == 1; });
 }
 
+// Compiles, for sm_80 and sm_90, a sample (of `sample`, plus the first and last) of the variants
+// `select` takes from each problem `problems(dtype, mode)` gives, over every dtype and mode;
+// `check(p, selected)` sees each problem's selected variants first (none selected fails), and
+// `check_request` each compile request. Returns the programs compiled.
+template <class Problems, class Select, class Check, class CheckRequest>
+std::size_t compile_one_pass_sample(std::size_t sample_every, Problems problems, Select select, Check check,
+                                    CheckRequest check_request) {
+  std::vector<detail::CompileRequest> batches;
+  std::size_t variants = 0;
+  const test::Sample sample{sample_every};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    std::vector<detail::CompileRequest> requests;
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm})
+        for (const Problem& p : problems(dtype, mode)) {
+          std::vector<Config> selected;
+          for (const Config& c : normalize::enumerate(p))
+            if (select(c)) selected.push_back(c);
+          INFO(p.key());
+          REQUIRE_FALSE(selected.empty());
+          check(p, selected);
+          std::vector<Config> chosen = sample.apply(selected, p.key() + arch);
+          chosen.push_back(selected.front());
+          chosen.push_back(selected.back());
+          for (const Config& c : chosen) {
+            const auto r = normalize::compile_request(p, c, arch);
+            check_request(r);
+            requests.push_back(r);
+          }
+          variants += chosen.size();
+        }
+    test::add_batched(batches, requests, 48);
+  }
+  return test::check_compiled(batches, variants);
+}
+
 }  // namespace
 
 TEST_CASE("every width class has a valid variant, and the heuristic splits rows one block cannot hold",
@@ -478,37 +514,22 @@ TEST_CASE("split rows: the cooperative form's geometry, workspace and cost", "[n
 // The one-pass cooperative kernels (mode x affine x stats x dtype, a sample of slice shapes, with
 // and without the block-wide merge of more than 32 slices) compile for sm_80 and sm_90.
 TEST_CASE("split rows: the cooperative kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc][compiles]") {
-  std::vector<detail::CompileRequest> batches;
-  std::size_t variants = 0;
-  const test::Sample sample{3};
-  for (const char* arch : {"sm_80", "sm_90"}) {
-    std::vector<detail::CompileRequest> requests;
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+  const std::size_t total = compile_one_pass_sample(
+      3,
+      [](DType dtype, NormMode mode) {
         Problem plain = forward(dtype, mode, (1 << 20) + 1, dtype == DType::f32 ? 4 : 2);
         plain.gamma = plain.beta = plain.mean_out = plain.rstd_out = false;
-        for (const Problem& p : {plain, forward(dtype, mode, 1 << 20, 16)}) {
-          std::vector<Config> coop;
-          for (const Config& c : normalize::enumerate(p))
-            if (c.cooperative) coop.push_back(c);
-          REQUIRE_FALSE(coop.empty());
-          // Rows of more than 32 slices: the block-wide merge is compiled too.
-          CHECK(std::any_of(coop.begin(), coop.end(), [](const Config& c) { return c.splits > 32; }));
-          std::vector<Config> chosen = sample.apply(coop, p.key() + arch);
-          chosen.push_back(coop.front());
-          chosen.push_back(coop.back());
-          for (const Config& c : chosen) {
-            const auto r = normalize::compile_request(p, c, arch);
-            REQUIRE(r.name_expressions.size() == 1);
-            CHECK(r.name_expressions[0].rfind("kvt_normalize_split_coop<", 0) == 0);
-            requests.push_back(r);
-          }
-          variants += chosen.size();
-        }
-      }
-    test::add_batched(batches, requests, 48);
-  }
-  const std::size_t total = test::check_compiled(batches, variants);
+        return std::vector<Problem>{plain, forward(dtype, mode, 1 << 20, 16)};
+      },
+      [](const Config& c) { return c.cooperative; },
+      [](const Problem&, const std::vector<Config>& coop) {
+        // Rows of more than 32 slices: the block-wide merge is compiled too.
+        CHECK(std::any_of(coop.begin(), coop.end(), [](const Config& c) { return c.splits > 32; }));
+      },
+      [](const detail::CompileRequest& r) {
+        REQUIRE(r.name_expressions.size() == 1);
+        CHECK(r.name_expressions[0].rfind("kvt_normalize_split_coop<", 0) == 0);
+      });
   WARN("compiled " << total << " cooperative split-row normalize variants for sm_80 and sm_90");
 }
 
@@ -651,32 +672,17 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
 // The one-pass cluster kernels (mode x affine x stats x dtype, a sample of slice shapes) compile for
 // sm_90, and for sm_80 as a trap (the host never launches them there).
 TEST_CASE("split rows: the cluster kernels compile for sm_80 and sm_90", "[normalize][wide][nvrtc][compiles]") {
-  std::vector<detail::CompileRequest> batches;
-  std::size_t variants = 0;
-  const test::Sample sample{4};
-  for (const char* arch : {"sm_80", "sm_90"}) {
-    std::vector<detail::CompileRequest> requests;
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      for (NormMode mode : {NormMode::standardize, NormMode::layernorm, NormMode::rmsnorm}) {
+  const std::size_t total = compile_one_pass_sample(
+      4,
+      [](DType dtype, NormMode mode) {
         Problem plain = forward(dtype, mode, (1 << 16) + 1, dtype == DType::f32 ? 4 : 2);
         plain.gamma = plain.beta = plain.mean_out = plain.rstd_out = false;
         Problem residual = forward(dtype, mode, 1 << 17, 16);
         residual.residual = residual.residual_out = true;
-        for (const Problem& p : {plain, forward(dtype, mode, 1 << 17, 16), residual}) {
-          std::vector<Config> cluster;
-          for (const Config& c : normalize::enumerate(p))
-            if (c.cluster) cluster.push_back(c);
-          INFO(p.key());
-          REQUIRE_FALSE(cluster.empty());
-          std::vector<Config> chosen = sample.apply(cluster, p.key() + arch);
-          chosen.push_back(cluster.front());
-          for (const Config& c : chosen) requests.push_back(normalize::compile_request(p, c, arch));
-          variants += chosen.size();
-        }
-      }
-    test::add_batched(batches, requests, 48);
-  }
-  const std::size_t total = test::check_compiled(batches, variants);
+        return std::vector<Problem>{plain, forward(dtype, mode, 1 << 17, 16), residual};
+      },
+      [](const Config& c) { return c.cluster; }, [](const Problem&, const std::vector<Config>&) {},
+      [](const detail::CompileRequest&) {});
   WARN("compiled " << total << " cluster split-row normalize variants for sm_80 and sm_90");
 }
 
