@@ -88,6 +88,14 @@ std::vector<Problem> every_width_problem() {
   return out;
 }
 
+// `c` is not runnable for `p`, for a reason that names `reason`.
+void check_refused(const Problem& p, const Config& c, const std::string& reason) {
+  std::string why;
+  CHECK_FALSE(normalize::is_runnable(p, c, &why));
+  INFO(why);
+  CHECK(why.find(reason) != std::string::npos);
+}
+
 bool any_one_block(const std::vector<Config>& configs) {
   return std::any_of(configs.begin(), configs.end(), [](const Config& c) { return c.splits == 1; });
 }
@@ -178,32 +186,27 @@ TEST_CASE("split rows: the constraints say why", "[normalize][wide]") {
   CHECK(c.splits == (1 << 20) / (256 * 4 * 4));
   Config wrong = c;
   wrong.splits += 1;
-  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
-  CHECK(why.find("splits must be the slices a row needs") != std::string::npos);
+  check_refused(p, wrong, "splits must be the slices a row needs");
   wrong = c;
   wrong.rows_per_block = 2;
-  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
-  CHECK(why.find("rows per block") != std::string::npos);
+  check_refused(p, wrong, "rows per block");
   wrong = c;
   wrong.keep = normalize::Keep::reread;
   CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
   wrong = c;
   wrong.items = 16;  // 256 bytes a thread
   wrong.splits = static_cast<int>(normalize::split_rows::splits_for(p, wrong));
-  CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
-  CHECK(why.find("registers") != std::string::npos);
+  check_refused(p, wrong, "registers");
   wrong = c;
   wrong.splits = 0;
   CHECK_FALSE(normalize::is_runnable(p, wrong, &why));
   Problem misaligned = p;
   misaligned.align_bytes = 4;
-  CHECK_FALSE(normalize::is_runnable(misaligned, c, &why));
-  CHECK(why.find("alignment") != std::string::npos);
+  check_refused(misaligned, c, "alignment");
   // The backward: without saved statistics only recomputing variants.
   const Problem b = backward(DType::bf16, NormMode::layernorm, 1 << 20, 16, true, false, 8);
   Config bc = normalize::split_rows::make(b, 256, 16, 2, 1, false);
-  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
-  CHECK(why.find("recomputes") != std::string::npos);
+  check_refused(b, bc, "recomputes");
   bc.recompute = true;
   CHECK(normalize::is_valid(b, bc, &why));
 }
@@ -261,8 +264,7 @@ TEST_CASE("split rows: forward rows in chunks whose x stays in L2", "[normalize]
   Config bad = normalize::heuristic_config(b, 9);
   bad.row_chunk = 4;
   std::string why;
-  CHECK_FALSE(normalize::is_runnable(b, bad, &why));
-  CHECK(why.find("forward only") != std::string::npos);
+  check_refused(b, bad, "forward only");
   Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
   one_block.row_chunk = 4;
   CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
@@ -450,17 +452,15 @@ TEST_CASE("split rows: the cooperative one-pass form is a forward axis with its 
   CHECK(normalize::is_valid(p, c, &why));
   Config chunked = c;
   chunked.row_chunk = 4;
-  CHECK_FALSE(normalize::is_runnable(p, chunked, &why));
-  CHECK(why.find("no row chunks") != std::string::npos);
+  check_refused(p, chunked, "no row chunks");
   const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 20, 16, true, true, 128);
   Config bc = normalize::split_rows::make(b, 256, 16, 2, 1, false);
   bc.cooperative = true;
-  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
-  CHECK(why.find("forward only") != std::string::npos);
+  check_refused(b, bc, "forward only");
   Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
   one_block.cooperative = true;
-  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
-  CHECK(why.find("split rows' one-pass form or the backward's dgamma/dbeta sums") != std::string::npos);
+  check_refused(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block,
+                "split rows' one-pass form or the backward's dgamma/dbeta sums");
   // A row of 2^22 f32 in slices of 1024 x 16 bytes: 2^18 threads, runnable where a GPU holds them
   // (the launch decides) but not a point of the pruned space.
   const Problem wide = forward(DType::f32, NormMode::standardize, 1 << 22, 16, 4);
@@ -600,12 +600,10 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
   CHECK(normalize::is_valid(p, c, &why));
   Config both = c;
   both.cooperative = true;
-  CHECK_FALSE(normalize::is_runnable(p, both, &why));
-  CHECK(why.find("not both") != std::string::npos);
+  check_refused(p, both, "not both");
   Config chunked = c;
   chunked.row_chunk = 4;
-  CHECK_FALSE(normalize::is_runnable(p, chunked, &why));
-  CHECK(why.find("no row chunks") != std::string::npos);
+  check_refused(p, chunked, "no row chunks");
   Config looped = c;
   looped.row_loop = 4;
   CHECK_FALSE(normalize::is_runnable(p, looped, &why));  // nothing to hold
@@ -627,17 +625,14 @@ TEST_CASE("split rows: the cluster one-pass form is a forward axis with its reas
   Config many = normalize::split_rows::make(p, 256, 16, 4, 1, false);  // 16 slices
   REQUIRE(many.splits == 16);
   many.cluster = true;
-  CHECK_FALSE(normalize::is_runnable(p, many, &why));
-  CHECK(why.find("8 blocks") != std::string::npos);
+  check_refused(p, many, "8 blocks");
   const Problem b = backward(DType::f32, NormMode::layernorm, 1 << 16, 16, true, true, 128);
   Config bc = normalize::split_rows::make(b, 512, 16, 2, 1, false);
   bc.cluster = true;
-  CHECK_FALSE(normalize::is_runnable(b, bc, &why));
-  CHECK(why.find("forward only") != std::string::npos);
+  check_refused(b, bc, "forward only");
   Config one_block = normalize::heuristic_config(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), 9);
   one_block.cluster = true;
-  CHECK_FALSE(normalize::is_runnable(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, &why));
-  CHECK(why.find("split rows' one-pass form") != std::string::npos);
+  check_refused(forward(DType::f32, NormMode::layernorm, 1024, 16, 512), one_block, "split rows' one-pass form");
   nlohmann::json j = c.to_json();
   j["cluster"] = 1.5;
   CHECK_THROWS_AS(Config::from_json(j), Error);
@@ -727,6 +722,5 @@ TEST_CASE("split rows: the output phase's row loop is a forward axis with gamma 
   CHECK_FALSE(normalize::is_valid(plain, odd, &why));
   CHECK(why.find("row loop is 4") != std::string::npos);
   odd.cooperative = true;
-  CHECK_FALSE(normalize::is_runnable(plain, odd, &why));
-  CHECK(why.find("cooperative one-pass form has no row loop") != std::string::npos);
+  check_refused(plain, odd, "cooperative one-pass form has no row loop");
 }
