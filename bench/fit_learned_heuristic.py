@@ -18,7 +18,10 @@ usage: bench/fit_learned_heuristic.py [--op normalize|dwconv] EXPORT.json [EXPOR
            tests/data/trials/2026-12-02-h200-backward-exhaustive/export-train-shard1.json \\
            tests/data/trials/2026-12-02-h200-backward-exhaustive/export-bench.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
-  (the shipped dwconv table) bench/fit_learned_heuristic.py --op dwconv \\
+  (the shipped dwconv table: the NHWC rows re-recorded with the shape constants first, so that
+  their rows are those) bench/fit_learned_heuristic.py --op dwconv \\
+           tests/data/trials/2026-12-03-h200-nhwc-shape-constants/export-nhwc-bench.json \\
+           tests/data/trials/2026-12-03-h200-nhwc-shape-constants/export-nhwc-train.json \\
            tests/data/trials/2026-12-01-h200-dwconv-exhaustive/export-bench.json \\
            tests/data/trials/2026-12-01-h200-dwconv-exhaustive/export-train-shard0.json \\
            tests/data/trials/2026-12-01-h200-dwconv-exhaustive/export-train-shard1.json \\

@@ -9,7 +9,9 @@
 // kernel name is the instantiation's before it runs it, and compares with the float64 reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -288,5 +290,53 @@ TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with
     check_wgrad(DwLayout::nhwc, 10, inf, "wgrad,ct=8,py=32,tg=49,split=1,reduce=ordered,rw=8,rh=4",
                 "kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>",
                 [](const KvtDwConvParams& p) { kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>(p); });
+  }
+}
+
+TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, against float64 and bit for bit the "
+          "run-time form; another shape writes nothing", "[dwconv][emulated]") {
+  // NHWC f32 3x3, padding 1, bias: 2 x 8 x 9 x 13, so runs of 4 and rows of 4 leave edge tiles both ways.
+  DwConvArgs a;
+  a.direction = DwDirection::forward, a.layout = DwLayout::nhwc, a.dtype = DType::f32;
+  a.n = 2, a.c = 8, a.h = 9, a.w = 13, a.kernel_h = a.kernel_w = 3;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 1;
+  const std::size_t tensor = std::size_t(a.n * a.c * a.h * a.w);
+  const auto x = values(tensor, 21), weight = values(std::size_t(a.c * 9), 22), bias = values(std::size_t(a.c), 23);
+  const std::vector<float> fx(x.begin(), x.end()), fw(weight.begin(), weight.end()), fb(bias.begin(), bias.end());
+  std::vector<float> fixed(tensor, NAN), run_time(tensor, NAN);
+  a.x = fx.data(), a.weight = fw.data(), a.bias = fb.data(), a.y = fixed.data();
+  dwconv::validate(a);
+  const dwconv::Problem problem = dwconv::make_problem(a);
+  REQUIRE(problem.fixed_shape());
+  const std::string label = "tiled,rw=4,tx=16,ty=2,vc=2,halo=global,filter=reg,rh=4";
+  INFO(problem.key() << " " << label);
+  const dwconv::Config* config = nullptr;
+  const auto space = dwconv::enumerate(problem);
+  for (const auto& candidate : space)
+    if (candidate.label() == label) config = &candidate;
+  REQUIRE(config != nullptr);
+  REQUIRE(dwconv::compile_request(problem, *config, "sm_90").name_expressions.at(0) ==
+          "kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>");
+  const dwconv::Geometry g = dwconv::geometry(problem, *config, a.n);
+  const auto launch = [&g](const KvtDwConvParams& params, bool shaped) {
+    kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&params, shaped] {
+      if (shaped) kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>(params);
+      else kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4>(params);
+    });
+  };
+  launch(dwconv::kernel_params(problem, dwconv::launch_args(a)), true);
+  CHECK(relative_error(fixed, dwconv::reference_forward(problem, a.n, x, weight, bias)) < 1e-6);
+  a.y = run_time.data();
+  launch(dwconv::kernel_params(problem, dwconv::launch_args(a)), false);
+  CHECK(std::memcmp(fixed.data(), run_time.data(), tensor * sizeof(float)) == 0);
+  // Arguments of another plane (one column fewer) or channel count: the shaped binary returns at once.
+  for (const auto& [c, w] : {std::pair<std::int64_t, std::int64_t>{8, 12}, {4, 13}}) {
+    DwConvArgs b = a;
+    b.c = c, b.w = w;
+    std::vector<float> untouched(tensor, NAN);
+    b.y = untouched.data();
+    dwconv::validate(b);
+    launch(dwconv::kernel_params(dwconv::make_problem(b), dwconv::launch_args(b)), true);
+    CHECK(std::all_of(untouched.begin(), untouched.end(), [](float v) { return std::isnan(v); }));
   }
 }

@@ -235,8 +235,14 @@ TEST_CASE("normalize heuristic: the learned backward choice held out on the reco
 // choice the target's trials did not measure (outside its pruned space) counts as the table's cap.
 TEST_CASE("dwconv heuristic: the learned choice held out on the recorded H200 trials", "[heuristic]") {
   const std::string dir = "tests/data/trials/2026-12-01-h200-dwconv-exhaustive/";
-  const auto bench = trial_ratios(dir + "export-bench.json");
+  // The NHWC rows as re-recorded with the shape constants (2026-12-03), the others as on 2026-12-01.
+  const std::string nhwc = "tests/data/trials/2026-12-03-h200-nhwc-shape-constants/";
+  auto bench = trial_ratios(nhwc + "export-nhwc-bench.json");
+  const auto old_bench = trial_ratios(dir + "export-bench.json");
+  bench.insert(old_bench.begin(), old_bench.end());  // (insert keeps a key's first rows)
   auto all = bench;
+  const auto nhwc_train = trial_ratios(nhwc + "export-nhwc-train.json");
+  all.insert(nhwc_train.begin(), nhwc_train.end());
   for (const char* part : {"export-train-shard0.json", "export-train-shard1.json", "export-train-shard2.json"}) {
     const auto rows = trial_ratios(dir + part);
     all.insert(rows.begin(), rows.end());

@@ -13,8 +13,10 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -123,6 +125,53 @@ TEST_CASE("trust: a stored binary must be what this build compiles for the probl
     CHECK(detail::trusted_binary<detail::DwConvFamily>(b, d, c, "sm_90", why));
   }
   CHECK(kinds.size() >= 3);
+}
+
+TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes only", "[trust]") {
+  // The tiled kernel's NHWC variants are compiled with the shape as constants (Problem::fixed_shape):
+  // a binary made for C = 64 on 16 x 16 planes must never serve another C or plane.
+  dwconv::Problem d;
+  d.n = 2, d.c = 64, d.h = 16, d.w = 16, d.kh = 3, d.kw = 3, d.layout = DwLayout::nhwc, d.dtype = DType::bf16;
+  d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
+  d.sh = d.sw = 2;  // planes of 16 x 16 into 8 x 8
+  REQUIRE(d.fixed_shape());
+  std::optional<dwconv::Config> tiled;
+  for (const auto& c : dwconv::enumerate(d))
+    if (std::holds_alternative<dwconv::TiledConfig>(c.variant())) tiled = c;
+  REQUIRE(tiled);
+  const auto request = dwconv::compile_request(d, *tiled, "sm_90");
+  CHECK_THAT(request.name_expressions[0], Catch::EndsWith(", 64, 16, 16, 8, 8>"));
+  const cache::Binary good = compiled_binary(request);
+  std::string why;
+  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, d, *tiled, "sm_90", why));
+  dwconv::Problem fewer = d, wider = d, taller = d, larger_batch = d;
+  fewer.c = 32;
+  wider.w = 18;
+  taller.h = 18;
+  larger_batch.n = 64;  // the batch stays a run-time argument
+  for (const auto& other : {fewer, wider, taller}) {
+    INFO(other.key());
+    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(good, other, *tiled, "sm_90", why));
+    CHECK_THAT(why, Catch::Contains("compile key"));
+    // Stored under the other shape's key: its kernel is still this shape's, and is refused.
+    cache::Binary swapped = good;
+    swapped.hash = detail::compile_hash(dwconv::compile_request(other, *tiled, "sm_90"));
+    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(swapped, other, *tiled, "sm_90", why));
+    CHECK_THAT(why, Catch::Contains("is not kvt_dwconv_tiled<"));
+  }
+  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, larger_batch, *tiled, "sm_90", why));
+  // Channel-first and 1D channel-last variants keep the shape at run time (and their names).
+  dwconv::Problem nchw = d, nlc = d;
+  nchw.layout = DwLayout::nchw;
+  nlc.layout = DwLayout::nlc, nlc.h = 1, nlc.kh = 1, nlc.sh = 1, nlc.pad_top = nlc.pad_bottom = 0;
+  for (const auto& other : {nchw, nlc}) {
+    CHECK_FALSE(other.fixed_shape());
+    for (const auto& c : dwconv::enumerate(other))
+      if (std::holds_alternative<dwconv::TiledConfig>(c.variant())) {
+        const auto name = dwconv::compile_request(other, c, "sm_90").name_expressions[0];
+        CHECK_THAT(name, !Catch::Contains(", 64, 16, 16"));
+      }
+  }
 }
 
 TEST_CASE("trust: stored configs are read within the limits of user input", "[trust]") {

@@ -51,6 +51,32 @@ template <bool B> struct kvt_bool {
   static constexpr bool value = B;
 };
 
+// The problem's shape as constants (channel-last tiled and tensor-core kernels; the host's
+// Problem::fixed_shape): C > 0 compiles a variant for C channels and source / destination planes of
+// SRC_H x SRC_W and DST_H x DST_W, so a window's loads sit at immediate offsets from one address
+// instead of each computing its own from the run-time channel count (NHWC bf16 3x3: about three
+// address and test instructions an FMA, bench/NOTES.md). Such a binary is for that shape only: the
+// shape is in its name, so in its compile hash and in the lowered name a stored binary is checked
+// against. A kernel returns at once (writing nothing) where kvt_shape_fits is false, arguments of
+// another shape, which the host never passes; then it runs on kvt_with_shape(p). (Testing the
+// kernel's own arguments, not the copy: tested on the copy, ptxas kept the run-time addressing,
+// 1,216 instructions against 752.)
+template <int C, int SRC_H, int SRC_W, int DST_H, int DST_W>
+__device__ __forceinline__ bool kvt_shape_fits(const KvtDwConvParams& p) {
+  return C == 0 || (p.channels == C && p.src_h == SRC_H && p.src_w == SRC_W && p.dst_h == DST_H && p.dst_w == DST_W);
+}
+template <int C, int SRC_H, int SRC_W, int DST_H, int DST_W>
+__device__ __forceinline__ KvtDwConvParams kvt_with_shape(KvtDwConvParams p) {
+  if constexpr (C != 0) {
+    p.channels = C;
+    p.src_h = SRC_H;
+    p.src_w = SRC_W;
+    p.dst_h = DST_H;
+    p.dst_w = DST_W;
+  }
+  return p;
+}
+
 __host__ __device__ constexpr int kvt_floordiv(int a, int b) { return (a >= 0) ? a / b : -((-a + b - 1) / b); }
 
 // Source coordinates of a run of R consecutive outputs along one axis, as a window of registers.

@@ -870,6 +870,14 @@ class TemplateArgs {
     if (!all_default) trailing_ = written_.size();
     return *this;
   }
+  /// The shape constants C, SRC_H, SRC_W, DST_H, DST_W (kvt_shape_fits): `p`'s where it has a fixed
+  /// shape (Problem::fixed_shape), else left out (0: at run time).
+  TemplateArgs& shape_of(const Problem& p) {
+    const bool fixed = p.fixed_shape();
+    const auto size = [fixed](std::int64_t value) { return fixed ? int(value) : 0; };
+    return optional({{size(p.c), 0}, {size(p.src_h()), 0}, {size(p.src_w()), 0}, {size(p.dst_h()), 0},
+                     {size(p.dst_w()), 0}});
+  }
   std::string name(const char* kernel) const {
     return fmt::format("{}<{}>", kernel, fmt::join(written_.begin(), written_.begin() + trailing_, ", "));
   }
@@ -879,13 +887,15 @@ class TemplateArgs {
   std::size_t trailing_ = 1;  // arguments up to the last one that is not a left-out default
 };
 
-// The epilogue EPI is the forward kernels' last template argument (default 0).
+// The epilogue EPI is the forward kernels' last template argument (default 0), but for the shape
+// constants after it (the tiled kernel's after SEQ).
 std::string kernel_name(const Problem& p, const TiledConfig& c) {
   return TemplateArgs(problem_args(p))
       .add(c.outputs_per_thread).add(c.threads_x).add(c.threads_y).add(c.vector_channels)
       .add(int(c.smem_halo)).add(int(c.smem_filter)).add(int(p.bias))
       .optional({{c.rows_per_thread, 1}}).optional({{c.runs_per_thread, 1}}).optional({{int(c.flat), 0}})
       .optional({{p.epilogue(), 0}}).optional({{int(p.seq_idx), 0}})
+      .shape_of(p)
       .name("kvt_dwconv_tiled");
 }
 
@@ -897,7 +907,7 @@ std::string kernel_name(const Problem& p, const DirectConfig& c) {
 std::string kernel_name(const Problem& p, const MmaConfig& c) {
   return TemplateArgs(problem_args(p))
       .add(c.channels_per_block).add(c.tile_rows).add(c.segment_tiles).add(c.warps).add(mma_tile(p, c).pitch)
-      .add(int(p.bias)).optional({{p.epilogue(), 0}})
+      .add(int(p.bias)).optional({{p.epilogue(), 0}}).shape_of(p)
       .name("kvt_dwconv_mma");
 }
 

@@ -101,8 +101,12 @@ template <class T> __device__ __forceinline__ void kvt_accumulate_nonfinite(unsi
 // 111.0 -> 107.5; under the same cap with batches of 8, 7x7 lost 11 %; 4-warp tiles with batches of 4:
 // 7x7 1-7 % slower, 3x3 11 % faster, which the FMA tiles beat on that problem either way).
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CB, int TR,
-          int NT, int WARPS, int PITCH, int HAS_BIAS, int EPI = 0>
-__global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma(const KvtDwConvParams p) {
+          int NT, int WARPS, int PITCH, int HAS_BIAS, int EPI = 0, int C = 0, int SRC_H = 0, int SRC_W = 0, int DST_H = 0,
+          int DST_W = 0>
+__global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 3 : 1) kvt_dwconv_mma(const KvtDwConvParams args) {
+  // C .. DST_W: the problem's shape as constants (kvt_shape_fits)
+  if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(args)) return;
+  const KvtDwConvParams p = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(args);
   // The activation is applied to the f32 results before they are rounded into the planes. Gradient prep
   // is not built here: it reads dy at each accumulator's position, which the fragment layout scatters
   // over 64 positions a warp (one 2-byte load each); the FMA kernels read dy as vectors.

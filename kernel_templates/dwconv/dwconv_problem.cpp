@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,11 @@ std::int64_t Problem::src_h() const { return direction == DwDirection::backward_
 std::int64_t Problem::src_w() const { return direction == DwDirection::backward_data ? out_w() : w; }
 std::int64_t Problem::dst_h() const { return direction == DwDirection::backward_data ? h : out_h(); }
 std::int64_t Problem::dst_w() const { return direction == DwDirection::backward_data ? w : out_w(); }
+
+bool Problem::fixed_shape() const {
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  return layout == DwLayout::nhwc && c <= kMax && h <= kMax && w <= kMax && out_h() <= kMax && out_w() <= kMax;
+}
 
 std::size_t ProblemHash::operator()(const Problem& p) const {
   // Over the fields, not key(): this runs on every dispatch, which must not format strings.
