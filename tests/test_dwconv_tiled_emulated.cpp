@@ -35,6 +35,16 @@ namespace {
 
 std::vector<double> values(std::size_t n, unsigned seed) { return kvt_emulated_values(n, seed); }
 
+// The variant of `problem`'s space labelled `label`, REQUIREd to exist and to be the instantiation
+// `name` that the test runs.
+dwconv::Config variant_named(const dwconv::Problem& problem, const std::string& label, const std::string& name) {
+  const auto space = dwconv::enumerate(problem);
+  const auto it = std::find_if(space.begin(), space.end(), [&](const dwconv::Config& c) { return c.label() == label; });
+  REQUIRE(it != space.end());
+  REQUIRE(dwconv::compile_request(problem, *it, "sm_90").name_expressions.at(0) == name);
+  return *it;
+}
+
 // Relative L2 error, as the tuner's verification measures it (kvt_compare).
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
@@ -242,13 +252,7 @@ void check_wgrad(DwLayout layout, std::int64_t c, bool inf, const std::string& l
   dwconv::validate(a);
   const dwconv::Problem problem = dwconv::make_problem(a);
   INFO(problem.key() << " " << label);
-  const dwconv::Config* config = nullptr;
-  const auto space = dwconv::enumerate(problem);
-  for (const auto& candidate : space)
-    if (candidate.label() == label) config = &candidate;
-  REQUIRE(config != nullptr);
-  REQUIRE(dwconv::compile_request(problem, *config, "sm_90").name_expressions.at(0) == name);
-  const dwconv::Geometry g = dwconv::geometry(problem, *config, a.n);
+  const dwconv::Geometry g = dwconv::geometry(problem, variant_named(problem, label, name), a.n);
   REQUIRE(g.workspace_bytes == 0);  // one split: dw written by the block
   REQUIRE(g.dynamic_smem <= sizeof(kvt_emulated_dynamic_smem));
   const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
@@ -294,7 +298,7 @@ TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with
 }
 
 TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, against float64 and bit for bit the "
-          "run-time form; another shape writes nothing", "[dwconv][emulated]") {
+          "run-time form, and writing nothing for another shape", "[dwconv][emulated]") {
   // NHWC f32 3x3, padding 1, bias: 2 x 8 x 9 x 13, so runs of 4 and rows of 4 leave edge tiles both ways.
   DwConvArgs a;
   a.direction = DwDirection::forward, a.layout = DwLayout::nhwc, a.dtype = DType::f32;
@@ -310,14 +314,9 @@ TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, agains
   REQUIRE(problem.fixed_shape());
   const std::string label = "tiled,rw=4,tx=16,ty=2,vc=2,halo=global,filter=reg,rh=4";
   INFO(problem.key() << " " << label);
-  const dwconv::Config* config = nullptr;
-  const auto space = dwconv::enumerate(problem);
-  for (const auto& candidate : space)
-    if (candidate.label() == label) config = &candidate;
-  REQUIRE(config != nullptr);
-  REQUIRE(dwconv::compile_request(problem, *config, "sm_90").name_expressions.at(0) ==
-          "kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>");
-  const dwconv::Geometry g = dwconv::geometry(problem, *config, a.n);
+  const dwconv::Config config = variant_named(
+      problem, label, "kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>");
+  const dwconv::Geometry g = dwconv::geometry(problem, config, a.n);
   const auto launch = [&g](const KvtDwConvParams& params, bool shaped) {
     kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&params, shaped] {
       if (shaped) kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>(params);

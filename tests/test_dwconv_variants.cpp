@@ -898,8 +898,9 @@ TEST_CASE("dwconv tensor-core tiles: space, rules, geometry, names, compile", "[
     const int pad = (c.channels_per_block / 8 - 1) * (c.channels_per_block == 16 ? 32 : 16);
     CHECK(g.dynamic_smem == std::size_t((c.channels_per_block * ((c.tile_rows + 6) * pitch + 7 * 8) * 2 + pad * 2 + 15) / 16 * 16));
     const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
-    CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0>", c.channels_per_block,
-                              c.tile_rows, c.segment_tiles, c.warps, pitch));
+    // ... HAS_BIAS, EPI = 0, then the shape constants (Problem::fixed_shape): C, source and destination planes.
+    CHECK(name == fmt::format("kvt_dwconv_mma<kvt_bf16, 1, 0, 7, 7, 1, 1, 1, 1, 3, 3, {}, {}, {}, {}, {}, 0, 0, 96, 56, 56, 56, 56>",
+                              c.channels_per_block, c.tile_rows, c.segment_tiles, c.warps, pitch));
   }
   CHECK(tiles >= 40);
   CHECK(dwconv::mma_config(16, 16, 7, 4).label() == "mma,cb=16,tr=16,nt=7,warps=4");
