@@ -160,6 +160,11 @@ TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes 
     CHECK_THAT(why, Catch::Contains("is not kvt_dwconv_tiled<"));
   }
   CHECK(detail::trusted_binary<detail::DwConvFamily>(good, larger_batch, *tiled, "sm_90", why));
+  // Sizes past int (no template argument holds them) keep the shape at run time too.
+  dwconv::Problem tall = d;
+  tall.h = std::int64_t(1) << 31;
+  CHECK_FALSE(tall.fixed_shape());
+  CHECK_THAT(dwconv::compile_request(tall, *tiled, "sm_90").name_expressions[0], !Catch::Contains("2147483648"));
   // Channel-first and 1D channel-last variants keep the shape at run time (and their names).
   dwconv::Problem nchw = d, nlc = d;
   nchw.layout = DwLayout::nchw;
