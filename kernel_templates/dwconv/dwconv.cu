@@ -42,7 +42,8 @@
 //   kvt_dwconv_reference float64, one thread per output element, any direction.
 // Forward kernels take EPI last (dwconv_activation.cuh): the fused activation, or the gradient prep
 // dy * act'(z) that backward_data and backward_weight with an activation run first; 0 (the default,
-// which keeps older variants' names) stores z.
+// which keeps older variants' names) stores z. Only the shape constants C .. DST_W of the 2D
+// channel-last tiled and tensor-core variants follow (kvt_shape_fits; 0, the default: at run time).
 #include "common.cuh"
 #include "dwconv_params.h"
 #include "dwconv_activation.cuh"
