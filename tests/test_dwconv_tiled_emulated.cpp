@@ -290,10 +290,38 @@ TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with
                 "kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>",
                 [](const KvtDwConvParams& p) { kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>(p); });
   }
-  SECTION("channel-last, a partial tile of channels") {
+  SECTION("channel-last, a partial tile of channels, compiled for its shape") {
+    // The shape constants after PIPE, EPI and SEQ at their defaults: 10 channels, x and dy 9 x 13.
     check_wgrad(DwLayout::nhwc, 10, inf, "wgrad,ct=8,py=32,tg=49,split=1,reduce=ordered,rw=8,rh=4",
-                "kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>",
-                [](const KvtDwConvParams& p) { kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1>(p); });
+                "kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1, -1, 0, 0, 10, 9, 13, 9, 13>",
+                [](const KvtDwConvParams& p) {
+                  kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1, -1, 0, 0, 10, 9, 13, 9, 13>(p);
+                });
+  }
+}
+
+TEST_CASE("emulated dwconv weight gradient: an NHWC variant compiled for its shape writes nothing for another shape",
+          "[dwconv][emulated]") {
+  // The binary of check_wgrad's channel-last case (10 channels, 9 x 13), given the arguments of 8
+  // channels or of 9 x 12 planes: it returns at once, dw and dbias stay NaN.
+  for (const auto& [c, w] : {std::pair<std::int64_t, std::int64_t>{8, 13}, {10, 12}}) {
+    DwConvArgs a;
+    a.direction = DwDirection::backward_weight, a.layout = DwLayout::nhwc, a.dtype = DType::f32;
+    a.n = 2, a.c = c, a.h = 9, a.w = w, a.kernel_h = a.kernel_w = 7;
+    a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
+    const auto x = values(std::size_t(a.n * c * a.h * w), 11);
+    const std::vector<float> fx(x.begin(), x.end());
+    std::vector<float> dw(std::size_t(c * 49), NAN), db(std::size_t(c), NAN);
+    a.x = fx.data(), a.dy = fx.data(), a.dweight = dw.data(), a.dbias = db.data();
+    dwconv::validate(a);
+    const dwconv::Problem problem = dwconv::make_problem(a);
+    INFO(problem.key());
+    const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
+    kvt_emulated_launch(2, 1, 256, 0, [&params] {
+      kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1, -1, 0, 0, 10, 9, 13, 9, 13>(params);
+    });
+    CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return std::isnan(v); }));
+    CHECK(std::all_of(db.begin(), db.end(), [](float v) { return std::isnan(v); }));
   }
 }
 

@@ -127,6 +127,45 @@ TEST_CASE("trust: a stored binary must be what this build compiles for the probl
   CHECK(kinds.size() >= 3);
 }
 
+namespace {
+
+// A channel-last binary compiled with the shape as constants (Problem::fixed_shape): the variant of
+// `kernel` first in `d`'s space, its name ending in `shape`, is trusted for `d` and for another batch
+// (a run-time argument), never for another channel count or plane, also when stored under that
+// problem's key.
+dwconv::Config check_bound_to_shape(const dwconv::Problem& d, dwconv::Kernel kernel, const std::string& shape) {
+  REQUIRE(d.fixed_shape());
+  std::optional<dwconv::Config> config;
+  for (const auto& c : dwconv::enumerate(d))
+    if (!config && c.kernel() == kernel) config = c;
+  REQUIRE(config);
+  const auto request = dwconv::compile_request(d, *config, "sm_90");
+  const std::string name = request.name_expressions[0];
+  CHECK_THAT(name, Catch::EndsWith(shape));
+  const cache::Binary good = compiled_binary(request);
+  std::string why;
+  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, d, *config, "sm_90", why));
+  dwconv::Problem fewer = d, wider = d, taller = d, larger_batch = d;
+  fewer.c = d.c / 2;
+  wider.w = d.w + 2;
+  taller.h = d.h + 2;
+  larger_batch.n = 64;  // the batch stays a run-time argument
+  for (const auto& other : {fewer, wider, taller}) {
+    INFO(other.key());
+    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(good, other, *config, "sm_90", why));
+    CHECK_THAT(why, Catch::Contains("compile key"));
+    // Stored under the other shape's key: its kernel is still this shape's, and is refused.
+    cache::Binary swapped = good;
+    swapped.hash = detail::compile_hash(dwconv::compile_request(other, *config, "sm_90"));
+    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(swapped, other, *config, "sm_90", why));
+    CHECK_THAT(why, Catch::Contains("is not " + name.substr(0, name.find('<') + 1)));
+  }
+  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, larger_batch, *config, "sm_90", why));
+  return *config;
+}
+
+}  // namespace
+
 TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes only", "[trust]") {
   // The tiled kernel's NHWC variants are compiled with the shape as constants (Problem::fixed_shape):
   // a binary made for C = 64 on 16 x 16 planes must never serve another C or plane.
@@ -134,37 +173,12 @@ TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes 
   d.n = 2, d.c = 64, d.h = 16, d.w = 16, d.kh = 3, d.kw = 3, d.layout = DwLayout::nhwc, d.dtype = DType::bf16;
   d.pad_top = d.pad_bottom = d.pad_left = d.pad_right = 1;
   d.sh = d.sw = 2;  // planes of 16 x 16 into 8 x 8
-  REQUIRE(d.fixed_shape());
-  std::optional<dwconv::Config> tiled;
-  for (const auto& c : dwconv::enumerate(d))
-    if (std::holds_alternative<dwconv::TiledConfig>(c.variant())) tiled = c;
-  REQUIRE(tiled);
-  const auto request = dwconv::compile_request(d, *tiled, "sm_90");
-  CHECK_THAT(request.name_expressions[0], Catch::EndsWith(", 64, 16, 16, 8, 8>"));
-  const cache::Binary good = compiled_binary(request);
-  std::string why;
-  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, d, *tiled, "sm_90", why));
-  dwconv::Problem fewer = d, wider = d, taller = d, larger_batch = d;
-  fewer.c = 32;
-  wider.w = 18;
-  taller.h = 18;
-  larger_batch.n = 64;  // the batch stays a run-time argument
-  for (const auto& other : {fewer, wider, taller}) {
-    INFO(other.key());
-    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(good, other, *tiled, "sm_90", why));
-    CHECK_THAT(why, Catch::Contains("compile key"));
-    // Stored under the other shape's key: its kernel is still this shape's, and is refused.
-    cache::Binary swapped = good;
-    swapped.hash = detail::compile_hash(dwconv::compile_request(other, *tiled, "sm_90"));
-    CHECK_FALSE(detail::trusted_binary<detail::DwConvFamily>(swapped, other, *tiled, "sm_90", why));
-    CHECK_THAT(why, Catch::Contains("is not kvt_dwconv_tiled<"));
-  }
-  CHECK(detail::trusted_binary<detail::DwConvFamily>(good, larger_batch, *tiled, "sm_90", why));
+  const auto tiled = check_bound_to_shape(d, dwconv::Kernel::tiled, ", 64, 16, 16, 8, 8>");
   // Sizes past int (no template argument holds them) keep the shape at run time too.
   dwconv::Problem tall = d;
   tall.h = std::int64_t(1) << 31;
   CHECK_FALSE(tall.fixed_shape());
-  CHECK_THAT(dwconv::compile_request(tall, *tiled, "sm_90").name_expressions[0], !Catch::Contains("2147483648"));
+  CHECK_THAT(dwconv::compile_request(tall, tiled, "sm_90").name_expressions[0], !Catch::Contains("2147483648"));
   // Channel-first and 1D channel-last variants keep the shape at run time (and their names).
   dwconv::Problem nchw = d, nlc = d;
   nchw.layout = DwLayout::nchw;
@@ -177,6 +191,21 @@ TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes 
         CHECK_THAT(name, !Catch::Contains(", 64, 16, 16"));
       }
   }
+}
+
+TEST_CASE("trust: an NHWC weight-gradient binary is for its problem's channels and planes only", "[trust]") {
+  // backward_weight of 64 channels, x 16 x 16 and dy 14 x 14 (3x3, no padding): the shape constants
+  // C, x's plane, dy's plane close the name.
+  dwconv::Problem d;
+  d.direction = DwDirection::backward_weight;
+  d.n = 2, d.c = 64, d.h = 16, d.w = 16, d.kh = 3, d.kw = 3, d.layout = DwLayout::nhwc, d.dtype = DType::f32;
+  check_bound_to_shape(d, dwconv::Kernel::wgrad, ", 64, 16, 16, 14, 14>");
+  // Channel-first weight gradients (plain and staged) keep the shape at run time.
+  dwconv::Problem nchw = d;
+  nchw.layout = DwLayout::nchw;
+  REQUIRE_FALSE(nchw.fixed_shape());
+  for (const auto& c : dwconv::enumerate(nchw))
+    CHECK_THAT(dwconv::compile_request(nchw, c, "sm_90").name_expressions[0], !Catch::EndsWith(", 16, 16, 14, 14>"));
 }
 
 TEST_CASE("trust: stored configs are read within the limits of user input", "[trust]") {

@@ -43,7 +43,8 @@
 // Forward kernels take EPI last (dwconv_activation.cuh): the fused activation, or the gradient prep
 // dy * act'(z) that backward_data and backward_weight with an activation run first; 0 (the default,
 // which keeps older variants' names) stores z. Only the shape constants C .. DST_W of the 2D
-// channel-last tiled and tensor-core variants follow (kvt_shape_fits; 0, the default: at run time).
+// channel-last tiled, tensor-core and weight-gradient variants follow (kvt_shape_fits; 0, the
+// default: at run time).
 #include "common.cuh"
 #include "dwconv_params.h"
 #include "dwconv_activation.cuh"
@@ -52,7 +53,7 @@ template <bool B> struct kvt_bool {
   static constexpr bool value = B;
 };
 
-// The problem's shape as constants (channel-last tiled and tensor-core kernels; the host's
+// The problem's shape as constants (2D channel-last tiled, tensor-core and weight-gradient kernels; the host's
 // Problem::fixed_shape): C > 0 compiles a variant for C channels and source / destination planes of
 // SRC_H x SRC_W and DST_H x DST_W, so a window's loads sit at immediate offsets from one address
 // instead of each computing its own from the run-time channel count (NHWC bf16 3x3: about three
@@ -357,8 +358,12 @@ __device__ __forceinline__ void kvt_wgrad_finish(const KvtDwConvParams& p, const
 // otherwise it writes its partials (ATOMIC 0) or adds them to one f32 accumulator (ATOMIC 1), and the
 // last block of its column (arrival counter) sums the splits in order and writes dw and dbias.
 template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int CT, int PY, int TG,
-          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1, int EPI = 0, int SEQ = 0>
-__global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams p) {
+          int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1, int EPI = 0, int SEQ = 0, int C = 0,
+          int SRC_H = 0, int SRC_W = 0, int DST_H = 0, int DST_W = 0>
+__global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams args) {
+  // C .. DST_W: the problem's shape as constants (2D channel-last; kvt_shape_fits).
+  if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(args)) return;
+  const KvtDwConvParams p = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(args);
   static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
   // EPI (an activation, 1-4): the fused 1D weight gradient, dy * act'(z) formed in registers
   // (kvt_wgrad_fused); SEQ: its taps masked by seq_idx.

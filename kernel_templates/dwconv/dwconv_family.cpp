@@ -924,6 +924,7 @@ std::string kernel_name(const Problem& p, const WgradConfig& c) {
       .add(p.pad_left).add(c.channels_per_block).add(c.position_threads).add(c.taps_per_block).add(int(c.atomic))
       .add(int(p.bias)).optional({{c.outputs_per_thread, 1}}).optional({{c.rows_per_thread, 1}, {c.vector_channels, 1}})
       .optional({{-1, -1}}).optional({{p.epilogue(), 0}, {int(p.seq_idx), 0}})  // PIPE at its default
+      .shape_of(p)
       .name("kvt_dwconv_wgrad");
 }
 
