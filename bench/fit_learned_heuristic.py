@@ -14,9 +14,9 @@ usage: bench/fit_learned_heuristic.py [--op normalize|dwconv] EXPORT.json [EXPOR
            tests/data/trials/2026-11-22-h200-exhaustive/export.json \\
            tests/data/trials/2026-11-27-h100-affine-narrow/export-recorded.json \\
            tests/data/trials/2026-11-27-h100-affine-narrow/export-affine.json \\
-           tests/data/trials/2026-12-02-h200-backward-exhaustive/export-train-shard0.json \\
-           tests/data/trials/2026-12-02-h200-backward-exhaustive/export-train-shard1.json \\
-           tests/data/trials/2026-12-02-h200-backward-exhaustive/export-bench.json \\
+           tests/data/trials/2026-12-04-h200-backward-exhaustive/export-train-shard0.json \\
+           tests/data/trials/2026-12-04-h200-backward-exhaustive/export-train-shard1.json \\
+           tests/data/trials/2026-12-04-h200-backward-exhaustive/export-bench.json \\
            sm_90 kernel_templates/normalize/normalize_learned_sm90.json
   (the shipped dwconv table: the NHWC rows re-recorded with the shape constants first, so that
   their rows are those) bench/fit_learned_heuristic.py --op dwconv \\
