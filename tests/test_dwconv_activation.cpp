@@ -597,7 +597,7 @@ TEST_CASE("dwconv activation: every kernel kind compiles with each epilogue for 
             kind += fmt::format(",{}", d->coalesced);
           if (!kinds.insert(kind).second) continue;
           requests.push_back(dwconv::compile_request(p, c, "sm_90"));
-          // EPI closes the name, but for NHWC tiled and tensor-core variants' shape constants after
+          // EPI closes the name, but for 2D tiled and tensor-core variants' shape constants after
           // it (the tiled kernel's after SEQ = 0), which are stripped first.
           std::string name = requests.back().name_expressions[0];
           const bool tiled = c.kernel() == dwconv::Kernel::tiled;

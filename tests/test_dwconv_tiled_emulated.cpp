@@ -41,7 +41,7 @@ dwconv::Config variant_named(const dwconv::Problem& problem, const std::string& 
   const auto space = dwconv::enumerate(problem);
   const auto it = std::find_if(space.begin(), space.end(), [&](const dwconv::Config& c) { return c.label() == label; });
   REQUIRE(it != space.end());
-  REQUIRE(dwconv::compile_request(problem, *it, "sm_90").name_expressions.at(0) == name);
+  if (!name.empty()) REQUIRE(dwconv::compile_request(problem, *it, "sm_90").name_expressions.at(0) == name);
   return *it;
 }
 
@@ -231,7 +231,7 @@ namespace {
 
 // A 2D f32 weight gradient (7x7, padding 3, bias) through one register-tiled variant of the library's
 // space, found by its label; `launch` runs the instantiation the test names (REQUIREd to be the
-// variant's kernel). The image (dy 9 x 13) leaves edge tiles in both directions for 4 rows x runs of 8:
+// variant's kernel, unless the name is empty). The image (dy 9 x 13) leaves edge tiles in both directions for 4 rows x runs of 8:
 // row groups 4, 4, 1 and runs 8, 5. With `inf`, x's last pixel of image 0, channel 0 is an inf: the
 // taps that read it for some output are inf or NaN, every other tap stays finite (the corner tile
 // then takes the one-row loop and its selects of dy rows; the whole tile's body would spread NaNs).
@@ -280,14 +280,26 @@ void check_wgrad(DwLayout layout, std::int64_t c, bool inf, const std::string& l
 
 TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with edge tiles", "[dwconv][emulated]") {
   const bool inf = GENERATE(false, true);
+  // Every 2D variant is compiled for its shape: 3 (or 10) channels, x and dy 9 x 13, after the
+  // kernels' other arguments (the plain kernel's PIPE, EPI and SEQ at their defaults).
   SECTION("channel-first, x rows from global memory") {
     check_wgrad(DwLayout::nchw, 3, inf, "wgrad,ct=1,py=128,tg=49,split=1,reduce=ordered,rw=8,rh=4",
-                "kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1>",
-                [](const KvtDwConvParams& p) { kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1>(p); });
+                "kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1, -1, 0, 0, 3, 9, 13, 9, 13>",
+                [](const KvtDwConvParams& p) {
+                  kvt_dwconv_wgrad<float, 0, 7, 7, 1, 1, 1, 1, 3, 3, 1, 128, 49, 0, 1, 8, 4, 1, -1, 0, 0, 3, 9, 13, 9, 13>(p);
+                });
   }
   SECTION("channel-first, x planes staged in shared memory") {
     check_wgrad(DwLayout::nchw, 3, inf, "wgrad,ct=1,py=128,tg=49,split=1,reduce=ordered,rw=8,rh=4,staged",
-                "kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>",
+                "kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1, 3, 9, 13, 9, 13>",
+                [](const KvtDwConvParams& p) {
+                  kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1, 3, 9, 13, 9, 13>(p);
+                });
+  }
+  SECTION("channel-first, x planes staged, the run-time form") {
+    // Its name is not the library's (which always gives the shape), so no name check: the body
+    // without constants, against the same float64 reference.
+    check_wgrad(DwLayout::nchw, 3, inf, "wgrad,ct=1,py=128,tg=49,split=1,reduce=ordered,rw=8,rh=4,staged", "",
                 [](const KvtDwConvParams& p) { kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1>(p); });
   }
   SECTION("channel-last, a partial tile of channels, compiled for its shape") {
@@ -300,36 +312,50 @@ TEST_CASE("emulated dwconv weight gradient: 2D register tiles of 4 rows x 8 with
   }
 }
 
-TEST_CASE("emulated dwconv weight gradient: an NHWC variant compiled for its shape writes nothing for another shape",
+TEST_CASE("emulated dwconv weight gradient: a 2D variant compiled for its shape writes nothing for another shape",
           "[dwconv][emulated]") {
-  // The binary of check_wgrad's channel-last case (10 channels, 9 x 13), given the arguments of 8
-  // channels or of 9 x 12 planes: it returns at once, dw and dbias stay NaN.
-  for (const auto& [c, w] : {std::pair<std::int64_t, std::int64_t>{8, 13}, {10, 12}}) {
+  // The binaries of check_wgrad's shaped cases (NHWC: 10 channels, NCHW staged: 3 channels, 9 x 13),
+  // given the arguments of fewer channels or of 9 x 12 planes: they return at once, dw and dbias
+  // stay NaN.
+  struct Case {
+    DwLayout layout;
+    std::int64_t c, w;
+  };
+  for (const Case& k : {Case{DwLayout::nhwc, 8, 13}, Case{DwLayout::nhwc, 10, 12}, Case{DwLayout::nchw, 2, 13},
+                        Case{DwLayout::nchw, 3, 12}}) {
     DwConvArgs a;
-    a.direction = DwDirection::backward_weight, a.layout = DwLayout::nhwc, a.dtype = DType::f32;
-    a.n = 2, a.c = c, a.h = 9, a.w = w, a.kernel_h = a.kernel_w = 7;
+    a.direction = DwDirection::backward_weight, a.layout = k.layout, a.dtype = DType::f32;
+    a.n = 2, a.c = k.c, a.h = 9, a.w = k.w, a.kernel_h = a.kernel_w = 7;
     a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 3;
-    const auto x = values(std::size_t(a.n * c * a.h * w), 11);
+    const auto x = values(std::size_t(a.n * k.c * a.h * k.w), 11);
     const std::vector<float> fx(x.begin(), x.end());
-    std::vector<float> dw(std::size_t(c * 49), NAN), db(std::size_t(c), NAN);
+    std::vector<float> dw(std::size_t(k.c * 49), NAN), db(std::size_t(k.c), NAN);
     a.x = fx.data(), a.dy = fx.data(), a.dweight = dw.data(), a.dbias = db.data();
     dwconv::validate(a);
     const dwconv::Problem problem = dwconv::make_problem(a);
     INFO(problem.key());
     const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
-    kvt_emulated_launch(2, 1, 256, 0, [&params] {
-      kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1, -1, 0, 0, 10, 9, 13, 9, 13>(params);
+    kvt_emulated_launch(2, 1, 256, 0, [&params, &k] {
+      if (k.layout == DwLayout::nhwc)
+        kvt_dwconv_wgrad<float, 1, 7, 7, 1, 1, 1, 1, 3, 3, 8, 32, 49, 0, 1, 8, 4, 1, -1, 0, 0, 10, 9, 13, 9, 13>(params);
+      else
+        kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, 128, 0, 1, 8, 4, 1, 3, 9, 13, 9, 13>(params);
     });
     CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return std::isnan(v); }));
     CHECK(std::all_of(db.begin(), db.end(), [](float v) { return std::isnan(v); }));
   }
 }
 
-TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, against float64 and bit for bit the "
-          "run-time form, and writing nothing for another shape", "[dwconv][emulated]") {
-  // NHWC f32 3x3, padding 1, bias: 2 x 8 x 9 x 13, so runs of 4 and rows of 4 leave edge tiles both ways.
+namespace {
+
+// f32 3x3, padding 1, bias, 2 x 8 x 9 x 13 in `layout`, through the variant `label` whose kernel name
+// (with the shape constants 8, 9, 13, 9, 13) is `name`: runs of 4 and rows of 4 leave edge tiles
+// both ways. `launch(params, shaped)` runs the shaped instantiation or its run-time form. The shaped
+// one matches float64 and the run-time form bit for bit, and writes nothing for another shape.
+template <class Launch>
+void check_shaped_tiled(DwLayout layout, const std::string& label, const std::string& name, const Launch& launch) {
   DwConvArgs a;
-  a.direction = DwDirection::forward, a.layout = DwLayout::nhwc, a.dtype = DType::f32;
+  a.direction = DwDirection::forward, a.layout = layout, a.dtype = DType::f32;
   a.n = 2, a.c = 8, a.h = 9, a.w = 13, a.kernel_h = a.kernel_w = 3;
   a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 1;
   const std::size_t tensor = std::size_t(a.n * a.c * a.h * a.w);
@@ -340,21 +366,16 @@ TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, agains
   dwconv::validate(a);
   const dwconv::Problem problem = dwconv::make_problem(a);
   REQUIRE(problem.fixed_shape());
-  const std::string label = "tiled,rw=4,tx=16,ty=2,vc=2,halo=global,filter=reg,rh=4";
   INFO(problem.key() << " " << label);
-  const dwconv::Config config = variant_named(
-      problem, label, "kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>");
-  const dwconv::Geometry g = dwconv::geometry(problem, config, a.n);
-  const auto launch = [&g](const KvtDwConvParams& params, bool shaped) {
-    kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&params, shaped] {
-      if (shaped) kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>(params);
-      else kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4>(params);
-    });
+  const dwconv::Geometry g = dwconv::geometry(problem, variant_named(problem, label, name), a.n);
+  const auto run = [&](const KvtDwConvParams& params, bool shaped) {
+    kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem),
+                        [&params, shaped, &launch] { launch(params, shaped); });
   };
-  launch(dwconv::kernel_params(problem, dwconv::launch_args(a)), true);
+  run(dwconv::kernel_params(problem, dwconv::launch_args(a)), true);
   CHECK(relative_error(fixed, dwconv::reference_forward(problem, a.n, x, weight, bias)) < 1e-6);
   a.y = run_time.data();
-  launch(dwconv::kernel_params(problem, dwconv::launch_args(a)), false);
+  run(dwconv::kernel_params(problem, dwconv::launch_args(a)), false);
   CHECK(std::memcmp(fixed.data(), run_time.data(), tensor * sizeof(float)) == 0);
   // Arguments of another plane (one column fewer) or channel count: the shaped binary returns at once.
   for (const auto& [c, w] : {std::pair<std::int64_t, std::int64_t>{8, 12}, {4, 13}}) {
@@ -363,7 +384,40 @@ TEST_CASE("emulated tiled dwconv: an NHWC variant compiled for its shape, agains
     std::vector<float> untouched(tensor, NAN);
     b.y = untouched.data();
     dwconv::validate(b);
-    launch(dwconv::kernel_params(dwconv::make_problem(b), dwconv::launch_args(b)), true);
+    run(dwconv::kernel_params(dwconv::make_problem(b), dwconv::launch_args(b)), true);
     CHECK(std::all_of(untouched.begin(), untouched.end(), [](float v) { return std::isnan(v); }));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("emulated tiled dwconv: 2D variants compiled for their shape, against float64 and bit for bit the "
+          "run-time form, and writing nothing for another shape", "[dwconv][emulated]") {
+  SECTION("NHWC tiles") {
+    check_shaped_tiled(
+        DwLayout::nhwc, "tiled,rw=4,tx=16,ty=2,vc=2,halo=global,filter=reg,rh=4",
+        "kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>",
+        [](const KvtDwConvParams& params, bool shaped) {
+          if (shaped) kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>(params);
+          else kvt_dwconv_tiled<float, 1, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 16, 2, 2, 0, 0, 1, 4>(params);
+        });
+  }
+  SECTION("NCHW tiles") {
+    check_shaped_tiled(
+        DwLayout::nchw, "tiled,rw=2,tx=16,ty=4,vc=1,halo=global,filter=reg,rh=4",
+        "kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 2, 16, 4, 1, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>",
+        [](const KvtDwConvParams& params, bool shaped) {
+          if (shaped) kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 2, 16, 4, 1, 0, 0, 1, 4, 1, 0, 0, 0, 8, 9, 13, 9, 13>(params);
+          else kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 2, 16, 4, 1, 0, 0, 1, 4>(params);
+        });
+  }
+  SECTION("NCHW flat items") {
+    check_shaped_tiled(
+        DwLayout::nchw, "tiled,rw=4,tx=64,ty=1,vc=1,halo=global,filter=reg,rh=4,flat",
+        "kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 64, 1, 1, 0, 0, 1, 4, 1, 1, 0, 0, 8, 9, 13, 9, 13>",
+        [](const KvtDwConvParams& params, bool shaped) {
+          if (shaped) kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 64, 1, 1, 0, 0, 1, 4, 1, 1, 0, 0, 8, 9, 13, 9, 13>(params);
+          else kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 64, 1, 1, 0, 0, 1, 4, 1, 1>(params);
+        });
   }
 }

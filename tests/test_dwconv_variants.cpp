@@ -24,6 +24,17 @@ using namespace kvtune::test;
 using dwconv::Config;
 using dwconv::Problem;
 
+namespace {
+
+// The shape constants that close a 2D variant's name (Problem::fixed_shape): C and the source and
+// destination planes; empty (just ">") where the sizes stay run-time arguments.
+std::string shape_tail(const Problem& p) {
+  if (!p.fixed_shape()) return ">";
+  return fmt::format(", {}, {}, {}, {}, {}>", p.c, p.src_h(), p.src_w(), p.dst_h(), p.dst_w());
+}
+
+}  // namespace
+
 TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ranked by the cost model", "[dwconv]") {
   // The suites' weight gradients: Mamba causal K=4 NCL and MobileNetV2 3x3 NCHW, f32.
   DwConvArgs mamba = args_1d(DwDirection::backward_weight, DwLayout::ncl, 4, 1, 1);
@@ -47,8 +58,11 @@ TEST_CASE("register-tiled weight gradients: every tap kept, runs of outputs, ran
       CHECK(c.label().find(",rw=") != std::string::npos);
       if (c.vector_channels > 1 || c.rows_per_thread > 1) continue;  // their names: the next test case
       const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
-      const std::string tail = fmt::format(", {}>", c.outputs_per_thread);
-      CHECK(name.compare(name.size() - tail.size(), tail.size(), tail) == 0);
+      // RW closes a run-time name; before a 2D problem's shape constants come RH, VC, PIPE, EPI and
+      // SEQ at their defaults.
+      const std::string tail = p.fixed_shape() ? fmt::format(", {}, 1, 1, -1, 0, 0{}", c.outputs_per_thread, shape_tail(p))
+                                               : fmt::format(", {}>", c.outputs_per_thread);
+      CHECK(Catch::endsWith(name, tail));
     }
     CHECK(tiled >= 4);
     // The model ranks a tiled variant first, so the budgeted search always tries some.
@@ -104,10 +118,11 @@ TEST_CASE("weight gradients: vectors along W and rows per thread follow their ru
       rows += rh > 1;
       CHECK(c.label().find(vc > 1 ? fmt::format(",vc={}", vc) : ",rw=") != std::string::npos);
       CHECK((rh == 1 || c.label().find(fmt::format(",rh={}", rh)) != std::string::npos));
-      // RW, RH and VC close the template's arguments; older variants keep their names.
+      // RW, RH and VC, then (not staged) PIPE, EPI and SEQ at their defaults and the shape constants.
       const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
-      const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, rh, vc);
-      CHECK(name.substr(name.size() - suffix.size()) == suffix);
+      const auto suffix = fmt::format(", {}, {}, {}{}{}", c.outputs_per_thread, rh, vc, c.staged ? "" : ", -1, 0, 0",
+                                      shape_tail(p));
+      CHECK(Catch::endsWith(name, suffix));
       CHECK(Config::from_json(config.to_json()) == config);
       CHECK(dwconv::geometry(p, config, p.n).grid_y == static_cast<unsigned>(c.splits));
     }
@@ -186,8 +201,9 @@ TEST_CASE("staged weight gradients: x planes in shared memory, their rules, size
     CHECK(g.dynamic_smem <= 96 * 1024);
     const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
     CHECK(name.rfind("kvt_dwconv_wgrad_staged<float, 7, 7, 1, 1, 1, 1, 3, 3, ", 0) == 0);
-    const auto suffix = fmt::format(", {}, {}, {}>", c.outputs_per_thread, c.rows_per_thread, c.vector_channels);
-    CHECK(name.substr(name.size() - suffix.size()) == suffix);
+    const auto suffix = fmt::format(", {}, {}, {}, 96, 56, 56, 56, 56>", c.outputs_per_thread, c.rows_per_thread,
+                                    c.vector_channels);
+    CHECK(Catch::endsWith(name, suffix));
   }
   CHECK(staged >= 40);
   // The heuristic's plane: rows -3..58 (62) x columns from -4 (6 runs of 8 + a window of 16) = 64, f32,
@@ -317,7 +333,8 @@ TEST_CASE("rows per thread and large channel-last kernels: variants exist, geome
     const auto g = dwconv::geometry(p, config, p.n);
     CHECK(g.grid_y == static_cast<unsigned>((56 + c.threads_y * c.rows_per_thread - 1) / (c.threads_y * c.rows_per_thread)));
     const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
-    CHECK(name.substr(name.size() - 4) == fmt::format(", {}>", c.rows_per_thread));
+    // RH, then RT, FLAT, EPI and SEQ at their defaults and the shape constants.
+    CHECK(Catch::endsWith(name, fmt::format(", {}, 1, 0, 0, 0{}", c.rows_per_thread, shape_tail(p))));
     CHECK(Config::from_json(config.to_json()) == config);
   }
   CHECK(with_rows >= 8);
@@ -539,7 +556,7 @@ TEST_CASE("dwconv flat items: channel-first 2D planes without idle tile lanes", 
     CHECK(g.grid_y == 1u);
     CHECK(g.dynamic_smem == 0u);
     const auto name = dwconv::compile_request(p, config, "sm_90").name_expressions.at(0);
-    CHECK(name.substr(name.size() - 10) == fmt::format(", {}, 1, 1>", rh));
+    CHECK(Catch::endsWith(name, fmt::format(", {}, 1, 1, 0, 0, 96, 56, 56, 56, 56>", rh)));
     CHECK(Config::from_json(config.to_json()) == config);
     // The same thread's work as a tile of one row of threads idles lanes; the model sees them.
     dwconv::TiledConfig tiled = c;

@@ -130,14 +130,15 @@ TEST_CASE("trust: a stored binary must be what this build compiles for the probl
 namespace {
 
 // A channel-last binary compiled with the shape as constants (Problem::fixed_shape): the variant of
-// `kernel` first in `d`'s space, its name ending in `shape`, is trusted for `d` and for another batch
-// (a run-time argument), never for another channel count or plane, also when stored under that
-// problem's key.
-dwconv::Config check_bound_to_shape(const dwconv::Problem& d, dwconv::Kernel kernel, const std::string& shape) {
+// The first variant of `kernel` in `d`'s space (whose label holds `label_part`), its name ending in
+// `shape`, is trusted for `d` and for another batch (a run-time argument), never for another channel
+// count or plane, also when stored under that problem's key.
+dwconv::Config check_bound_to_shape(const dwconv::Problem& d, dwconv::Kernel kernel, const std::string& shape,
+                                    const std::string& label_part = "") {
   REQUIRE(d.fixed_shape());
   std::optional<dwconv::Config> config;
   for (const auto& c : dwconv::enumerate(d))
-    if (!config && c.kernel() == kernel) config = c;
+    if (!config && c.kernel() == kernel && c.label().find(label_part) != std::string::npos) config = c;
   REQUIRE(config);
   const auto request = dwconv::compile_request(d, *config, "sm_90");
   const std::string name = request.name_expressions[0];
@@ -166,7 +167,7 @@ dwconv::Config check_bound_to_shape(const dwconv::Problem& d, dwconv::Kernel ker
 
 }  // namespace
 
-TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes only", "[trust]") {
+TEST_CASE("trust: a 2D tiled binary is for its problem's channels and planes only", "[trust]") {
   // The tiled kernel's NHWC variants are compiled with the shape as constants (Problem::fixed_shape):
   // a binary made for C = 64 on 16 x 16 planes must never serve another C or plane.
   dwconv::Problem d;
@@ -179,11 +180,16 @@ TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes 
   tall.h = std::int64_t(1) << 31;
   CHECK_FALSE(tall.fixed_shape());
   CHECK_THAT(dwconv::compile_request(tall, tiled, "sm_90").name_expressions[0], !Catch::Contains("2147483648"));
-  // Channel-first and 1D channel-last variants keep the shape at run time (and their names).
-  dwconv::Problem nchw = d, nlc = d;
+  // NCHW too (planes, flat items and their tiles); 1D variants keep the shape at run time (and their
+  // names): a row's length changes from call to call.
+  dwconv::Problem nchw = d, nlc = d, ncl;
   nchw.layout = DwLayout::nchw;
+  check_bound_to_shape(nchw, dwconv::Kernel::tiled, ", 64, 16, 16, 8, 8>");
+  check_bound_to_shape(nchw, dwconv::Kernel::tiled, ", 64, 16, 16, 8, 8>", ",flat");
   nlc.layout = DwLayout::nlc, nlc.h = 1, nlc.kh = 1, nlc.sh = 1, nlc.pad_top = nlc.pad_bottom = 0;
-  for (const auto& other : {nchw, nlc}) {
+  ncl = nlc;
+  ncl.layout = DwLayout::ncl;
+  for (const auto& other : {nlc, ncl}) {
     CHECK_FALSE(other.fixed_shape());
     for (const auto& c : dwconv::enumerate(other))
       if (std::holds_alternative<dwconv::TiledConfig>(c.variant())) {
@@ -193,19 +199,26 @@ TEST_CASE("trust: an NHWC tiled binary is for its problem's channels and planes 
   }
 }
 
-TEST_CASE("trust: an NHWC weight-gradient binary is for its problem's channels and planes only", "[trust]") {
+TEST_CASE("trust: a 2D weight-gradient binary is for its problem's channels and planes only", "[trust]") {
   // backward_weight of 64 channels, x 16 x 16 and dy 14 x 14 (3x3, no padding): the shape constants
   // C, x's plane, dy's plane close the name.
   dwconv::Problem d;
   d.direction = DwDirection::backward_weight;
   d.n = 2, d.c = 64, d.h = 16, d.w = 16, d.kh = 3, d.kw = 3, d.layout = DwLayout::nhwc, d.dtype = DType::f32;
   check_bound_to_shape(d, dwconv::Kernel::wgrad, ", 64, 16, 16, 14, 14>");
-  // Channel-first weight gradients (plain and staged) keep the shape at run time.
+  // Channel-first weight gradients, plain and staged, the same.
   dwconv::Problem nchw = d;
   nchw.layout = DwLayout::nchw;
-  REQUIRE_FALSE(nchw.fixed_shape());
-  for (const auto& c : dwconv::enumerate(nchw))
-    CHECK_THAT(dwconv::compile_request(nchw, c, "sm_90").name_expressions[0], !Catch::EndsWith(", 16, 16, 14, 14>"));
+  check_bound_to_shape(nchw, dwconv::Kernel::wgrad, ", 64, 16, 16, 14, 14>");
+  const auto staged = check_bound_to_shape(nchw, dwconv::Kernel::wgrad, ", 64, 16, 16, 14, 14>", ",staged");
+  CHECK_THAT(dwconv::compile_request(nchw, staged, "sm_90").name_expressions[0],
+             Catch::StartsWith("kvt_dwconv_wgrad_staged<"));
+  // 1D weight gradients keep the shape at run time.
+  dwconv::Problem ncl = nchw;
+  ncl.layout = DwLayout::ncl, ncl.h = 1, ncl.kh = 1, ncl.w = 64;
+  REQUIRE_FALSE(ncl.fixed_shape());
+  for (const auto& c : dwconv::enumerate(ncl))
+    CHECK_THAT(dwconv::compile_request(ncl, c, "sm_90").name_expressions[0], !Catch::EndsWith(", 1, 64, 1, 62>"));
 }
 
 TEST_CASE("trust: stored configs are read within the limits of user input", "[trust]") {

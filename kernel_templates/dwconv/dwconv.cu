@@ -43,8 +43,8 @@
 // Forward kernels take EPI last (dwconv_activation.cuh): the fused activation, or the gradient prep
 // dy * act'(z) that backward_data and backward_weight with an activation run first; 0 (the default,
 // which keeps older variants' names) stores z. Only the shape constants C .. DST_W of the 2D
-// channel-last tiled, tensor-core and weight-gradient variants follow (kvt_shape_fits; 0, the
-// default: at run time).
+// tiled, tensor-core and weight-gradient variants follow (kvt_shape_fits; 0, the default: at run
+// time).
 #include "common.cuh"
 #include "dwconv_params.h"
 #include "dwconv_activation.cuh"
@@ -53,16 +53,18 @@ template <bool B> struct kvt_bool {
   static constexpr bool value = B;
 };
 
-// The problem's shape as constants (2D channel-last tiled, tensor-core and weight-gradient kernels; the host's
-// Problem::fixed_shape): C > 0 compiles a variant for C channels and source / destination planes of
-// SRC_H x SRC_W and DST_H x DST_W, so a window's loads sit at immediate offsets from one address
-// instead of each computing its own from the run-time channel count (NHWC bf16 3x3: about three
-// address and test instructions an FMA, bench/NOTES.md). Such a binary is for that shape only: the
-// shape is in its name, so in its compile hash and in the lowered name a stored binary is checked
-// against. A kernel returns at once (writing nothing) where kvt_shape_fits is false, arguments of
-// another shape, which the host never passes; then it runs on kvt_with_shape(p). (Testing the
-// kernel's own arguments, not the copy: tested on the copy, ptxas kept the run-time addressing,
-// 1,216 instructions against 752.)
+// The problem's shape as constants (2D problems: the tiled and weight-gradient kernels of both
+// layouts, the tensor-core kernel; the host's Problem::fixed_shape): C > 0 compiles a variant for C
+// channels and source / destination planes of SRC_H x SRC_W and DST_H x DST_W, so a window's loads
+// sit at immediate offsets from one address instead of each computing its own from the run-time
+// channel count (NHWC bf16 3x3: about three address and test instructions an FMA, bench/NOTES.md;
+// channel-first: the plane's tile and row counts, plane % C and the staged weight gradient's buffer
+// offsets, run-time divisions and products before). Such a binary is for that shape only: the shape
+// is in its name, so in its compile hash and in the lowered name a stored binary is checked against.
+// A kernel returns at once (writing nothing) where kvt_shape_fits is false, arguments of another
+// shape, which the host never passes; then it runs on kvt_with_shape(p). (Testing the kernel's own
+// arguments, not the copy: tested on the copy, ptxas kept the run-time addressing, 1,216
+// instructions against 752.)
 template <int C, int SRC_H, int SRC_W, int DST_H, int DST_W>
 __device__ __forceinline__ bool kvt_shape_fits(const KvtDwConvParams& p) {
   return C == 0 || (p.channels == C && p.src_h == SRC_H && p.src_w == SRC_W && p.dst_h == DST_H && p.dst_w == DST_W);
@@ -361,7 +363,7 @@ template <class T, int LAYOUT, int KH, int KW, int SH, int SW, int DH, int DW, i
           int ATOMIC, int BIAS, int RW = 1, int RH = 1, int VC = 1, int PIPE = -1, int EPI = 0, int SEQ = 0, int C = 0,
           int SRC_H = 0, int SRC_W = 0, int DST_H = 0, int DST_W = 0>
 __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParams args) {
-  // C .. DST_W: the problem's shape as constants (2D channel-last; kvt_shape_fits).
+  // C .. DST_W: the problem's shape as constants (2D layouts; kvt_shape_fits).
   if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(args)) return;
   const KvtDwConvParams p = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(args);
   static_assert(RW == 1 || TG == KH * KW || TG == KW, "register-tiled wgrad: every tap, or one kernel row's");
@@ -645,8 +647,12 @@ __global__ void __launch_bounds__(CT * PY) kvt_dwconv_wgrad(const KvtDwConvParam
 // mirrors it: x rows from -PH x columns from -(PW + kLead) (VC-aligned), zeros outside the image.
 // (Staging dy too was no faster and costs 80 % more shared memory: bench/NOTES.md, 2026-11-26 morning.)
 template <class T, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int PY, int ATOMIC, int BIAS, int RW,
-          int RH, int VC>
-__global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvParams p) {
+          int RH, int VC, int C = 0, int SRC_H = 0, int SRC_W = 0, int DST_H = 0, int DST_W = 0>
+__global__ void __launch_bounds__(PY) kvt_dwconv_wgrad_staged(const KvtDwConvParams args) {
+  // C .. DST_W: the problem's shape as constants (kvt_shape_fits): the plane's runs, tiles, buffer
+  // pitch and every shared-memory offset become compile-time values.
+  if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(args)) return;
+  const KvtDwConvParams p = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(args);
   static_assert(RW > 1 && RW % VC == 0, "staged wgrad: register-tiled runs, whole vectors");
   static_assert(sizeof(T) * VC >= 4, "staged wgrad: copies of 4, 8 or 16 bytes");
   constexpr int kTaps = KH * KW;

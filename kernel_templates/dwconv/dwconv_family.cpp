@@ -916,7 +916,7 @@ std::string kernel_name(const Problem& p, const WgradConfig& c) {
     return TemplateArgs(kernel_type(p.dtype))
         .add(p.kh).add(p.kw).add(p.sh).add(p.sw).add(p.dh).add(p.dw).add(p.pad_top).add(p.pad_left)
         .add(c.position_threads).add(int(c.atomic)).add(int(p.bias)).add(c.outputs_per_thread)
-        .add(c.rows_per_thread).add(c.vector_channels)
+        .add(c.rows_per_thread).add(c.vector_channels).shape_of(p)
         .name("kvt_dwconv_wgrad_staged");
   // RH and VC (register-tiled runs only) come together.
   return TemplateArgs(kernel_type(p.dtype))

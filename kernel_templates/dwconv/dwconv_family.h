@@ -56,10 +56,10 @@ struct Problem {
   /// The fused 1D gradients: a backward problem with an activation (only those calls make one).
   bool fused_data() const { return direction == DwDirection::backward_data && activation != Activation::none; }
   bool fused_weight() const { return direction == DwDirection::backward_weight && activation != Activation::none; }
-  /// Whether the tiled and tensor-core variants of this problem are compiled for its exact channels
-  /// and planes (kvt_shape_fits's constants; the batch stays a run-time argument): 2D channel-last
-  /// (NHWC), every size within int. A 1D row's length changes from call to call (prefill), an image
-  /// layer's plane does not; such a binary serves no other shape.
+  /// Whether the tiled, tensor-core and weight-gradient variants of this problem are compiled for its
+  /// exact channels and planes (kvt_shape_fits's constants; the batch stays a run-time argument): 2D
+  /// problems (NHWC and NCHW), every size within int. A 1D row's length changes from call to call
+  /// (prefill), an image layer's plane does not; such a binary serves no other shape.
   bool fixed_shape() const;
 };
 

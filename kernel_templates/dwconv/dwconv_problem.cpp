@@ -64,7 +64,8 @@ std::int64_t Problem::dst_w() const { return direction == DwDirection::backward_
 
 bool Problem::fixed_shape() const {
   constexpr std::int64_t kMax = std::numeric_limits<int>::max();
-  return layout == DwLayout::nhwc && c <= kMax && h <= kMax && w <= kMax && out_h() <= kMax && out_w() <= kMax;
+  const bool two_d = layout == DwLayout::nhwc || layout == DwLayout::nchw;
+  return two_d && c <= kMax && h <= kMax && w <= kMax && out_h() <= kMax && out_w() <= kMax;
 }
 
 std::size_t ProblemHash::operator()(const Problem& p) const {

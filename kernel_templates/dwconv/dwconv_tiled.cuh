@@ -149,22 +149,18 @@ __device__ __forceinline__ void kvt_land_row(int i, long long row, long long src
 
 // ---- the kernel -------------------------------------------------------------------------------
 
-// C .. DST_W: the problem's shape as constants (channel-last; kvt_shape_fits).
+// C .. DST_W: the problem's shape as constants (2D layouts; kvt_shape_fits).
 template <class T, int LAYOUT, int DIR, int KH, int KW, int SH, int SW, int DH, int DW, int PH, int PW, int RW, int TX,
           int TY, int VC, int STAGE, int FILTER, int HAS_BIAS, int RH = 1, int RT = 1, int FLAT = 0, int EPI = 0, int SEQ = 0,
           int C = 0, int SRC_H = 0, int SRC_W = 0, int DST_H = 0, int DST_W = 0>
 __global__ void __launch_bounds__(TX * TY) kvt_dwconv_tiled(const KvtDwConvParams p) {
   using S = KvtTiled<T, LAYOUT, DIR, KH, KW, SH, SW, DH, DW, PH, PW, RW, TX, TY, VC, STAGE, FILTER, HAS_BIAS, RH, RT, FLAT, EPI,
                      SEQ>;
-  static_assert(C == 0 || LAYOUT == 1, "shape constants: channel-last");
   KVT_DYNAMIC_SMEM(dynamic_smem);
   float* smem = reinterpret_cast<float*>(dynamic_smem);
-  if constexpr (LAYOUT == 0) {
-    kvt_tiled_channel_first<S>(p, smem);
-  } else {
-    if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(p)) return;
-    const KvtDwConvParams q = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(p);
-    if constexpr (STAGE == 1) kvt_tiled_channel_last_staged<S>(q, smem);
-    else kvt_tiled_channel_last<S>(q, smem);
-  }
+  if (!kvt_shape_fits<C, SRC_H, SRC_W, DST_H, DST_W>(p)) return;
+  const KvtDwConvParams q = kvt_with_shape<C, SRC_H, SRC_W, DST_H, DST_W>(p);
+  if constexpr (LAYOUT == 0) kvt_tiled_channel_first<S>(q, smem);
+  else if constexpr (STAGE == 1) kvt_tiled_channel_last_staged<S>(q, smem);
+  else kvt_tiled_channel_last<S>(q, smem);
 }
