@@ -389,6 +389,29 @@ void check_shaped_tiled(DwLayout layout, const std::string& label, const std::st
   }
 }
 
+// The channel-first data gradient of a 2D problem (5 x 5 taps, stride `stride`) through one variant,
+// the dy tile in shared memory (halo=smem), against float64: its taps go from the last
+// (kvt_first_accumulate), and stride 2 leaves taps that land on no dy position.
+template <class Launch>
+void check_data_gradient(int stride, const std::string& label, const std::string& name, const Launch& launch) {
+  DwConvArgs a;
+  a.direction = DwDirection::backward_data, a.layout = DwLayout::nchw, a.dtype = DType::f32;
+  a.n = 2, a.c = 3, a.h = 11, a.w = 14, a.kernel_h = a.kernel_w = 5, a.stride_h = a.stride_w = stride;
+  a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 2;
+  const std::int64_t ho = (a.h + 4 - 5) / stride + 1, wo = (a.w + 4 - 5) / stride + 1;
+  const auto dy = values(std::size_t(a.n * a.c * ho * wo), 31), weight = values(std::size_t(a.c * 25), 32);
+  const std::vector<float> fdy(dy.begin(), dy.end()), fw(weight.begin(), weight.end());
+  std::vector<float> dx(std::size_t(a.n * a.c * a.h * a.w), NAN);
+  a.dy = fdy.data(), a.weight = fw.data(), a.dx = dx.data();
+  dwconv::validate(a);
+  const dwconv::Problem problem = dwconv::make_problem(a);
+  INFO(problem.key() << " " << label);
+  const dwconv::Geometry g = dwconv::geometry(problem, variant_named(problem, label, name), a.n);
+  const KvtDwConvParams params = dwconv::kernel_params(problem, dwconv::launch_args(a));
+  kvt_emulated_launch(g.grid_x, g.grid_y, g.block, static_cast<long long>(g.dynamic_smem), [&params, &launch] { launch(params); });
+  CHECK(relative_error(dx, dwconv::reference_backward_data(problem, a.n, dy, weight)) < 1e-6);
+}
+
 }  // namespace
 
 TEST_CASE("emulated tiled dwconv: 2D variants compiled for their shape, against float64 and bit for bit the "
@@ -420,4 +443,23 @@ TEST_CASE("emulated tiled dwconv: 2D variants compiled for their shape, against 
           else kvt_dwconv_tiled<float, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 4, 64, 1, 1, 0, 0, 1, 4, 1, 1>(params);
         });
   }
+}
+
+TEST_CASE("emulated tiled dwconv: the 2D channel-first data gradient from a shared tile, stride 1 and 2",
+          "[dwconv][emulated]") {
+  check_data_gradient(1, "tiled,rw=4,tx=8,ty=8,vc=1,halo=smem,filter=smem",
+                      "kvt_dwconv_tiled<float, 0, 1, 5, 5, 1, 1, 1, 1, 2, 2, 4, 8, 8, 1, 1, 1, 0, 1, 1, 0, 0, 0, 3, 11, 14, 11, 14>",
+                      [](const KvtDwConvParams& params) {
+                        kvt_dwconv_tiled<float, 0, 1, 5, 5, 1, 1, 1, 1, 2, 2, 4, 8, 8, 1, 1, 1, 0, 1, 1, 0, 0, 0, 3, 11, 14, 11, 14>(params);
+                      });
+  check_data_gradient(2, "tiled,rw=4,tx=8,ty=8,vc=1,halo=smem,filter=smem",
+                      "kvt_dwconv_tiled<float, 0, 1, 5, 5, 2, 2, 1, 1, 2, 2, 4, 8, 8, 1, 1, 1, 0, 1, 1, 0, 0, 0, 3, 6, 7, 11, 14>",
+                      [](const KvtDwConvParams& params) {
+                        kvt_dwconv_tiled<float, 0, 1, 5, 5, 2, 2, 1, 1, 2, 2, 4, 8, 8, 1, 1, 1, 0, 1, 1, 0, 0, 0, 3, 6, 7, 11, 14>(params);
+                      });
+  check_data_gradient(1, "tiled,rw=4,tx=8,ty=8,vc=1,halo=global,filter=reg",
+                      "kvt_dwconv_tiled<float, 0, 1, 5, 5, 1, 1, 1, 1, 2, 2, 4, 8, 8, 1, 0, 0, 0, 1, 1, 0, 0, 0, 3, 11, 14, 11, 14>",
+                      [](const KvtDwConvParams& params) {
+                        kvt_dwconv_tiled<float, 0, 1, 5, 5, 1, 1, 1, 1, 2, 2, 4, 8, 8, 1, 0, 0, 0, 1, 1, 0, 0, 0, 3, 11, 14, 11, 14>(params);
+                      });
 }

@@ -211,14 +211,20 @@ template <class S, bool X = false> struct KvtFirstWindow {
 };
 
 // acc[rh] += the taps of kernel row kh over the window (a source row's), for the run's RW outputs.
+// The taps go in the order that reads the window front to back: DIR 1 (the data gradient) from the
+// last tap, whose window position is the lowest. In tap order the data gradient read its window
+// back to front, and ptxas kept all of it live: 80 registers against the forward's 32 for the same
+// 31x31 smem tile, 452 against 363 us (H100; bench/NOTES.md, 2026-12-05).
 template <class S>
 __device__ __forceinline__ void kvt_first_accumulate(float (&acc)[S::RH][S::RW], const float (&win)[S::kWin], int rh, int kh,
                                                      const KvtFirstTaps<S>& taps) {
 #pragma unroll
   for (int r = 0; r < S::RW; ++r)
 #pragma unroll
-    for (int kw = 0; kw < S::KW; ++kw)
+    for (int k = 0; k < S::KW; ++k) {
+      const int kw = S::DIR == 0 ? k : S::KW - 1 - k;
       if (S::AW::valid(r, kw)) acc[rh][r] += win[S::AW::offset(r, kw)] * taps(kh * S::KW + kw);
+    }
 }
 
 // SEQ: kvt_first_accumulate with every tap masked: window position j counts for output r only where its
