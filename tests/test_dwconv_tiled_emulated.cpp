@@ -398,8 +398,9 @@ void check_data_gradient(int stride, const std::string& label, const std::string
   a.direction = DwDirection::backward_data, a.layout = DwLayout::nchw, a.dtype = DType::f32;
   a.n = 2, a.c = 3, a.h = 11, a.w = 14, a.kernel_h = a.kernel_w = 5, a.stride_h = a.stride_w = stride;
   a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 2;
-  const std::int64_t ho = (a.h + 4 - 5) / stride + 1, wo = (a.w + 4 - 5) / stride + 1;
-  const auto dy = values(std::size_t(a.n * a.c * ho * wo), 31), weight = values(std::size_t(a.c * 25), 32);
+  const std::int64_t ho = (a.h + a.pad_top + a.pad_bottom - a.kernel_h) / stride + 1;
+  const std::int64_t wo = (a.w + a.pad_left + a.pad_right - a.kernel_w) / stride + 1;
+  const auto dy = values(std::size_t(a.n * a.c * ho * wo), 31), weight = values(std::size_t(a.c * a.kernel_h * a.kernel_w), 32);
   const std::vector<float> fdy(dy.begin(), dy.end()), fw(weight.begin(), weight.end());
   std::vector<float> dx(std::size_t(a.n * a.c * a.h * a.w), NAN);
   a.dy = fdy.data(), a.weight = fw.data(), a.dx = dx.data();
